@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// What the bits of a format mean. Every fact about a format (bias, emin, emax,
+// the largest finite code, the codes of inf and NaN, ...) is computed here, once,
+// from (E, M, encoding, bias); the compile-time type cpd::float_t and the runtime
+// cpd::format both read them from a detail::spec.
+
+#include <cpd/config.hpp>
+#include <cpd/detail/bits.hpp>
+
+#include <cstdint>
+
+namespace cpd {
+
+/// The encodings of special values, as value-level tags.
+enum class encoding_kind : unsigned char {
+  ieee,    ///< IEEE 754 style: subnormals, +-inf and NaNs in the all-ones exponent
+  fn,      ///< finite + NaN: no inf; NaN only where exponent and mantissa are all ones
+  fnuz,    ///< finite + NaN, unsigned zero: no inf, no -0, NaN is the -0 pattern
+  finite,  ///< no inf, no NaN (OCP FP6/FP4)
+  fnu      ///< unsigned, finite + NaN, no zero and no subnormals (OCP MX E8M0 scale)
+};
+
+/// IEEE-style encoding (the default): subnormals, +-inf, NaNs.
+struct ieee {
+  static constexpr encoding_kind kind = encoding_kind::ieee;
+};
+/// Finite + NaN (OCP E4M3): no inf, NaN where exponent and mantissa are all ones.
+struct fn {
+  static constexpr encoding_kind kind = encoding_kind::fn;
+};
+/// Finite, NaN, unsigned zero (AMD/Graphcore FP8): no inf, no -0, NaN = 0b1000...0.
+struct fnuz {
+  static constexpr encoding_kind kind = encoding_kind::fnuz;
+};
+/// Finite only: no inf and no NaN (OCP FP6 and FP4).
+struct finite {
+  static constexpr encoding_kind kind = encoding_kind::finite;
+};
+/// Unsigned, exponent-style, no zero, NaN = all ones (OCP MX E8M0 scale).
+struct fnu {
+  static constexpr encoding_kind kind = encoding_kind::fnu;
+};
+
+/// The name of an encoding ("ieee", "fn", "fnuz", "finite", "fnu").
+CPD_HOST_DEVICE constexpr const char* to_string(encoding_kind k) noexcept {
+  switch (k) {
+    case encoding_kind::ieee: return "ieee";
+    case encoding_kind::fn: return "fn";
+    case encoding_kind::fnuz: return "fnuz";
+    case encoding_kind::finite: return "finite";
+    case encoding_kind::fnu: return "fnu";
+  }
+  return "?";
+}
+
+namespace detail {
+
+/// The bias a format has unless told otherwise: 2^(E-1) for fnuz, else 2^(E-1) - 1.
+CPD_HOST_DEVICE constexpr int default_bias(int e, encoding_kind k) noexcept {
+  return k == encoding_kind::fnuz ? (1 << (e - 1)) : (1 << (e - 1)) - 1;
+}
+
+/// Why (E, M, encoding, bias) is not a format, or nullptr when it is one.
+/// The same sentences serve the static_asserts' intent and the runtime errors.
+CPD_HOST_DEVICE constexpr const char* format_error(int e, int m, encoding_kind k, int bias) noexcept {
+  if (e < 1 || e > 11) return "exponent bits E must be in [1, 11]";
+  if (m < 0 || m > 52) return "mantissa bits M must be in [0, 52]";
+  if (k == encoding_kind::ieee && e < 2) return "cpd::ieee needs E >= 2 (one exponent code is inf/NaN)";
+  if (k == encoding_kind::ieee && m < 1) return "cpd::ieee needs M >= 1 to encode NaN; use cpd::fn or cpd::finite for M = 0";
+  if (k == encoding_kind::fn && e + m < 2) return "cpd::fn needs E + M >= 2 (one code is NaN)";
+  if (k == encoding_kind::fnu && e + m < 2) return "cpd::fnu needs E + M >= 2 (one code is NaN)";
+  if ((1 << e) - 1 - bias > 1023) return "bias too small: the largest value would exceed the range of double";
+  if (-bias - m < -1074) return "bias too large: the smallest value would be below the range of double";
+  return nullptr;
+}
+
+/// All facts about one format, derived once from (E, M, encoding, bias).
+struct spec {
+  int E = 0;           ///< exponent bits
+  int M = 0;           ///< mantissa (trailing significand) bits
+  int bias = 0;        ///< exponent bias
+  encoding_kind enc{};  ///< special-value encoding
+  bool has_sign = true;
+  bool has_inf = false;
+  bool has_nan = false;
+  bool has_neg_zero = false;
+  bool has_zero = true;
+  bool has_subnormals = true;
+  int bits = 0;             ///< total bits of a code (1 + E + M, or E + M when unsigned)
+  int emin = 0;             ///< exponent of the smallest normal (of code 1 << M; of code 0 for fnu)
+  int emax = 0;             ///< exponent of the largest finite value
+  std::uint64_t mag_mask = 0;  ///< the bits of a code below the sign
+  std::uint64_t sign_bit = 0;  ///< the sign bit of a code (0 when unsigned)
+  std::uint64_t max_code = 0;  ///< magnitude code of the largest finite value
+  std::uint64_t inf_code = 0;  ///< code of +inf (0 when there is none)
+  std::uint64_t nan_code = 0;  ///< canonical NaN code (0 when there is none)
+  std::uint64_t min_code = 0;  ///< magnitude code of the smallest positive value
+  double max_value = 0;         ///< largest finite value
+  double min_normal = 0;        ///< smallest positive normal value
+  double min_positive = 0;      ///< smallest positive value (a subnormal where they exist)
+  bool fits_float = false;      ///< every value is exactly a float
+  std::uint32_t max_bits_f32 = 0;  ///< float bits of max_value (when fits_float)
+  std::uint32_t min_bits_f32 = 0;  ///< float bits of min_positive (when fits_float)
+  std::uint64_t max_bits_f64 = 0;  ///< double bits of max_value
+  std::uint64_t min_bits_f64 = 0;  ///< double bits of min_positive
+};
+
+/// The value of a magnitude code, exactly, as a double (codes of finite values only).
+CPD_HOST_DEVICE constexpr double code_value(const spec& s, std::uint64_t mag) noexcept {
+  const std::uint64_t field = mag >> s.M;
+  const std::uint64_t frac = mag & ((std::uint64_t(1) << s.M) - 1);
+  if (s.has_subnormals && field == 0)
+    return static_cast<double>(frac) * pow2<double>(s.emin - s.M);
+  const int exp = s.has_subnormals ? int(field) - 1 + s.emin : int(field) + s.emin;
+  const double sig = static_cast<double>((std::uint64_t(1) << s.M) | frac);
+  // sig * 2^(exp - M), split so that neither factor leaves double's range.
+  const int k = exp - s.M;
+  return k < -1000 ? sig * pow2<double>(-1000) * pow2<double>(k + 1000) : sig * pow2<double>(k);
+}
+
+/// Builds the spec of a valid format (check it with format_error first).
+CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias) noexcept {
+  spec s{};
+  s.E = e;
+  s.M = m;
+  s.bias = bias;
+  s.enc = k;
+  const std::uint64_t all = (std::uint64_t(1) << (e + m)) - 1;  // all ones below the sign
+  s.has_sign = k != encoding_kind::fnu;
+  s.has_inf = k == encoding_kind::ieee;
+  s.has_nan = k != encoding_kind::finite;
+  s.has_neg_zero = k == encoding_kind::ieee || k == encoding_kind::fn || k == encoding_kind::finite;
+  s.has_zero = k != encoding_kind::fnu;
+  s.has_subnormals = k != encoding_kind::fnu;
+  s.bits = e + m + (s.has_sign ? 1 : 0);
+  s.mag_mask = all;
+  s.sign_bit = s.has_sign ? (std::uint64_t(1) << (e + m)) : 0;
+  switch (k) {
+    case encoding_kind::ieee:
+      s.max_code = ((std::uint64_t((1 << e) - 1)) << m) - 1;
+      s.inf_code = std::uint64_t((1 << e) - 1) << m;
+      s.nan_code = s.inf_code | (std::uint64_t(1) << (m - 1));
+      break;
+    case encoding_kind::fn:
+    case encoding_kind::fnu:
+      s.max_code = all - 1;
+      s.nan_code = all;
+      break;
+    case encoding_kind::fnuz:
+      s.max_code = all;
+      s.nan_code = s.sign_bit;
+      break;
+    case encoding_kind::finite:
+      s.max_code = all;
+      break;
+  }
+  s.emin = s.has_subnormals ? 1 - bias : -bias;
+  s.emax = int(s.max_code >> m) - bias;  // field f >= 1 (any f for fnu) has exponent f - bias
+  s.min_code = s.has_zero ? 1 : 0;
+  s.max_value = code_value(s, s.max_code);
+  s.min_positive = code_value(s, s.min_code);
+  s.min_normal = code_value(s, s.has_subnormals ? (std::uint64_t(1) << m) : 0);
+  s.fits_float = m <= 23 && s.emax <= 127 && (s.has_subnormals ? s.emin - m : s.emin) >= -149;
+  s.max_bits_f64 = bit_cast<std::uint64_t>(s.max_value);
+  s.min_bits_f64 = bit_cast<std::uint64_t>(s.min_positive);
+  if (s.fits_float) {
+    s.max_bits_f32 = bit_cast<std::uint32_t>(static_cast<float>(s.max_value));
+    s.min_bits_f32 = bit_cast<std::uint32_t>(static_cast<float>(s.min_positive));
+  }
+  return s;
+}
+
+/// The magnitude bits of T that hold the largest finite value of s.
+template <class T>
+CPD_HOST_DEVICE constexpr uint_of<T> max_bits(const spec& s) noexcept {
+  if constexpr (sizeof(T) == 4) return s.max_bits_f32;
+  else return s.max_bits_f64;
+}
+
+/// The magnitude bits of T that hold the smallest positive value of s.
+template <class T>
+CPD_HOST_DEVICE constexpr uint_of<T> min_bits(const spec& s) noexcept {
+  if constexpr (sizeof(T) == 4) return s.min_bits_f32;
+  else return s.min_bits_f64;
+}
+
+/// The smallest unsigned integer type that holds N bits.
+template <int N>
+using storage_for = std::conditional_t<
+    (N <= 8), std::uint8_t,
+    std::conditional_t<(N <= 16), std::uint16_t, std::conditional_t<(N <= 32), std::uint32_t, std::uint64_t>>>;
+
+}  // namespace detail
+}  // namespace cpd
