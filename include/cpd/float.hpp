@@ -28,9 +28,9 @@ class float_t {
                 "cpd::float_t: cpd::ieee needs M >= 1 to encode NaN; use cpd::fn or cpd::finite for M = 0");
   static_assert((Enc::kind != encoding_kind::fn && Enc::kind != encoding_kind::fnu) || E + M >= 2,
                 "cpd::float_t: cpd::fn and cpd::fnu need E + M >= 2 (one code is NaN)");
-  static_assert((1 << E) - 1 - Bias <= 1023,
+  static_assert(detail::max_exponent(E, M, Enc::kind, Bias) <= 1023,
                 "cpd::float_t: Bias too small, the largest value would exceed the range of double");
-  static_assert(-Bias - M >= -1074,
+  static_assert(detail::min_exponent(M, Enc::kind, Bias) >= -1074,
                 "cpd::float_t: Bias too large, the smallest value would be below the range of double");
 
  public:
@@ -226,6 +226,124 @@ template <int E, int M, class Enc, int B>
   return b <= a;
 }
 
+// --- arithmetic, rounded once ------------------------------------------------
+//
+// a op b is computed in double and then rounded once to F. The double result is
+// exact for products (2p <= 53) and made "round-to-odd" for sums and quotients
+// with an error-free transformation; rounding a round-to-odd result with at least
+// p + 2 bits to p bits equals rounding the exact result (Boldo & Melquiond 2008),
+// in every deterministic mode. This needs p = M + 1 <= 26 and an exponent range
+// in which double neither overflows nor underflows (E <= 9 with the usual bias).
+
+namespace detail {
+
+/// Turns a double s that is a rounding of s + err (err exact) into round-to-odd.
+CPD_HOST_DEVICE constexpr double make_odd(double s, double err) noexcept {
+  const auto b = bit_cast<std::uint64_t>(s);
+  if (err == 0 || (b & 1) != 0) return s;
+  const bool away = (err > 0) == (s > 0);  // the exact value lies farther from zero
+  return bit_cast<double>(away ? b + 1 : b - 1);
+}
+
+/// round_to_odd(a + b), exactly (Knuth's TwoSum gives the error).
+CPD_HOST_DEVICE constexpr double add_odd(double a, double b) noexcept {
+  const double s = a + b;
+  const double bb = s - a;
+  const double err = (a - (s - bb)) + (b - bb);
+  return make_odd(s, err);
+}
+
+/// round_to_odd(a / b) for a, b of at most 26 significant bits.
+CPD_HOST_DEVICE constexpr double div_odd(double a, double b) noexcept {
+  const double q = a / b;
+  if (!(q == q) || q - q != 0 || q == 0) return q;  // NaN, inf or 0: exact or special
+  // r = a - q*b exactly in sign: q = qh + ql with 26 and 27 significant bits, so
+  // both partial products are exact, and a - qh*b is exact by Sterbenz's lemma.
+  const double qh = bit_cast<double>(bit_cast<std::uint64_t>(q) & ~((std::uint64_t(1) << 27) - 1));
+  const double ql = q - qh;
+  const double r = (a - qh * b) - ql * b;
+  return make_odd(q, b > 0 ? r : -r);
+}
+
+template <class F>
+CPD_HOST_DEVICE constexpr void check_arithmetic() noexcept {
+  static_assert(F::mantissa_bits <= 25,
+                "cpd::float_t arithmetic: needs M <= 25 (a double must hold 2(M+1) + 2 bits)");
+  static_assert(2 * (F::spec.emax + 1) <= 1023 && 2 * (F::spec.emin - F::mantissa_bits) >= -1022,
+                "cpd::float_t arithmetic: the exponent range is too wide for exact double intermediates");
+}
+
+}  // namespace detail
+
+/// a + b rounded once to F in mode R.
+template <rounding R = rounding::nearest_even, overflow O = overflow::infinity, class F>
+[[nodiscard]] CPD_HOST_DEVICE constexpr std::enable_if_t<is_float_format_v<F>, F> add(
+    F a, F b, std::uint32_t random_bits = 0, int random_bits_used = 32) noexcept {
+  detail::check_arithmetic<F>();
+  return convert<F, R, O>(detail::add_odd(static_cast<double>(a), static_cast<double>(b)), random_bits,
+                          random_bits_used);
+}
+/// a - b rounded once to F in mode R.
+template <rounding R = rounding::nearest_even, overflow O = overflow::infinity, class F>
+[[nodiscard]] CPD_HOST_DEVICE constexpr std::enable_if_t<is_float_format_v<F>, F> sub(
+    F a, F b, std::uint32_t random_bits = 0, int random_bits_used = 32) noexcept {
+  detail::check_arithmetic<F>();
+  return convert<F, R, O>(detail::add_odd(static_cast<double>(a), -static_cast<double>(b)), random_bits,
+                          random_bits_used);
+}
+/// a * b rounded once to F in mode R (the double product is exact).
+template <rounding R = rounding::nearest_even, overflow O = overflow::infinity, class F>
+[[nodiscard]] CPD_HOST_DEVICE constexpr std::enable_if_t<is_float_format_v<F>, F> mul(
+    F a, F b, std::uint32_t random_bits = 0, int random_bits_used = 32) noexcept {
+  detail::check_arithmetic<F>();
+  return convert<F, R, O>(static_cast<double>(a) * static_cast<double>(b), random_bits, random_bits_used);
+}
+/// a / b rounded once to F in mode R.
+template <rounding R = rounding::nearest_even, overflow O = overflow::infinity, class F>
+[[nodiscard]] CPD_HOST_DEVICE constexpr std::enable_if_t<is_float_format_v<F>, F> div(
+    F a, F b, std::uint32_t random_bits = 0, int random_bits_used = 32) noexcept {
+  detail::check_arithmetic<F>();
+  return convert<F, R, O>(detail::div_odd(static_cast<double>(a), static_cast<double>(b)), random_bits,
+                          random_bits_used);
+}
+
+template <int E, int M, class Enc, int B>
+[[nodiscard]] CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B> operator+(float_t<E, M, Enc, B> a,
+                                                                       float_t<E, M, Enc, B> b) noexcept {
+  return add(a, b);
+}
+template <int E, int M, class Enc, int B>
+[[nodiscard]] CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B> operator-(float_t<E, M, Enc, B> a,
+                                                                       float_t<E, M, Enc, B> b) noexcept {
+  return sub(a, b);
+}
+template <int E, int M, class Enc, int B>
+[[nodiscard]] CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B> operator*(float_t<E, M, Enc, B> a,
+                                                                       float_t<E, M, Enc, B> b) noexcept {
+  return mul(a, b);
+}
+template <int E, int M, class Enc, int B>
+[[nodiscard]] CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B> operator/(float_t<E, M, Enc, B> a,
+                                                                       float_t<E, M, Enc, B> b) noexcept {
+  return div(a, b);
+}
+template <int E, int M, class Enc, int B>
+CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B>& operator+=(float_t<E, M, Enc, B>& a, float_t<E, M, Enc, B> b) noexcept {
+  return a = a + b;
+}
+template <int E, int M, class Enc, int B>
+CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B>& operator-=(float_t<E, M, Enc, B>& a, float_t<E, M, Enc, B> b) noexcept {
+  return a = a - b;
+}
+template <int E, int M, class Enc, int B>
+CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B>& operator*=(float_t<E, M, Enc, B>& a, float_t<E, M, Enc, B> b) noexcept {
+  return a = a * b;
+}
+template <int E, int M, class Enc, int B>
+CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B>& operator/=(float_t<E, M, Enc, B>& a, float_t<E, M, Enc, B> b) noexcept {
+  return a = a / b;
+}
+
 // --- the aliases the ecosystem knows (ml_dtypes names) ----------------------
 
 using float8_e4m3fn = float_t<4, 3, fn>;            ///< OCP FP8 E4M3 (max 448)
@@ -273,7 +391,7 @@ class numeric_limits<cpd::float_t<E, M, Enc, B>> {
   static constexpr bool is_modulo = false;
   static constexpr int digits = M + 1;
   static constexpr int digits10 = floor_log10_2(M);
-  static constexpr int max_digits10 = 2 + (M + 1) * 30103 / 100000 + ((M + 1) * 30103 % 100000 != 0 ? 1 : 0);
+  static constexpr int max_digits10 = 1 + (M + 1) * 30103 / 100000 + ((M + 1) * 30103 % 100000 != 0 ? 1 : 0);
   static constexpr int radix = 2;
   static constexpr int min_exponent = F::spec.emin + 1;
   static constexpr int min_exponent10 = floor_log10_2(F::spec.emin) + 1;

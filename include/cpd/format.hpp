@@ -62,6 +62,22 @@ CPD_HOST_DEVICE constexpr int default_bias(int e, encoding_kind k) noexcept {
   return k == encoding_kind::fnuz ? (1 << (e - 1)) : (1 << (e - 1)) - 1;
 }
 
+/// The largest exponent field that holds a finite value.
+CPD_HOST_DEVICE constexpr int max_finite_field(int e, int m, encoding_kind k) noexcept {
+  const bool all_ones_special = k == encoding_kind::ieee || ((k == encoding_kind::fn || k == encoding_kind::fnu) && m == 0);
+  return (1 << e) - (all_ones_special ? 2 : 1);
+}
+
+/// The exponent of the largest finite value (2^emax <= max < 2^(emax+1)).
+CPD_HOST_DEVICE constexpr int max_exponent(int e, int m, encoding_kind k, int bias) noexcept {
+  return max_finite_field(e, m, k) - bias;
+}
+
+/// The exponent of the smallest positive value (a subnormal where there are any).
+CPD_HOST_DEVICE constexpr int min_exponent(int m, encoding_kind k, int bias) noexcept {
+  return k == encoding_kind::fnu ? -bias : 1 - bias - m;
+}
+
 /// Why (E, M, encoding, bias) is not a format, or nullptr when it is one.
 /// The same sentences serve the static_asserts' intent and the runtime errors.
 CPD_HOST_DEVICE constexpr const char* format_error(int e, int m, encoding_kind k, int bias) noexcept {
@@ -71,8 +87,8 @@ CPD_HOST_DEVICE constexpr const char* format_error(int e, int m, encoding_kind k
   if (k == encoding_kind::ieee && m < 1) return "cpd::ieee needs M >= 1 to encode NaN; use cpd::fn or cpd::finite for M = 0";
   if (k == encoding_kind::fn && e + m < 2) return "cpd::fn needs E + M >= 2 (one code is NaN)";
   if (k == encoding_kind::fnu && e + m < 2) return "cpd::fnu needs E + M >= 2 (one code is NaN)";
-  if ((1 << e) - 1 - bias > 1023) return "bias too small: the largest value would exceed the range of double";
-  if (-bias - m < -1074) return "bias too large: the smallest value would be below the range of double";
+  if (max_exponent(e, m, k, bias) > 1023) return "bias too small: the largest value would exceed the range of double";
+  if (min_exponent(m, k, bias) < -1074) return "bias too large: the smallest value would be below the range of double";
   return nullptr;
 }
 

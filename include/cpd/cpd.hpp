@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The whole host library without optional dependencies: formats, rounding,
+// runtime formats and printing. MPI, Thrust, CUDA and NCCL live in their own
+// headers (cpd/mpi.hpp, cpd/thrust.hpp, cpd/cuda.cuh, cpd/nccl.cuh).
+
+#include <cpd/config.hpp>
+#include <cpd/float.hpp>
+#include <cpd/format.hpp>
+#include <cpd/io.hpp>
+#include <cpd/rounding.hpp>
+#include <cpd/runtime_format.hpp>
+#include <cpd/version.hpp>
