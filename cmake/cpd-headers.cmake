@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: MIT
+#
+# The one list of cpd's headers, relative to the project root. Add every new
+# header here: it is installed from this list, checked to compile on its own
+# (tests/CMakeLists.txt, target cpd_header_check), and the ctest
+# `headers.listed` fails when a header under include/ is missing from it.
+
+set(CPD_HEADERS
+  include/cpd/config.hpp
+  include/cpd/cpd.hpp
+  include/cpd/detail/bits.hpp
+  include/cpd/detail/round.hpp
+  include/cpd/float.hpp
+  include/cpd/format.hpp
+  include/cpd/io.hpp
+  include/cpd/rounding.hpp
+  include/cpd/runtime_format.hpp
+  include/cpd/version.hpp
+)
+
+# Headers that need an optional dependency (MPI, Thrust, NCCL, CUDA): they are
+# installed, but not compiled alone by cpd_header_check. Every .cuh is also
+# treated as such.
+set(CPD_OPTIONAL_DEPENDENCY_HEADERS
+  include/cpd/mpi.hpp
+  include/cpd/nccl.hpp
+  include/cpd/thrust.hpp
+)
