@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Installs cpd's build and test dependencies (Debian packages only) when any
+# is missing; with --force, runs apt-get update/install regardless.
+# Needs root, or passwordless sudo, to install.
+set -euo pipefail
+
+packages=(
+  build-essential cmake clang
+  doctest-dev libmpfr-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin libthrust-dev libeigen3-dev zlib1g-dev
+  dataset-fashion-mnist gnuplot-nox
+)
+
+force=0
+case "${1:-}" in
+  --force) force=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--force]" >&2; exit 2 ;;
+esac
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "deps.sh: not a Debian system; install the equivalents of: ${packages[*]}" >&2
+  exit 0
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if [[ $force -eq 0 && ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+if [[ "$(id -u)" -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  sudo=(sudo -n)
+else
+  echo "deps.sh: missing Debian packages: ${missing[*]}" >&2
+  echo "deps.sh: run as root: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "deps.sh: installing ${missing[*]:-${packages[*]}}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}"
