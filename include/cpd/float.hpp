@@ -66,10 +66,12 @@ class float_t {
   CPD_HOST_DEVICE explicit constexpr operator float() const noexcept {
     static_assert(fits_float,
                   "cpd::float_t: this format has values that are not floats; convert to double");
-    return detail::bit_cast<float>(detail::decode_bits<float>(spec, bits_));
+    constexpr detail::spec s = spec;  // a copy: device code may not refer to a host constexpr object
+    return detail::bit_cast<float>(detail::decode_bits<float>(s, bits_));
   }
   CPD_HOST_DEVICE explicit constexpr operator double() const noexcept {
-    return detail::bit_cast<double>(detail::decode_bits<double>(spec, bits_));
+    constexpr detail::spec s = spec;
+    return detail::bit_cast<double>(detail::decode_bits<double>(s, bits_));
   }
 
   /// Negation (exact; in fnuz, -0 is +0; in fnu, which is unsigned, NaN but for NaN itself).
@@ -108,7 +110,8 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
                 "cpd::convert: the source must be float or double");
   static_assert(std::is_same_v<T, double> || (F::exponent_bits <= 8 && F::mantissa_bits <= 23),
                 "cpd::convert: from float, F needs E <= 8 and M <= 23 (1 + E + M <= 32); convert from double");
-  const auto r = detail::round_bits<R, O, T>(F::spec, detail::bit_cast<detail::uint_of<T>>(x), random_bits,
+  constexpr detail::spec s = F::spec;  // a copy: device code may not refer to a host constexpr object
+  const auto r = detail::round_bits<R, O, T>(s, detail::bit_cast<detail::uint_of<T>>(x), random_bits,
                                             random_bits_used);
   return F::from_bits(static_cast<typename F::storage_type>(r.code));
 }
@@ -123,7 +126,8 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
                 "cpd::quantize: the value must be float or double");
   static_assert(std::is_same_v<T, double> || F::fits_float,
                 "cpd::quantize: from float, every value of F must be a float (E <= 8, M <= 23, range of float)");
-  const auto r = detail::round_bits<R, O, T>(F::spec, detail::bit_cast<detail::uint_of<T>>(x), random_bits,
+  constexpr detail::spec s = F::spec;  // a copy: device code may not refer to a host constexpr object
+  const auto r = detail::round_bits<R, O, T>(s, detail::bit_cast<detail::uint_of<T>>(x), random_bits,
                                             random_bits_used);
   return detail::bit_cast<T>(r.value);
 }
@@ -369,7 +373,7 @@ namespace std {
 template <int E, int M, class Enc, int B>
 class numeric_limits<cpd::float_t<E, M, Enc, B>> {
   using F = cpd::float_t<E, M, Enc, B>;
-  static constexpr const cpd::detail::spec& s = F::spec;
+  static constexpr cpd::detail::spec s = F::spec;  // a copy: nvcc rejects a constexpr reference member here
   static constexpr F code(std::uint64_t c) noexcept { return F::from_bits(static_cast<typename F::storage_type>(c)); }
   static constexpr int floor_log10_2(int x) noexcept { return x >= 0 ? (x * 30103) / 100000 : -((-x * 30103 + 99999) / 100000); }
 
