@@ -59,11 +59,13 @@ namespace detail {
 
 /// The bias a format has unless told otherwise: 2^(E-1) for fnuz, else 2^(E-1) - 1.
 CPD_HOST_DEVICE constexpr int default_bias(int e, encoding_kind k) noexcept {
+  if (e < 1 || e > 11) return 0;  // not a format; format_error says why
   return k == encoding_kind::fnuz ? (1 << (e - 1)) : (1 << (e - 1)) - 1;
 }
 
 /// The largest exponent field that holds a finite value.
 CPD_HOST_DEVICE constexpr int max_finite_field(int e, int m, encoding_kind k) noexcept {
+  if (e < 1 || e > 11) return 0;  // not a format; format_error says why
   const bool all_ones_special = k == encoding_kind::ieee || ((k == encoding_kind::fn || k == encoding_kind::fnu) && m == 0);
   return (1 << e) - (all_ones_special ? 2 : 1);
 }

@@ -1,0 +1,4 @@
+// expect: E must be in \[1, 11\]
+#include <cpd/float.hpp>
+
+cpd::float_t<0, 3> x;

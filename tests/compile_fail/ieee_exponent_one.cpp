@@ -1,0 +1,4 @@
+// expect: cpd::ieee needs E >= 2
+#include <cpd/float.hpp>
+
+cpd::float_t<1, 3> x;

@@ -1,0 +1,4 @@
+// expect: every value of F must be a float
+#include <cpd/float.hpp>
+
+float x = cpd::quantize<cpd::float_t<11, 10>>(1.0f);
