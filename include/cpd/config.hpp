@@ -10,6 +10,15 @@
 #define CPD_HOST_DEVICE
 #endif
 
+/// Before a CPD_HOST_DEVICE template that may call a host-only function of the user's
+/// type (e.g. std::get of a std::tuple): tells nvcc not to warn when it is instantiated
+/// for such a type in host code. A no-op elsewhere.
+#if defined(__CUDACC__) && !defined(__clang__)
+#define CPD_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#else
+#define CPD_EXEC_CHECK_DISABLE
+#endif
+
 /// 1 when the translation unit is compiled for a GPU (device pass).
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #define CPD_DEVICE_PASS 1
