@@ -31,8 +31,9 @@ CPD_HOST_DEVICE constexpr int clamp_random_bits(int k) noexcept { return k < 1 ?
 
 /// Rounds the T whose bits are x to the format s in mode R, overflow mode O.
 /// For R == stochastic, the low `rbits` bits of `rnd` are the random bits.
+/// (s is taken by value: device code may copy F::spec but not refer to it.)
 template <rounding R, overflow O, class T>
-CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(const spec& s, uint_of<T> x,
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_of<T> x,
                                                                    std::uint32_t rnd = 0,
                                                                    int rbits = 32) noexcept {
   using S = source<T>;
@@ -153,9 +154,9 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(const spec& s,
   return {value, code};
 }
 
-/// Decodes a code of s to the bits of a T (exact; s must fit T).
+/// Decodes a code of s to the bits of a T (exact; s must fit T). s by value, as above.
 template <class T>
-CPD_HOST_DEVICE constexpr uint_of<T> decode_bits(const spec& s, std::uint64_t code) noexcept {
+CPD_HOST_DEVICE constexpr uint_of<T> decode_bits(spec s, std::uint64_t code) noexcept {
   using S = source<T>;
   using U = uint_of<T>;
   const bool neg = (code & s.sign_bit) != 0;
