@@ -101,8 +101,10 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   //    implicit bit, so ((te - emin) << M) + q is exactly (biased exponent, mantissa)
   //    and a carry out of the mantissa increments the exponent by itself. Exponents
   //    above emax + 1 are clamped: those values overflow whatever q is.
+  //    A zero has no leading bit; its code is 0 even where its placeholder
+  //    exponent e = emin(T) lies above the format's emin.
   const int tec = te < s.emax + 1 ? te : s.emax + 1;
-  U code = (U(tec - s.emin) << s.M) + q + inc;
+  U code = a == 0 ? U(0) : U((U(tec - s.emin) << s.M) + q + inc);
   if (!s.has_subnormals) {  // no subnormals (and no zero): clamp to the smallest code
     const U one = U(1) << s.M;
     code = code > one ? code - one : U(0);
