@@ -252,6 +252,7 @@ CPD_HOST_DEVICE constexpr double make_odd(double s, double err) noexcept {
 /// round_to_odd(a + b), exactly (Knuth's TwoSum gives the error).
 CPD_HOST_DEVICE constexpr double add_odd(double a, double b) noexcept {
   const double s = a + b;
+  if (s - s != 0) return s;  // inf or NaN: exact or special, nothing to correct
   const double bb = s - a;
   const double err = (a - (s - bb)) + (b - bb);
   return make_odd(s, err);
