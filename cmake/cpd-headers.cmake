@@ -12,9 +12,11 @@ set(CPD_HEADERS
   include/cpd/detail/round.hpp
   include/cpd/float.hpp
   include/cpd/format.hpp
+  include/cpd/functors.hpp
   include/cpd/io.hpp
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
+  include/cpd/thrust.hpp
   include/cpd/version.hpp
 )
 
