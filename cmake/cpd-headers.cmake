@@ -6,16 +6,20 @@
 # `headers.listed` fails when a header under include/ is missing from it.
 
 set(CPD_HEADERS
+  include/cpd/allreduce_sim.hpp
   include/cpd/config.hpp
   include/cpd/cpd.hpp
   include/cpd/detail/bits.hpp
   include/cpd/detail/round.hpp
+  include/cpd/diagnostics.hpp
   include/cpd/float.hpp
   include/cpd/format.hpp
   include/cpd/functors.hpp
   include/cpd/io.hpp
+  include/cpd/reduce.hpp
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
+  include/cpd/scaling.hpp
   include/cpd/thrust.hpp
   include/cpd/version.hpp
 )

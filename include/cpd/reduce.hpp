@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Low-precision reduction (docs/reduction.md): sums whose every partial result
+// is rounded to a format F, a Kahan-compensated variant in which every step is
+// rounded too (as CPD does), and a GEMM with a low-precision accumulator.
+//
+// Values are floats that hold values of F ("fake quantization"). One rounded
+// addition Q(a + b) rounds the exact sum of a and b once to F, through the
+// rounding core; it never rounds through float on the way.
+
+#include <cpd/config.hpp>
+#include <cpd/detail/bits.hpp>
+#include <cpd/detail/round.hpp>
+#include <cpd/float.hpp>
+#include <cpd/rounding.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cpd {
+
+namespace detail {
+
+/// 32 random bits for one rounding, keyed by (seed, stream, index): a counter-based
+/// hash (two rounds of the SplitMix64 finalizer), the same for every thread count.
+CPD_HOST_DEVICE constexpr std::uint32_t reduce_random_bits(std::uint64_t seed, std::uint64_t stream,
+                                                           std::uint64_t index) noexcept {
+  auto mix = [](std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  std::uint64_t z = mix(seed + 0x9E3779B97F4A7C15ull * (stream + 1));
+  z = mix(z ^ (index * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull));
+  return static_cast<std::uint32_t>(z >> 32);
+}
+
+/// Rounds a double to F, giving a float (F must fit float).
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float round_to(double v, std::uint32_t rnd) noexcept {
+  return static_cast<float>(
+      bit_cast<double>(round_bits<R, O, double>(F::spec, bit_cast<std::uint64_t>(v), rnd).value));
+}
+
+/// Rounds a float to F.
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float round_to(float v, std::uint32_t rnd) noexcept {
+  return bit_cast<float>(round_bits<R, O, float>(F::spec, bit_cast<std::uint32_t>(v), rnd).value);
+}
+
+/// The float sum of a and b made round-to-odd (24 bits), exactly: TwoSum gives the error.
+/// Valid when a + b does not overflow float; inf and NaN pass through.
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float add_odd_float(float a, float b) noexcept {
+  const float s = a + b;
+  const float bb = s - a;
+  const float err = (a - (s - bb)) + (b - bb);
+  const auto bits = bit_cast<std::uint32_t>(s);
+  if (err == 0 || (bits & 1u) != 0 || !(s - s == 0)) return s;
+  const bool away = (err > 0) == (s > 0);
+  return bit_cast<float>(away ? bits + 1 : bits - 1);
+}
+
+/// True when F's sums can go through float round-to-odd: p + 2 <= 24 bits, and two values of
+/// F add without overflowing float. Stochastic rounding always takes the (exact) double path.
+template <class F, rounding R>
+inline constexpr bool float_sum_path = F::mantissa_bits <= 21 && F::spec.emax <= 126 && R != rounding::stochastic;
+
+}  // namespace detail
+
+/// a + b rounded once to F (a and b are any floats; F must fit float). A NaN result is
+/// always the canonical +qNaN (0x7FC00000), whatever the operands' order or payloads.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+[[nodiscard]] CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add(float a, float b,
+                                                                  std::uint32_t random_bits = 0) noexcept {
+  static_assert(is_float_format_v<F> && F::fits_float, "cpd::rounded_add: F must be a cpd::float_t that fits float");
+  float r;
+  if constexpr (detail::float_sum_path<F, R>) {
+    const float s = detail::add_odd_float(a, b);
+    // Overflow of float itself (inputs outside F) falls back to the exact double path.
+    if (s - s == 0 || !(a - a == 0) || !(b - b == 0)) r = detail::round_to<F, R, O>(s, random_bits);
+    else r = detail::round_to<F, R, O>(detail::add_odd(static_cast<double>(a), static_cast<double>(b)), random_bits);
+  } else {
+    r = detail::round_to<F, R, O>(detail::add_odd(static_cast<double>(a), static_cast<double>(b)), random_bits);
+  }
+  return r == r ? r : detail::bit_cast<float>(0x7FC00000u);
+}
+
+/// a - b rounded once to F.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+[[nodiscard]] CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_sub(float a, float b,
+                                                                  std::uint32_t random_bits = 0) noexcept {
+  return rounded_add<F, R, O>(a, -b, random_bits);
+}
+
+/// a * b rounded once to F (the double product of two floats is exact); NaN is +qNaN.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+[[nodiscard]] CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_mul(float a, float b,
+                                                                  std::uint32_t random_bits = 0) noexcept {
+  static_assert(is_float_format_v<F> && F::fits_float, "cpd::rounded_mul: F must be a cpd::float_t that fits float");
+  const float r = detail::round_to<F, R, O>(static_cast<double>(a) * static_cast<double>(b), random_bits);
+  return r == r ? r : detail::bit_cast<float>(0x7FC00000u);
+}
+
+/// Where the random bits of stochastic rounding come from: rounding number s of element i
+/// draws reduce_random_bits(seed, stream + s, i) (docs/reduction.md lists s for every call).
+struct random_key {
+  std::uint64_t seed = 0;    ///< the experiment's seed
+  std::uint64_t stream = 0;  ///< the first stream of this call; use a different one per tensor and step
+
+  /// The random bits of sub-stream s for element i.
+  [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint32_t bits(std::uint64_t s, std::uint64_t i) const noexcept {
+    return detail::reduce_random_bits(seed, stream + s, i);
+  }
+};
+
+/// A running sum in F with Kahan compensation where every operation is rounded to F:
+/// y = Q(x - c), t = Q(s + y), c = Q(Q(t - s) - y), s = t.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+struct kahan_accumulator {
+  float sum = 0.0f;           ///< the running sum s (a value of F)
+  float compensation = 0.0f;  ///< c: what the last additions lost, negated (a value of F)
+
+  /// Adds x; r0..r3 are the random bits of the four roundings (stochastic rounding only).
+  CPD_HOST_DEVICE CPD_ALWAYS_INLINE void add(float x, std::uint32_t r0 = 0, std::uint32_t r1 = 0,
+                                             std::uint32_t r2 = 0, std::uint32_t r3 = 0) noexcept {
+    const float y = rounded_sub<F, R, O>(x, compensation, r0);
+    const float t = rounded_add<F, R, O>(sum, y, r1);
+    compensation = rounded_sub<F, R, O>(rounded_sub<F, R, O>(t, sum, r2), y, r3);
+    sum = t;
+  }
+};
+
+/// Element-wise acc[i] = Q(acc[i] + x[i]); random bits key.bits(0, i).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+void accumulate(float* acc, const float* x, std::size_t n, random_key key = {}) noexcept {
+  for (std::size_t i = 0; i < n; ++i)
+    acc[i] = rounded_add<F, R, O>(acc[i], x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
+}
+
+/// Element-wise Kahan step of (sum[i], comp[i]) with x[i]; random bits key.bits(k, i), k = 0..3.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, random_key key = {}) noexcept {
+  constexpr bool sr = R == rounding::stochastic;
+  for (std::size_t i = 0; i < n; ++i) {
+    kahan_accumulator<F, R, O> k{sum[i], comp[i]};
+    k.add(x[i], sr ? key.bits(0, i) : 0u, sr ? key.bits(1, i) : 0u, sr ? key.bits(2, i) : 0u,
+          sr ? key.bits(3, i) : 0u);
+    sum[i] = k.sum;
+    comp[i] = k.compensation;
+  }
+}
+
+/// The sum of x[0..n) in F, left to right from 0: s = Q(s + x[i]); random bits key.bits(0, i).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+[[nodiscard]] float sum(const float* x, std::size_t n, random_key key = {}) noexcept {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < n; ++i)
+    s = rounded_add<F, R, O>(s, x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
+  return s;
+}
+
+/// The Kahan sum of x[0..n) in F, every step rounded; random bits key.bits(k, i), k = 0..3.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+[[nodiscard]] float kahan_sum(const float* x, std::size_t n, random_key key = {}) noexcept {
+  constexpr bool sr = R == rounding::stochastic;
+  kahan_accumulator<F, R, O> k;
+  for (std::size_t i = 0; i < n; ++i)
+    k.add(x[i], sr ? key.bits(0, i) : 0u, sr ? key.bits(1, i) : 0u, sr ? key.bits(2, i) : 0u,
+          sr ? key.bits(3, i) : 0u);
+  return k.sum;
+}
+
+/// Options of the low-precision GEMM.
+struct gemm_options {
+  bool kahan = false;  ///< Kahan-compensated accumulation (every step rounded)
+  random_key key{};    ///< random bits for stochastic rounding
+};
+
+/// C = A * B with a low-precision accumulator (CPD's quantized GEMM): A is m x k (row-major,
+/// leading dimension lda), B is k x n (ldb), C is m x n (ldc). For every (i, j), from s = 0 and
+/// p = 0, 1, ..., k - 1: s = Q(s + Q(A[i][p] * B[p][j])); every product and partial sum is
+/// rounded to F. Random bits: product p uses key.bits(5p, i*n + j), its addition 5p + 1 (Kahan:
+/// 5p + 1 .. 5p + 4).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+void gemm(std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda, const float* b,
+          std::size_t ldb, float* c, std::size_t ldc, gemm_options opt = {}) {
+  constexpr bool sr = R == rounding::stochastic;
+  for (std::size_t i = 0; i < m; ++i) {
+    float* ci = c + i * ldc;
+    if (!opt.kahan) {
+      for (std::size_t j = 0; j < n; ++j) ci[j] = 0.0f;
+      for (std::size_t p = 0; p < k; ++p) {
+        const float aip = a[i * lda + p];
+        const float* bp = b + p * ldb;
+        for (std::size_t j = 0; j < n; ++j) {
+          const std::uint64_t idx = i * n + j;
+          const float prod = rounded_mul<F, R, O>(aip, bp[j], sr ? opt.key.bits(5 * p, idx) : 0u);
+          ci[j] = rounded_add<F, R, O>(ci[j], prod, sr ? opt.key.bits(5 * p + 1, idx) : 0u);
+        }
+      }
+    } else {
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::uint64_t idx = i * n + j;
+        kahan_accumulator<F, R, O> acc;
+        for (std::size_t p = 0; p < k; ++p) {
+          const float prod = rounded_mul<F, R, O>(a[i * lda + p], b[p * ldb + j], sr ? opt.key.bits(5 * p, idx) : 0u);
+          acc.add(prod, sr ? opt.key.bits(5 * p + 1, idx) : 0u, sr ? opt.key.bits(5 * p + 2, idx) : 0u,
+                  sr ? opt.key.bits(5 * p + 3, idx) : 0u, sr ? opt.key.bits(5 * p + 4, idx) : 0u);
+        }
+        ci[j] = acc.sum;
+      }
+    }
+  }
+}
+
+}  // namespace cpd

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: MIT
+// Scale selection: APS properties, and each scaler against hand-worked cases and
+// the formulas of Transformer Engine and PyTorch's GradScaler.
+
+#include <cpd/allreduce_sim.hpp>
+#include <cpd/diagnostics.hpp>
+#include <cpd/scaling.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+const float pinf = std::numeric_limits<float>::infinity();
+const float qnan = std::numeric_limits<float>::quiet_NaN();
+
+std::uint32_t bits_of(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
+// ceil(log2(v)) by a loop over powers of two (shares nothing with the library).
+int ceil_log2_ref(double v) {
+  int k = 0;
+  double p = 1.0;
+  while (p < v) p *= 2, ++k;
+  while (p / 2 >= v) p /= 2, --k;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("aps: hand-worked statistics and shifts") {
+  using F = cpd::float8_e5m2;  // emax 15
+  cpd::aps<F> a1(1), a3(3), a8(8);
+  const float one[] = {0.25f, -1.0f, 0.5f};
+  CHECK(a1.statistic(one, 3) == 0);          // ceil(log2(1 * 1)) = 0
+  CHECK(a1.select(0).exponent == 15);         // 1 * 2^15 = 2^emax
+  CHECK(a3.statistic(one, 3) == 2);          // ceil(log2(3)) = 2
+  CHECK(a3.select(2).exponent == 13);
+  const float tenth[] = {0.1f, -0.05f};
+  CHECK(a8.statistic(tenth, 2) == 0);        // 0.8 -> 0
+  CHECK(a8.select(a8.statistic(tenth, 2)).exponent == 15);
+  const float quarter[] = {0.25f};
+  CHECK(a8.statistic(quarter, 1) == 1);      // 2 = 2^1 exactly: no rounding up
+  CHECK(a8.statistic(quarter, 1) == ceil_log2_ref(0.25 * 8));
+
+  // e4m3fn: emax 8 (max 448); margin takes binades away.
+  cpd::aps<cpd::float8_e4m3fn> m(4, 2);
+  const float g[] = {3.0f};
+  CHECK(m.statistic(g, 1) == 4);  // 12 -> 16
+  CHECK(m.select(4).exponent == 8 - 4 - 2);
+  CHECK(cpd::float8_e4m3fn::spec.emax == 8);
+}
+
+TEST_CASE("aps: zero, empty and non-finite tensors give a finite, harmless scale") {
+  using F = cpd::float8_e4m3fn;
+  cpd::aps<F> a(16);
+  const float zeros[] = {0.0f, -0.0f, 0.0f};
+  CHECK(a.statistic(zeros, 3) == cpd::aps<F>::zero_statistic);
+  CHECK(a.statistic(nullptr, 0) == cpd::aps<F>::zero_statistic);
+  CHECK(a.select(a.statistic(zeros, 3)).exponent == 0);
+  const float withinf[] = {1.0f, -pinf};
+  const float withnan[] = {qnan, 1.0f};
+  CHECK(a.statistic(withinf, 2) == cpd::aps<F>::nonfinite_statistic);
+  CHECK(a.statistic(withnan, 2) == cpd::aps<F>::nonfinite_statistic);
+  CHECK(a.select(cpd::aps<F>::nonfinite_statistic).exponent == 0);
+  // zero is the identity of combine; non-finite absorbs.
+  CHECK(cpd::aps<F>::combine(cpd::aps<F>::zero_statistic, -7) == -7);
+  CHECK(cpd::aps<F>::combine(cpd::aps<F>::nonfinite_statistic, 100) == cpd::aps<F>::nonfinite_statistic);
+  // The smallest float subnormal still gives a finite exponent.
+  const float tiny[] = {std::numeric_limits<float>::denorm_min()};
+  const int st = a.statistic(tiny, 1);
+  CHECK(st == -149 + 4);
+  CHECK(a.select(st).exponent == 8 + 145);
+  CHECK(std::isfinite(a.select(st).factor()));
+  CHECK_THROWS_AS(cpd::aps<F>(0), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::aps<F>(2, -1), std::invalid_argument);
+}
+
+TEST_CASE("aps: multi-tensor statistics and combine over workers") {
+  using F = cpd::float8_e5m2;
+  cpd::aps<F> a(2);
+  std::vector<float> t0 = {1.0f, 2.0f}, t1 = {0.0f}, t2 = {0.001f, -0.002f, 0.0f};
+  const float* ptrs[] = {t0.data(), t1.data(), t2.data()};
+  const std::size_t ns[] = {t0.size(), t1.size(), t2.size()};
+  std::int32_t st[3], other[3] = {1, -20, -30};
+  a.statistics(ptrs, ns, 3, st);
+  CHECK(st[0] == 2);
+  CHECK(st[1] == cpd::aps<F>::zero_statistic);
+  CHECK(st[2] == ceil_log2_ref(0.002f * 2.0));
+  cpd::combine_into<cpd::aps<F>>(st, other, 3);
+  CHECK(st[0] == 2);
+  CHECK(st[1] == -20);
+  CHECK(st[2] == std::max(ceil_log2_ref(0.002f * 2.0), -30));
+  const std::int32_t all[] = {3, cpd::aps<F>::zero_statistic, -5};
+  CHECK(cpd::combine_all<cpd::aps<F>>(all, 3) == 3);
+}
+
+// For W workers whose largest magnitude is amax, APS's shift puts the largest
+// possible W-way sum, W * amax * 2^shift, in (2^(emax-1), 2^emax]: no overflow,
+// at most one binade wasted. Checked exactly in double over W in [1, 1024] and
+// amax from 1e-30 to 1e30 (with random significands).
+TEST_CASE_TEMPLATE("aps: property: no overflow, at most one binade wasted", F, cpd::float8_e5m2,
+                   cpd::float8_e4m3fn, cpd::float6_e3m2fn, cpd::float4_e2m1fn, cpd::float16, cpd::bfloat16,
+                   cpd::float_t<3, 0, cpd::fn>) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> expo(std::log(1e-30), std::log(1e30));
+  const int emax = F::spec.emax;
+  int checked = 0;
+  for (int w : {1, 2, 3, 5, 7, 8, 12, 31, 64, 100, 255, 256, 257, 512, 1000, 1023, 1024}) {
+    cpd::aps<F> a(w);
+    for (int t = 0; t < 400; ++t) {
+      const float amax = static_cast<float>(std::exp(expo(rng)));
+      const int st = a.statistic_of_amax(amax);
+      const int shift = a.select(st).exponent;
+      const double top = static_cast<double>(amax) * w * std::ldexp(1.0, shift);
+      REQUIRE(top <= std::ldexp(1.0, emax));
+      REQUIRE(top > std::ldexp(1.0, emax - 1));
+      REQUIRE(top <= F::spec.max_value);
+      ++checked;
+    }
+  }
+  CHECK(checked == 17 * 400);
+}
+
+// The same property end to end: W workers all holding +amax (the worst case for
+// overflow) and random values below it, summed in F in every order with rounding
+// after every addition; the sum stays finite and within max(F).
+TEST_CASE_TEMPLATE("aps: property: rounded W-way sums never overflow", F, cpd::float8_e5m2, cpd::float8_e4m3fn,
+                   cpd::float6_e3m2fn, cpd::float4_e2m1fn, cpd::float16, cpd::bfloat16,
+                   cpd::float_t<3, 0, cpd::fn>) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> expo(std::log(1e-30), std::log(1e30));
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (int w : {1, 2, 3, 5, 8, 13, 64, 100, 256, 1000, 1024}) {
+    for (int t = 0; t < 6; ++t) {
+      const float amax = static_cast<float>(std::exp(expo(rng)));
+      const std::size_t n = 8;
+      std::vector<std::vector<float>> g(static_cast<std::size_t>(w), std::vector<float>(n));
+      for (auto& v : g) {
+        v[0] = amax;  // element 0: every worker at +amax
+        v[1] = -amax;
+        for (std::size_t i = 2; i < n; ++i) v[i] = amax * unit(rng);
+      }
+      std::vector<const float*> p;
+      for (auto& v : g) p.push_back(v.data());
+      std::vector<float> out(n);
+      for (auto alg : {cpd::allreduce_algorithm::sequential, cpd::allreduce_algorithm::ring,
+                       cpd::allreduce_algorithm::halving_doubling}) {
+        cpd::allreduce_options o;
+        o.algorithm = alg;
+        o.threads = 1;
+        // With M = 0 rounding can raise a value by 4/3 and ties go up: one binade of margin.
+        const int margin = F::mantissa_bits == 0 ? 1 : 0;
+        auto r = cpd::simulate_allreduce<F>(p.data(), out.data(), n, w, cpd::aps<F>(w, margin), o);
+        CHECK(r.nonfinite_out == 0);
+        for (std::size_t i = 0; i < n; ++i) {
+          const double scaled = static_cast<double>(out[i]) * r.scale.factor();
+          REQUIRE(std::fabs(scaled) <= F::spec.max_value);
+        }
+        // Values survive when the format spans the log2(W) binades APS leaves below the top.
+        if (std::ldexp(1.0, F::spec.emax) / w >= F::spec.min_positive) CHECK(out[0] > 0.0f);
+        if (r.nonfinite_out != 0) MESSAGE(w, " ", amax, " ", cpd::to_string(alg));
+      }
+    }
+  }
+}
+
+// Why M = 0 formats need a margin: 5 workers at 1.53 (APS shift 0, 5 * 1.53 <= 8 = max):
+// each value rounds up to 2; halving-doubling sums (2 + 2) + 2 = 6, a tie that goes to 8,
+// then 8 + (2 + 2) = 12, a tie that goes to 16 > max(F).
+TEST_CASE("aps: with M = 0 a rounded sum can pass 2^emax without a margin") {
+  using F = cpd::float_t<3, 0, cpd::fn>;  // powers of two up to 8 = 2^emax
+  const int w = 5;
+  std::vector<float> v(w, 1.52952f);
+  std::vector<const float*> p;
+  for (auto& x : v) p.push_back(&x);
+  float out = 0;
+  cpd::allreduce_options o;
+  o.algorithm = cpd::allreduce_algorithm::halving_doubling;
+  auto r0 = cpd::simulate_allreduce<F>(p.data(), &out, 1, w, cpd::aps<F>(w), o);
+  CHECK(r0.nonfinite_out == 1);
+  auto r1 = cpd::simulate_allreduce<F>(p.data(), &out, 1, w, cpd::aps<F>(w, 1), o);
+  CHECK(r1.nonfinite_out == 0);
+}
+
+TEST_CASE("current scaling: Transformer Engine's formula") {
+  using F = cpd::float8_e4m3fn;  // max 448
+  cpd::current_scaling<F> cs;
+  const float g[] = {1.0f, -2.0f, 0.5f};
+  const float amax = cs.statistic(g, 3);
+  CHECK(amax == 2.0f);
+  CHECK(cs.select(amax).value == 224.0f);
+  CHECK(cs.select(amax).inverse == 1.0f / 224.0f);
+  CHECK(cs.select(3.0f).value == 448.0f / 3.0f);  // float division, rounded once
+  // amax 0, pinf, NaN: scale 1
+  CHECK(cs.select(0.0f).value == 1.0f);
+  CHECK(cs.select(pinf).value == 1.0f);
+  CHECK(cs.select(qnan).value == 1.0f);
+  // a quotient beyond float: float max
+  CHECK(cs.select(std::numeric_limits<float>::denorm_min()).value == std::numeric_limits<float>::max());
+  // epsilon: amax is at least epsilon
+  cpd::current_scaling<F> ce({0, 1e-3f, false});
+  CHECK(ce.select(0.0f).value == 448.0f / 1e-3f);
+  CHECK(ce.select(1e-6f).value == 448.0f / 1e-3f);
+  CHECK(ce.select(1.0f).value == 448.0f);
+  // power of two: truncate the mantissa (448 / 3 = 149.33 -> 128)
+  cpd::current_scaling<F> cp({0, 0.0f, true});
+  CHECK(cp.select(3.0f).value == 128.0f);
+  CHECK(cp.select(0.5f).value == 512.0f);  // 896 -> 512
+  // margin: divided by 2^margin
+  cpd::current_scaling<F> cm({1, 0.0f, false});
+  CHECK(cm.select(2.0f).value == 112.0f);
+  // e5m2: max 57344
+  cpd::current_scaling<cpd::float8_e5m2> c5;
+  CHECK(c5.select(1.0f).value == 57344.0f);
+  // NaN propagates through combine; its bits order above pinf as int32.
+  const float withnan[] = {1.0f, qnan};
+  CHECK(std::isnan(cs.statistic(withnan, 2)));
+  CHECK(std::isnan(cpd::current_scaling<F>::combine(2.0f, cs.statistic(withnan, 2))));
+  CHECK(cpd::current_scaling<F>::combine(2.0f, 3.0f) == 3.0f);
+  CHECK(static_cast<std::int32_t>(bits_of(qnan)) > static_cast<std::int32_t>(bits_of(pinf)));
+}
+
+TEST_CASE("delayed scaling: history window, max and most_recent, non-finite amax") {
+  using F = cpd::float8_e4m3fn;
+  cpd::delayed_scaling<F> d({3, cpd::amax_algorithm::max, 0});
+  CHECK(d.scale().value == 1.0f);  // before any history
+  // select returns the scale from earlier steps, then records this step's amax.
+  CHECK(d.select(2.0f).value == 1.0f);
+  CHECK(d.scale().value == 224.0f);
+  CHECK(d.select(1.0f).value == 224.0f);   // history {2, 1}: max 2
+  CHECK(d.scale().value == 224.0f);
+  d.update(4.0f);                          // {2, 1, 4}
+  CHECK(d.scale().value == 112.0f);
+  d.update(1.0f);                          // {1, 4, 1}: 2 dropped
+  CHECK(d.scale().value == 112.0f);
+  d.update(1.0f);                          // {4, 1, 1}
+  CHECK(d.scale().value == 112.0f);
+  d.update(1.0f);                          // {1, 1, 1}
+  CHECK(d.scale().value == 448.0f);
+  // A non-finite amax keeps the scale while it is in the window.
+  d.update(pinf);
+  CHECK(d.scale().value == 448.0f);
+  d.update(qnan);
+  CHECK(d.scale().value == 448.0f);
+  d.update(8.0f);
+  CHECK(d.scale().value == 448.0f);  // {pinf, qnan, 8}
+  d.update(8.0f);
+  d.update(8.0f);                    // {8, 8, 8}
+  CHECK(d.scale().value == 56.0f);
+  // zero amax keeps the scale
+  cpd::delayed_scaling<F> z({1, cpd::amax_algorithm::max, 0});
+  z.update(0.0f);
+  CHECK(z.scale().value == 1.0f);
+
+  cpd::delayed_scaling<F> r({4, cpd::amax_algorithm::most_recent, 1});
+  r.update(4.0f);
+  CHECK(r.scale().value == 56.0f);  // 448 / 4 / 2^1
+  r.update(1.0f);
+  CHECK(r.scale().value == 224.0f);
+  CHECK(r.history_amax() == 1.0f);
+  CHECK_THROWS_AS(cpd::delayed_scaling<F>({0, cpd::amax_algorithm::max, 0}), std::invalid_argument);
+}
+
+TEST_CASE("dynamic loss scaling: GradScaler semantics") {
+  cpd::dynamic_loss_scaling s;
+  CHECK(s.scale() == 65536.0f);
+  CHECK(s.opts().growth_interval == 2000);
+  CHECK(s.inverse_scale() == static_cast<float>(1.0 / 65536.0));
+  const float bad[] = {1.0f, pinf};
+  const float good[] = {1.0f, 2.0f};
+  CHECK(s.statistic(bad, 2) == 1);
+  CHECK(s.statistic(good, 2) == 0);
+  // overflow: backoff, tracker reset, step skipped
+  CHECK(s.select(1).value == 32768.0f);
+  CHECK(s.skipped());
+  CHECK(s.growth_tracker() == 0);
+  // growth after growth_interval clean steps in a row
+  cpd::dynamic_loss_scaling g({8.0f, 2.0f, 0.5f, 3});
+  g.update(0);
+  g.update(0);
+  CHECK(g.scale() == 8.0f);
+  CHECK(g.growth_tracker() == 2);
+  g.update(0);
+  CHECK(g.scale() == 16.0f);
+  CHECK(g.growth_tracker() == 0);
+  CHECK_FALSE(g.skipped());
+  g.update(0);
+  g.update(1);  // an overflow resets the count
+  CHECK(g.scale() == 8.0f);
+  g.update(0);
+  g.update(0);
+  CHECK(g.scale() == 8.0f);
+  g.update(0);
+  CHECK(g.scale() == 16.0f);
+  // no growth to pinf
+  cpd::dynamic_loss_scaling h({std::ldexp(1.0f, 127), 2.0f, 0.5f, 1});
+  h.update(0);
+  CHECK(h.scale() == std::ldexp(1.0f, 127));
+  // unscale: multiply by the inverse in float, report non-finite values
+  cpd::dynamic_loss_scaling u({4.0f, 2.0f, 0.5f, 10});
+  float grads[] = {8.0f, -2.0f, 1.0f};
+  CHECK(u.unscale(grads, 3) == 0);
+  CHECK(grads[0] == 2.0f);
+  CHECK(grads[1] == -0.5f);
+  // combine is max: one worker's overflow skips everyone's step
+  CHECK(cpd::dynamic_loss_scaling::combine(0, 1) == 1);
+  CHECK_THROWS_AS(cpd::dynamic_loss_scaling({1.0f, 1.0f, 0.5f, 1}), std::invalid_argument);
+}
+
+TEST_CASE("fixed scaling") {
+  cpd::fixed_scaling none;
+  cpd::fixed_scaling f(cpd::pow2_scale{5});
+  const float g[] = {1e30f};
+  CHECK(none.select(none.statistic(g, 1)).exponent == 0);
+  CHECK(f.select(f.statistic(g, 1)).exponent == 5);
+  CHECK(cpd::pow2_scale{5}.factor() == 32.0);
+  CHECK(cpd::pow2_scale{-3}.factor() == 0.125);
+  CHECK(cpd::pow2_scale{200}.inverse() == std::ldexp(1.0, -200));
+}
+
+TEST_CASE("diagnostics: flushed, saturated, overflowed, before and after scaling") {
+  using F = cpd::float8_e5m2;  // max 57344, min subnormal 2^-16
+  const float x[] = {0.0f, 1e-9f, 1.0f, 1e5f, pinf, qnan, -1e-9f};
+  auto s = cpd::measure_quantization<F>(x, 7);
+  CHECK(s.count == 7);
+  CHECK(s.zeros == 1);
+  CHECK(s.flushed == 2);
+  CHECK(s.overflowed == 1);  // 1e5 -> pinf
+  CHECK(s.nonfinite == 2);
+  auto sat = cpd::measure_quantization<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(x, 7);
+  CHECK(sat.saturated == 1);
+  CHECK(sat.overflowed == 0);
+  // with a scale of 2^20, 1e-9 survives and 1.0 and 1e5 overflow
+  auto sc = cpd::measure_quantization<F>(x, 7, cpd::pow2_scale{20});
+  CHECK(sc.flushed == 0);
+  CHECK(sc.overflowed == 2);
+  CHECK(sc.flushed_fraction() == 0.0);
+  CHECK(sc.overflowed_fraction() == doctest::Approx(2.0 / 7.0));
+  auto fs = cpd::measure_quantization<F>(x, 7, cpd::float_scale::of(1.0f));
+  CHECK(fs.flushed == 2);
+}
