@@ -104,7 +104,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 
 /// Where the random bits of stochastic rounding come from: rounding number s of element i
 /// draws reduce_random_bits(seed, stream + s, i) (docs/reduction.md lists s for every call).
-struct random_key {
+struct stream_key {
   std::uint64_t seed = 0;    ///< the experiment's seed
   std::uint64_t stream = 0;  ///< the first stream of this call; use a different one per tensor and step
 
@@ -133,14 +133,14 @@ struct kahan_accumulator {
 
 /// Element-wise acc[i] = Q(acc[i] + x[i]); random bits key.bits(0, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-void accumulate(float* acc, const float* x, std::size_t n, random_key key = {}) noexcept {
+void accumulate(float* acc, const float* x, std::size_t n, stream_key key = {}) noexcept {
   for (std::size_t i = 0; i < n; ++i)
     acc[i] = rounded_add<F, R, O>(acc[i], x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
 }
 
 /// Element-wise Kahan step of (sum[i], comp[i]) with x[i]; random bits key.bits(k, i), k = 0..3.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, random_key key = {}) noexcept {
+void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, stream_key key = {}) noexcept {
   constexpr bool sr = R == rounding::stochastic;
   for (std::size_t i = 0; i < n; ++i) {
     kahan_accumulator<F, R, O> k{sum[i], comp[i]};
@@ -153,7 +153,7 @@ void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, ra
 
 /// The sum of x[0..n) in F, left to right from 0: s = Q(s + x[i]); random bits key.bits(0, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-[[nodiscard]] float sum(const float* x, std::size_t n, random_key key = {}) noexcept {
+[[nodiscard]] float sum(const float* x, std::size_t n, stream_key key = {}) noexcept {
   float s = 0.0f;
   for (std::size_t i = 0; i < n; ++i)
     s = rounded_add<F, R, O>(s, x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
@@ -162,7 +162,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 
 /// The Kahan sum of x[0..n) in F, every step rounded; random bits key.bits(k, i), k = 0..3.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-[[nodiscard]] float kahan_sum(const float* x, std::size_t n, random_key key = {}) noexcept {
+[[nodiscard]] float kahan_sum(const float* x, std::size_t n, stream_key key = {}) noexcept {
   constexpr bool sr = R == rounding::stochastic;
   kahan_accumulator<F, R, O> k;
   for (std::size_t i = 0; i < n; ++i)
@@ -174,7 +174,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 /// Options of the low-precision GEMM.
 struct gemm_options {
   bool kahan = false;  ///< Kahan-compensated accumulation (every step rounded)
-  random_key key{};    ///< random bits for stochastic rounding
+  stream_key key{};    ///< random bits for stochastic rounding
 };
 
 /// C = A * B with a low-precision accumulator (CPD's quantized GEMM): A is m x k (row-major,
