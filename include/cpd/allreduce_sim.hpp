@@ -114,6 +114,17 @@ CPD_ALWAYS_INLINE float unscale(float v, const pow2_scale& s) noexcept {
   return static_cast<float>(static_cast<double>(v) * s.inverse());
 }
 
+/// The random bits of rounding k (0..7) of the addition that `rank` performs at `step` of an
+/// allreduce among w workers, for element i (step -1: the quantization of the inputs). The one
+/// definition, shared by simulate_allreduce and the MPI ring of <cpd/mpi.hpp>.
+template <class Key>
+[[nodiscard]] constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank, int k,
+                                                            std::uint64_t i) noexcept {
+  const std::uint64_t s = (static_cast<std::uint64_t>(step + 1) * static_cast<std::uint64_t>(w) +
+                           static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
+  return reduce_random_bits(key.seed, key.stream + s, i);
+}
+
 /// One simulated allreduce with a known scale: the rounding order of docs/reduction.md.
 template <class F, rounding R, overflow O, class Scale>
 class allreduce_engine {
@@ -154,15 +165,8 @@ class allreduce_engine {
   }
 
  private:
-  /// The stream of rounding k of the addition at `step` performed by `rank` (step -1: input quantization).
-  [[nodiscard]] std::uint64_t stream(int step, int rank, int k) const noexcept {
-    return opt_.key.stream +
-           ((static_cast<std::uint64_t>(step + 1) * static_cast<std::uint64_t>(w_) + static_cast<std::uint64_t>(rank)) *
-                8u +
-            static_cast<std::uint64_t>(k));
-  }
   [[nodiscard]] std::uint32_t bits(int step, int rank, int k, std::size_t i) const noexcept {
-    return sr ? reduce_random_bits(opt_.key.seed, stream(step, rank, k), i) : 0u;
+    return sr ? allreduce_random_bits(opt_.key, w_, step, rank, k, i) : 0u;
   }
 
   /// q[i - lo] = Q(x_r[i] * scale); with error feedback, residual_r[i] = x_r[i] - unscale(q).
