@@ -1,0 +1,741 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// <cpd/mpi.hpp>: low-precision gradient allreduce over MPI (docs/mpi.md).
+//
+// Every rank holds the same list of tensors (a model's gradients). One call:
+//   1. with error feedback, x = g + residual (into the residual array);
+//   2. one MPI_Allreduce(MPI_MAX) of a few int32 per call: every tensor's scaler
+//      statistic, plus check words that detect ranks disagreeing on the call;
+//   3. the scale of each tensor from the combined statistic;
+//   4. each value quantized once as Q(x * scale), packed into codes of F
+//      (1 byte per value for 5..8-bit formats, 2 for 16-bit, two 4-bit codes
+//      per byte), the residual updated to x - unscale(Q(x * scale));
+//   5. the codes summed in F, every partial sum rounded, by one of two algorithms:
+//      - algorithm::ring: reduce-scatter then all-gather over MPI_Sendrecv, in
+//        exactly the rounding order of cpd::simulate_allreduce(ring): the same
+//        inputs give the same bits on N ranks and in the simulator;
+//      - algorithm::native: MPI_Allreduce with a user-defined MPI_Op that decodes,
+//        adds, rounds and re-encodes (MPI's own summation order);
+//   6. decoded, unscaled (and divided by the number of ranks for a mean).
+//
+// Requires an MPI library (mpi.h); not included by <cpd/cpd.hpp>.
+
+#include <cpd/allreduce_sim.hpp>
+#include <cpd/config.hpp>
+#include <cpd/detail/bits.hpp>
+#include <cpd/detail/round.hpp>
+#include <cpd/float.hpp>
+#include <cpd/reduce.hpp>
+#include <cpd/rounding.hpp>
+#include <cpd/scaling.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace cpd::mpi {
+
+/// An MPI call failed, or ranks disagreed; what() names the call and carries MPI's message.
+class error : public std::runtime_error {
+ public:
+  error(const std::string& what, int code) : std::runtime_error(what), code_(code) {}
+  /// The MPI error code (MPI_ERR_OTHER for errors found by cpd).
+  [[nodiscard]] int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+/// The ranks called with different tensor sizes, formats or options (thrown on every rank).
+class mismatch_error : public error {
+ public:
+  explicit mismatch_error(const std::string& what) : error(what, MPI_ERR_OTHER) {}
+};
+
+/// How the packed codes are summed.
+enum class algorithm : unsigned char {
+  ring,   ///< reduce-scatter + all-gather over MPI_Sendrecv, the order of simulate_allreduce(ring)
+  native  ///< MPI_Allreduce with a user-defined MPI_Op (MPI's summation order)
+};
+
+/// The name of an algorithm ("ring" or "native").
+constexpr const char* to_string(algorithm a) noexcept { return a == algorithm::native ? "native" : "ring"; }
+
+/// Options fixed for the life of an allreduce_plan.
+struct options {
+  algorithm algo = algorithm::ring;  ///< the summation algorithm
+  bool kahan = false;                ///< Kahan-compensated sums (the compensation travels with the sum)
+  bool mean = false;                 ///< divide the unscaled sum by the number of ranks (in float)
+};
+
+/// The (seed, stream) of stochastic rounding: the type of allreduce_options::key.
+using key_type = decltype(allreduce_options{}.key);
+
+/// One tensor of a multi-tensor allreduce, as this rank sees it.
+struct tensor {
+  const float* in = nullptr;   ///< this rank's values (e.g. its gradient)
+  float* out = nullptr;        ///< the reduced values; may equal in, not residual
+  std::size_t size = 0;        ///< the number of values (the same on every rank)
+  float* residual = nullptr;   ///< error feedback: this rank's residual, read and overwritten; or nullptr
+  key_type key{};              ///< random bits of stochastic rounding, as allreduce_options::key
+};
+
+/// What one call did on this rank.
+template <class Scale>
+struct result {
+  std::vector<Scale> scales;             ///< the scale of each tensor (the same on every rank)
+  std::uint64_t statistics_bytes = 0;    ///< bytes this rank handed to the statistics MPI_Allreduce
+  std::uint64_t payload_bytes = 0;       ///< packed-code bytes this rank sent (ring) or handed to MPI_Allreduce (native)
+  double seconds = 0;                    ///< wall time of the call
+  double seconds_codec = 0;              ///< of which: statistics, scaling, encoding, decoding and adding
+  /// Statistics plus payload.
+  [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return statistics_bytes + payload_bytes; }
+};
+
+namespace detail {
+
+using cpd::detail::bit_cast;
+
+/// Throws cpd::mpi::error for an MPI return code other than MPI_SUCCESS.
+inline void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "error code %d", rc);
+  throw error(std::string("cpd::mpi: ") + call + " failed: " + text, rc);
+}
+
+/// 64-bit FNV-1a, for fingerprints of a call's shape.
+struct fingerprint {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  void add(std::uint64_t v) noexcept {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xFFu;
+      h *= 0x100000001B3ull;
+    }
+  }
+};
+
+/// How values of F travel: codes of `width` bits, two per byte when width <= 4, else in
+/// sizeof(storage_type) bytes (host byte order: the ranks must share it).
+template <class F>
+struct codec {
+  using storage = typename F::storage_type;
+  static constexpr int width = F::spec.bits;
+  static constexpr bool nibbles = width <= 4;
+  static constexpr std::size_t code_bytes = sizeof(storage);
+
+  /// Bytes of n packed codes.
+  [[nodiscard]] static constexpr std::size_t bytes(std::size_t n) noexcept {
+    return nibbles ? (n + 1) / 2 : n * code_bytes;
+  }
+
+  /// The code of v, a value of F (exact: any rounding mode gives the same code).
+  [[nodiscard]] static CPD_ALWAYS_INLINE storage code_of(float v) noexcept {
+    constexpr cpd::detail::spec s = F::spec;
+    return static_cast<storage>(
+        cpd::detail::round_bits<rounding::nearest_even, overflow::infinity, float>(s, bit_cast<std::uint32_t>(v)).code);
+  }
+
+  /// The value of a code, through a table for codes of at most 16 bits.
+  [[nodiscard]] static CPD_ALWAYS_INLINE float value_of(storage c) noexcept {
+    if constexpr (width <= 16) {
+      return table()[c];
+    } else {
+      constexpr cpd::detail::spec s = F::spec;
+      return bit_cast<float>(cpd::detail::decode_bits<float>(s, c));
+    }
+  }
+
+  static const float* table() noexcept {
+    static const std::vector<float> t = [] {
+      constexpr cpd::detail::spec s = F::spec;
+      std::vector<float> v(std::size_t(1) << width);
+      for (std::size_t c = 0; c < v.size(); ++c) v[c] = bit_cast<float>(cpd::detail::decode_bits<float>(s, c));
+      return v;
+    }();
+    return t.data();
+  }
+
+  /// Packs n values of F into bytes(n) bytes.
+  static void encode(const float* v, std::size_t n, unsigned char* out) noexcept {
+    if constexpr (nibbles) {
+      for (std::size_t i = 0; i + 1 < n; i += 2)
+        out[i / 2] = static_cast<unsigned char>(code_of(v[i]) | (code_of(v[i + 1]) << 4));
+      if (n % 2) out[n / 2] = static_cast<unsigned char>(code_of(v[n - 1]));
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const storage c = code_of(v[i]);
+        std::memcpy(out + i * code_bytes, &c, code_bytes);
+      }
+    }
+  }
+
+  /// Unpacks n codes into floats.
+  static void decode(const unsigned char* in, std::size_t n, float* out) noexcept {
+    if constexpr (nibbles) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = value_of(static_cast<storage>((in[i / 2] >> (4 * (i % 2))) & 0xFu));
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        storage c;
+        std::memcpy(&c, in + i * code_bytes, code_bytes);
+        out[i] = value_of(c);
+      }
+    }
+  }
+};
+
+/// (a mod w) in [0, w).
+[[nodiscard]] constexpr int wrap(int a, int w) noexcept { return ((a % w) + w) % w; }
+
+/// The random bits of a native-op rounding: keyed by the operands' codes (the op knows no index).
+[[nodiscard]] inline std::uint32_t operand_bits(std::uint64_t seed, std::uint32_t a, std::uint32_t b, int k) noexcept {
+  return cpd::detail::reduce_random_bits(seed, static_cast<std::uint64_t>(k),
+                                         (static_cast<std::uint64_t>(a) << 32) | b);
+}
+
+/// The seed of the native op's stochastic rounding, set by the calling thread before MPI_Allreduce
+/// (a user-defined MPI_Op carries no state of its own).
+inline thread_local std::uint64_t native_seed = 0;
+
+/// The user function of the native MPI_Op: inout = in (+) inout, unit by unit, every sum rounded to F.
+/// A unit is one code (two when packed in nibbles); with Kahan, a (sum, compensation) pair.
+template <class F, rounding R, overflow O, bool Kahan>
+void native_op(void* in_v, void* inout_v, int* len, MPI_Datatype*) {
+  using C = codec<F>;
+  using S = typename C::storage;
+  constexpr bool sr = R == rounding::stochastic;
+  const auto* in = static_cast<const unsigned char*>(in_v);
+  auto* io = static_cast<unsigned char*>(inout_v);
+  const std::uint64_t seed = native_seed;
+  auto bits = [&](float a, float b, int k) -> std::uint32_t {
+    return sr ? operand_bits(seed, bit_cast<std::uint32_t>(a), bit_cast<std::uint32_t>(b), k) : 0u;
+  };
+  auto plain = [&](float a, float b) { return rounded_add<F, R, O>(a, b, bits(a, b, 0)); };
+  // The compensated combine of simulate_allreduce's tree nodes:
+  // u = Q(c1 + c2), y = Q(s2 - u), t = Q(s1 + y), c = Q(Q(t - s1) - y), s = t.
+  auto merge = [&](float s1, float c1, float s2, float c2, float& s, float& c) {
+    const float u = rounded_add<F, R, O>(c1, c2, bits(c1, c2, 0));
+    const float y = rounded_sub<F, R, O>(s2, u, bits(s2, u, 1));
+    const float t = rounded_add<F, R, O>(s1, y, bits(s1, y, 2));
+    const float d = rounded_sub<F, R, O>(t, s1, bits(t, s1, 3));
+    c = rounded_sub<F, R, O>(d, y, bits(d, y, 4));
+    s = t;
+  };
+  const std::size_t n = static_cast<std::size_t>(*len);
+  if constexpr (C::nibbles) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float a0 = C::value_of(static_cast<S>(in[i] & 0xFu)), a1 = C::value_of(static_cast<S>(in[i] >> 4));
+      const float b0 = C::value_of(static_cast<S>(io[i] & 0xFu)), b1 = C::value_of(static_cast<S>(io[i] >> 4));
+      float r0, r1;
+      if constexpr (Kahan) merge(a0, a1, b0, b1, r0, r1);
+      else r0 = plain(a0, b0), r1 = plain(a1, b1);
+      io[i] = static_cast<unsigned char>(C::code_of(r0) | (C::code_of(r1) << 4));
+    }
+  } else {
+    constexpr std::size_t cb = C::code_bytes, unit = Kahan ? 2 * cb : cb;
+    for (std::size_t i = 0; i < n; ++i) {
+      S a[2] = {}, b[2] = {};
+      std::memcpy(a, in + i * unit, unit);
+      std::memcpy(b, io + i * unit, unit);
+      S r[2];
+      if constexpr (Kahan) {
+        float s, c;
+        merge(C::value_of(a[0]), C::value_of(a[1]), C::value_of(b[0]), C::value_of(b[1]), s, c);
+        r[0] = C::code_of(s);
+        r[1] = C::code_of(c);
+      } else {
+        r[0] = C::code_of(plain(C::value_of(a[0]), C::value_of(b[0])));
+      }
+      std::memcpy(io + i * unit, r, unit);
+    }
+  }
+}
+
+/// Splits a large byte exchange into pieces of at most 2^30 bytes (MPI counts are int).
+constexpr std::size_t max_message = std::size_t(1) << 30;
+
+}  // namespace detail
+
+/// A low-precision allreduce of a fixed list of tensor sizes over a communicator, in format F,
+/// rounding R, overflow O. Build it once (collective: it duplicates the communicator and checks
+/// that every rank passes the same sizes, format and options), then call it every step
+/// (collective). Destroy it before MPI_Finalize.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+class allreduce_plan {
+  static_assert(is_float_format_v<F> && F::fits_float,
+                "cpd::mpi::allreduce_plan: F must be a cpd::float_t whose values are floats");
+  using codec = detail::codec<F>;
+  static constexpr bool sr = R == rounding::stochastic;
+
+ public:
+  using format_type = F;
+
+  /// Collective over comm: duplicates it (errors return, tags are private) and checks that
+  /// every rank has the same sizes, format, rounding and options; else throws
+  /// mismatch_error on every rank.
+  allreduce_plan(MPI_Comm comm, std::vector<std::size_t> sizes, options opt = {})
+      : sizes_(std::move(sizes)), opt_(opt) {
+    detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    try {
+      detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+      detail::check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+      std::uint64_t total = 0;
+      for (std::size_t n : sizes_) total += n;
+      const std::uint64_t h = shape_fingerprint();
+      // max over ranks of (v, -v) pairs: min == max for every v when the ranks agree.
+      std::int64_t v[6] = {static_cast<std::int64_t>(sizes_.size()), -static_cast<std::int64_t>(sizes_.size()),
+                           static_cast<std::int64_t>(total),         -static_cast<std::int64_t>(total),
+                           static_cast<std::int64_t>(h >> 1),        -static_cast<std::int64_t>(h >> 1)};
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce (plan check)");
+      if (v[0] != -v[1] || v[2] != -v[3] || v[4] != -v[5])
+        throw mismatch_error("cpd::mpi::allreduce_plan: the ranks disagree on the tensors or the format: tensor count " +
+                             range(-v[1], v[0]) + ", total elements " + range(-v[3], v[2]) +
+                             (v[4] != -v[5] ? ", sizes/format/rounding/options differ" : ""));
+      if (opt_.algo == algorithm::native) {
+        detail::check(MPI_Type_contiguous(static_cast<int>(native_unit_bytes()), MPI_BYTE, &unit_type_),
+                      "MPI_Type_contiguous");
+        detail::check(MPI_Type_commit(&unit_type_), "MPI_Type_commit");
+        auto fn = opt_.kahan ? &detail::native_op<F, R, O, true> : &detail::native_op<F, R, O, false>;
+        detail::check(MPI_Op_create(fn, opt_.kahan ? 0 : 1, &op_), "MPI_Op_create");
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  allreduce_plan(const allreduce_plan&) = delete;
+  allreduce_plan& operator=(const allreduce_plan&) = delete;
+  allreduce_plan(allreduce_plan&& o) noexcept { swap(o); }
+  allreduce_plan& operator=(allreduce_plan&& o) noexcept {
+    if (this != &o) {
+      release();
+      swap(o);
+    }
+    return *this;
+  }
+  ~allreduce_plan() { release(); }
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  /// The plan's own communicator (a duplicate, with MPI_ERRORS_RETURN).
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return comm_; }
+  [[nodiscard]] const std::vector<std::size_t>& sizes() const noexcept { return sizes_; }
+  [[nodiscard]] const options& opts() const noexcept { return opt_; }
+  /// Bytes sent by this rank over all calls so far (statistics and payload).
+  [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return bytes_sent_; }
+  /// Bytes of n values packed as codes of F.
+  [[nodiscard]] static constexpr std::size_t packed_bytes(std::size_t n) noexcept { return codec::bytes(n); }
+
+  /// The allreduce of count tensors (count and sizes as at construction) with a scaler shared by
+  /// every tensor (e.g. cpd::aps<F>(size())), whose statistics are 32-bit and combine by max.
+  /// Collective. Each tensor's out equals simulate_allreduce<F, R, O>(all ranks' in, out, size,
+  /// size(), scaler, {ring, kahan, mean, key, residuals}) for algorithm::ring.
+  template <class Scaler>
+  auto operator()(const tensor* t, std::size_t count, Scaler&& scaler) {
+    return run(t, count, [&](std::size_t) -> decltype(auto) { return (scaler); });
+  }
+  /// The same with one scaler per tensor (scalers[0..count)), for stateful scalers.
+  template <class Scaler>
+  auto each(const tensor* t, std::size_t count, Scaler* scalers) {
+    return run(t, count, [&](std::size_t i) -> Scaler& { return scalers[i]; });
+  }
+  /// The allreduce without scaling.
+  result<pow2_scale> operator()(const tensor* t, std::size_t count) { return (*this)(t, count, fixed_scaling{}); }
+  template <class Scaler>
+  auto operator()(const std::vector<tensor>& t, Scaler&& scaler) {
+    return (*this)(t.data(), t.size(), std::forward<Scaler>(scaler));
+  }
+  result<pow2_scale> operator()(const std::vector<tensor>& t) { return (*this)(t.data(), t.size()); }
+
+ private:
+  static std::string range(std::int64_t lo, std::int64_t hi) {
+    return lo == hi ? std::to_string(lo) : "from " + std::to_string(lo) + " to " + std::to_string(hi);
+  }
+
+  [[nodiscard]] std::uint64_t shape_fingerprint() const noexcept {
+    detail::fingerprint f;
+    f.add(sizes_.size());
+    for (std::size_t n : sizes_) f.add(n);
+    f.add(static_cast<std::uint64_t>(F::exponent_bits));
+    f.add(static_cast<std::uint64_t>(F::mantissa_bits));
+    f.add(static_cast<std::uint64_t>(F::bias) + 0x1000u);
+    f.add(static_cast<std::uint64_t>(F::spec.enc));
+    f.add(static_cast<std::uint64_t>(R));
+    f.add(static_cast<std::uint64_t>(O));
+    f.add(static_cast<std::uint64_t>(opt_.algo) * 4u + (opt_.kahan ? 2u : 0u) + (opt_.mean ? 1u : 0u));
+    return f.h;
+  }
+
+  /// Bytes of one element of the native op's datatype.
+  [[nodiscard]] std::size_t native_unit_bytes() const noexcept {
+    return codec::nibbles ? 1 : codec::code_bytes * (opt_.kahan ? 2 : 1);
+  }
+  /// Units of the native op for n values.
+  [[nodiscard]] std::size_t native_units(std::size_t n) const noexcept {
+    return codec::nibbles && !opt_.kahan ? (n + 1) / 2 : n;
+  }
+
+  void swap(allreduce_plan& o) noexcept {
+    std::swap(comm_, o.comm_);
+    std::swap(op_, o.op_);
+    std::swap(unit_type_, o.unit_type_);
+    std::swap(rank_, o.rank_);
+    std::swap(size_, o.size_);
+    std::swap(sizes_, o.sizes_);
+    std::swap(opt_, o.opt_);
+    std::swap(bytes_sent_, o.bytes_sent_);
+    std::swap(buf_, o.buf_);
+    std::swap(work_, o.work_);
+  }
+
+  void release() noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+      if (op_ != MPI_OP_NULL) MPI_Op_free(&op_);
+      if (unit_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&unit_type_);
+      if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    }
+    op_ = MPI_OP_NULL;
+    unit_type_ = MPI_DATATYPE_NULL;
+    comm_ = MPI_COMM_NULL;
+  }
+
+  /// Sends `sbytes` bytes to `dest` and receives `rbytes` from `src`, in pieces of at most 1 GiB.
+  void sendrecv(const unsigned char* s, std::size_t sbytes, int dest, unsigned char* r, std::size_t rbytes, int src) {
+    std::size_t so = 0, ro = 0;
+    do {
+      const std::size_t sn = std::min(sbytes - so, detail::max_message), rn = std::min(rbytes - ro, detail::max_message);
+      detail::check(MPI_Sendrecv(s + so, static_cast<int>(sn), MPI_BYTE, dest, 0, r + ro, static_cast<int>(rn), MPI_BYTE,
+                                 src, 0, comm_, MPI_STATUS_IGNORE),
+                    "MPI_Sendrecv");
+      so += sn;
+      ro += rn;
+    } while (so < sbytes || ro < rbytes);
+  }
+
+  template <class ScalerOf>
+  auto run(const tensor* t, std::size_t count, ScalerOf&& scaler_of) {
+    using Scaler = std::decay_t<decltype(scaler_of(std::size_t(0)))>;
+    using St = typename Scaler::statistic_type;
+    using Scale = std::decay_t<decltype(scaler_of(std::size_t(0)).select(St{}))>;
+    static_assert(sizeof(St) == 4 && (std::is_same_v<St, std::int32_t> || std::is_same_v<St, float>),
+                  "cpd::mpi: the scaler's statistic must be an int32 or a non-negative float combined by max");
+    static_assert(std::is_same_v<Scale, pow2_scale> || std::is_same_v<Scale, float_scale>,
+                  "cpd::mpi: the scaler must select a cpd::pow2_scale or a cpd::float_scale");
+    const double t0 = MPI_Wtime();
+    double comm_time = 0;
+    result<Scale> res;
+
+    // 1. Local checks; a bad call is reported on every rank through the statistics allreduce.
+    bool bad = count != sizes_.size();
+    for (std::size_t i = 0; !bad && i < count; ++i)
+      bad = t[i].size != sizes_[i] || (t[i].size != 0 && (t[i].in == nullptr || t[i].out == nullptr)) ||
+            (t[i].residual != nullptr && t[i].residual == t[i].out);
+    const std::size_t tn = sizes_.size();
+
+    // 2. Error feedback, x = g + residual, then the statistics.
+    std::vector<const float*> x(tn, nullptr);
+    std::vector<std::int32_t> stats(3 + tn, 0);
+    detail::fingerprint f;
+    f.add(bad ? 1 : 0);
+    for (std::size_t i = 0; !bad && i < tn; ++i) {
+      x[i] = t[i].in;
+      if (t[i].residual) {
+        float* e = t[i].residual;
+        for (std::size_t j = 0; j < t[i].size; ++j) e[j] = t[i].in[j] + e[j];
+        x[i] = e;
+      }
+      const St st = scaler_of(i).statistic(x[i], t[i].size);
+      std::int32_t word;
+      std::memcpy(&word, &st, 4);
+      stats[3 + i] = word;
+      f.add(t[i].residual != nullptr ? 1 : 0);
+      if (sr) {
+        f.add(t[i].key.seed);
+        f.add(t[i].key.stream);
+      }
+    }
+    const auto h = static_cast<std::int32_t>(static_cast<std::uint32_t>(f.h ^ (f.h >> 32)));
+    stats[0] = h;
+    stats[1] = ~h;
+    stats[2] = bad ? 1 : 0;
+    res.statistics_bytes = stats.size() * 4;
+    {
+      const double c0 = MPI_Wtime();
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, stats.data(), static_cast<int>(stats.size()), MPI_INT32_T, MPI_MAX,
+                                  comm_),
+                    "MPI_Allreduce (statistics)");
+      comm_time += MPI_Wtime() - c0;
+    }
+    if (stats[2] != 0)
+      throw mismatch_error(bad ? "cpd::mpi::allreduce_plan: this rank passed tensors that do not match the plan "
+                                 "(count, sizes, null pointers, or residual == out)"
+                               : "cpd::mpi::allreduce_plan: another rank passed tensors that do not match the plan");
+    if (stats[1] != ~stats[0])
+      throw mismatch_error("cpd::mpi::allreduce_plan: the ranks disagree on error feedback or the random keys");
+    res.scales.resize(tn);
+    for (std::size_t i = 0; i < tn; ++i) {
+      St st;
+      std::memcpy(&st, &stats[3 + i], 4);
+      res.scales[i] = scaler_of(i).select(st);
+    }
+
+    if (opt_.algo == algorithm::native) native(t, x.data(), res, comm_time);
+    else ring(t, x.data(), res, comm_time);
+    bytes_sent_ += res.bytes_sent();
+    res.seconds = MPI_Wtime() - t0;
+    res.seconds_codec = res.seconds - comm_time;
+    return res;
+  }
+
+  /// Q(x * scale) for this rank's values [lo, hi) of tensor i into q[0 ..), with the residual.
+  template <class Scale>
+  void load(const tensor& t, const float* x, const Scale& sc, std::size_t lo, std::size_t hi, float* q) const {
+    float* e = t.residual;
+    for (std::size_t j = lo; j < hi; ++j) {
+      const float xj = x[j];
+      const std::uint32_t rb = sr ? cpd::detail::allreduce_random_bits(t.key, size_, -1, rank_, 0, j) : 0u;
+      const float qj = cpd::detail::scaled_quantize<F, R, O>(xj, sc, rb);
+      q[j - lo] = qj;
+      if (e) e[j] = xj - cpd::detail::unscale<F, R, O>(qj, sc);
+    }
+  }
+
+  /// out[j] = unscale(s[j - lo]) (divided by the number of ranks for a mean).
+  template <class Scale>
+  void finish(const float* s, const Scale& sc, std::size_t lo, std::size_t hi, float* out) const {
+    const float w = static_cast<float>(size_);
+    for (std::size_t j = lo; j < hi; ++j) {
+      float v = cpd::detail::unscale<F, R, O>(s[j - lo], sc);
+      if (opt_.mean) v = v / w;
+      out[j] = v;
+    }
+  }
+
+  template <class Scale>
+  void native(const tensor* t, const float* const* x, result<Scale>& res, double& comm_time) {
+    const std::size_t tn = sizes_.size(), ub = native_unit_bytes();
+    std::size_t units = 0;
+    for (std::size_t n : sizes_) units += native_units(n);
+    buf_.assign(2 * units * ub, 0);
+    unsigned char* send = buf_.data();
+    unsigned char* recv = send + units * ub;
+    // Encode: (value) codes, or (sum, 0) pairs for Kahan.
+    std::size_t max_n = 0;
+    for (std::size_t n : sizes_) max_n = std::max(max_n, n);
+    work_.resize(max_n);
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < tn; ++i) {
+      const std::size_t n = sizes_[i];
+      load(t[i], x[i], res.scales[i], 0, n, work_.data());
+      unsigned char* p = send + off;
+      if (!opt_.kahan) {
+        codec::encode(work_.data(), n, p);
+      } else if (codec::nibbles) {
+        const unsigned zero = codec::code_of(0.0f);
+        for (std::size_t j = 0; j < n; ++j) p[j] = static_cast<unsigned char>(codec::code_of(work_[j]) | (zero << 4));
+      } else {
+        const typename codec::storage zero = codec::code_of(0.0f);
+        for (std::size_t j = 0; j < n; ++j) {
+          const typename codec::storage c = codec::code_of(work_[j]);
+          std::memcpy(p + 2 * j * codec::code_bytes, &c, codec::code_bytes);
+          std::memcpy(p + (2 * j + 1) * codec::code_bytes, &zero, codec::code_bytes);
+        }
+      }
+      off += native_units(n) * ub;
+    }
+    detail::native_seed = tn != 0 ? t[0].key.seed ^ (t[0].key.stream * 0x9E3779B97F4A7C15ull) : 0;
+    const double c0 = MPI_Wtime();
+    const std::size_t piece = detail::max_message / ub;
+    for (std::size_t u = 0; u < units; u += piece) {
+      const std::size_t k = std::min(piece, units - u);
+      detail::check(MPI_Allreduce(send + u * ub, recv + u * ub, static_cast<int>(k), unit_type_, op_, comm_),
+                    "MPI_Allreduce (payload)");
+    }
+    comm_time += MPI_Wtime() - c0;
+    res.payload_bytes = units * ub;
+    off = 0;
+    for (std::size_t i = 0; i < tn; ++i) {
+      const std::size_t n = sizes_[i];
+      const unsigned char* p = recv + off;
+      if (!opt_.kahan) {
+        codec::decode(p, n, work_.data());
+      } else if (codec::nibbles) {
+        for (std::size_t j = 0; j < n; ++j) work_[j] = codec::value_of(static_cast<typename codec::storage>(p[j] & 0xFu));
+      } else {
+        for (std::size_t j = 0; j < n; ++j) {
+          typename codec::storage c;
+          std::memcpy(&c, p + 2 * j * codec::code_bytes, codec::code_bytes);
+          work_[j] = codec::value_of(c);
+        }
+      }
+      finish(work_.data(), res.scales[i], 0, n, t[i].out);
+      off += native_units(n) * ub;
+    }
+  }
+
+  /// Ring reduce-scatter + all-gather, all tensors in one message per step. At reduce-scatter step
+  /// s = 0 .. W-2, rank r sends its partial sums of chunk (r - s) mod W to rank r + 1 and adds its
+  /// own values into chunk (r - s - 1) mod W received from rank r - 1: chunk c starts at rank c and
+  /// collects ranks c + 1, c + 2, ... in that order, as in simulate_allreduce. Rank r ends with
+  /// chunk (r + 1) mod W, and the all-gather passes the final codes around the ring.
+  template <class Scale>
+  void ring(const tensor* t, const float* const* x, result<Scale>& res, double& comm_time) {
+    const int w = size_, r = rank_;
+    const std::size_t tn = sizes_.size(), W = static_cast<std::size_t>(w);
+    auto chunk = [&](std::size_t i, int c) { return partition(sizes_[i], W, static_cast<std::size_t>(c)); };
+
+    // This rank's quantized values, kept in out (out may be in: load reads x[j] before it writes).
+    for (std::size_t i = 0; i < tn; ++i) load(t[i], x[i], res.scales[i], 0, sizes_[i], t[i].out);
+    if (w == 1) {
+      for (std::size_t i = 0; i < tn; ++i) finish(t[i].out, res.scales[i], 0, sizes_[i], t[i].out);
+      return;
+    }
+
+    // Message sizes: the largest chunk of every tensor, twice for (sum, compensation).
+    const std::size_t arrays = opt_.kahan ? 2 : 1;
+    std::size_t max_bytes = 0, max_chunk = 0;
+    for (std::size_t i = 0; i < tn; ++i) {
+      const std::size_t m = chunk(i, 0).size();  // the first chunks are the largest
+      max_bytes += arrays * codec::bytes(m);
+      max_chunk = std::max(max_chunk, m);
+    }
+    buf_.assign(2 * max_bytes, 0);
+    unsigned char* send = buf_.data();
+    unsigned char* recv = send + max_bytes;
+    work_.resize(2 * max_chunk);
+    float* s = work_.data();
+    float* c = s + max_chunk;
+    const int next = (r + 1) % w, prev = (r + w - 1) % w;
+
+    // Bytes of chunk c of every tensor, `a` arrays each.
+    auto message_bytes = [&](int ch, std::size_t a) {
+      std::size_t b = 0;
+      for (std::size_t i = 0; i < tn; ++i) b += a * codec::bytes(chunk(i, ch).size());
+      return b;
+    };
+    auto exchange = [&](std::size_t sbytes, std::size_t rbytes) {
+      const double c0 = MPI_Wtime();
+      sendrecv(send, sbytes, next, recv, rbytes, prev);
+      comm_time += MPI_Wtime() - c0;
+      res.payload_bytes += sbytes;
+    };
+
+    // Reduce-scatter. Step 0 sends the sums of this rank's own chunk (its quantized values; the
+    // compensation is zero and is not sent), later steps send (sum, compensation) with Kahan.
+    {
+      unsigned char* p = send;
+      for (std::size_t i = 0; i < tn; ++i) {
+        const index_range rg = chunk(i, r);
+        codec::encode(t[i].out + rg.begin, rg.size(), p);
+        p += codec::bytes(rg.size());
+      }
+    }
+    for (int step = 0; step < w - 1; ++step) {
+      const int cs = detail::wrap(r - step, w), cr = detail::wrap(r - step - 1, w);
+      // Both messages of a step have the same layout: step 0 holds sums only.
+      const std::size_t step_arrays = step == 0 ? 1 : arrays;
+      exchange(message_bytes(cs, step_arrays), message_bytes(cr, step_arrays));
+      const bool last = step == w - 2;
+      const unsigned char* p = recv;
+      unsigned char* o = send;
+      for (std::size_t i = 0; i < tn; ++i) {
+        const index_range rg = chunk(i, cr);
+        const std::size_t m = rg.size(), mb = codec::bytes(m);
+        codec::decode(p, m, s);
+        p += mb;
+        if (step_arrays == 2) {
+          codec::decode(p, m, c);
+          p += mb;
+        } else {
+          std::fill(c, c + m, 0.0f);
+        }
+        add(t[i], s, c, t[i].out + rg.begin, rg, step);
+        if (last) {
+          // This rank now holds the final sums of chunk cr = (r + 1) mod W: keep their codes for
+          // the all-gather and write its own result.
+          codec::encode(s, m, o);
+          o += mb;
+          finish(s, res.scales[i], rg.begin, rg.end, t[i].out);
+        } else {
+          codec::encode(s, m, o);
+          o += mb;
+          if (arrays == 2) {
+            codec::encode(c, m, o);
+            o += mb;
+          }
+        }
+      }
+    }
+
+    // All-gather: at step s rank r forwards the final codes of chunk (r + 1 - s) mod W and receives
+    // those of chunk (r - s) mod W.
+    for (int step = 0; step < w - 1; ++step) {
+      const int cs = detail::wrap(r + 1 - step, w), cr = detail::wrap(r - step, w);
+      exchange(message_bytes(cs, 1), message_bytes(cr, 1));
+      const unsigned char* p = recv;
+      for (std::size_t i = 0; i < tn; ++i) {
+        const index_range rg = chunk(i, cr);
+        codec::decode(p, rg.size(), s);
+        p += codec::bytes(rg.size());
+        finish(s, res.scales[i], rg.begin, rg.end, t[i].out);
+      }
+      std::swap(send, recv);
+    }
+  }
+
+  /// (s, c) += q over the elements [rg.begin, rg.end) of tensor t at reduce-scatter `step`.
+  void add(const tensor& t, float* s, float* c, const float* q, index_range rg, int step) const noexcept {
+    const std::size_t m = rg.size();
+    auto bits = [&](int k, std::size_t j) -> std::uint32_t {
+      return sr ? cpd::detail::allreduce_random_bits(t.key, size_, step, rank_, k, rg.begin + j) : 0u;
+    };
+    if (!opt_.kahan) {
+      for (std::size_t j = 0; j < m; ++j) s[j] = rounded_add<F, R, O>(s[j], q[j], bits(0, j));
+      return;
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      kahan_accumulator<F, R, O> k{s[j], c[j]};
+      k.add(q[j], bits(0, j), bits(1, j), bits(2, j), bits(3, j));
+      s[j] = k.sum;
+      c[j] = k.compensation;
+    }
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Op op_ = MPI_OP_NULL;
+  MPI_Datatype unit_type_ = MPI_DATATYPE_NULL;
+  int rank_ = 0, size_ = 1;
+  std::vector<std::size_t> sizes_;
+  options opt_{};
+  std::uint64_t bytes_sent_ = 0;
+  std::vector<unsigned char> buf_;
+  std::vector<float> work_;
+};
+
+/// A one-shot allreduce (builds a plan: a communicator duplicate and one more small allreduce;
+/// keep an allreduce_plan for repeated calls).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scaler>
+auto allreduce(MPI_Comm comm, const tensor* t, std::size_t count, Scaler&& scaler, options opt = {}) {
+  std::vector<std::size_t> sizes(count);
+  for (std::size_t i = 0; i < count; ++i) sizes[i] = t[i].size;
+  allreduce_plan<F, R, O> plan(comm, std::move(sizes), opt);
+  return plan(t, count, std::forward<Scaler>(scaler));
+}
+
+}  // namespace cpd::mpi

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: MIT
+// <cpd/mpi.hpp> on N ranks (run under mpiexec with 2, 3, 4 ranks). Every rank generates
+// every rank's inputs from (seed, rank), so each can run the in-process simulation of the
+// whole allreduce and compare the real result with it bit for bit.
+
+#include <cpd/allreduce_sim.hpp>
+#include <cpd/mpi.hpp>
+#include <cpd/scaling.hpp>
+
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int w = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &w);
+  return w;
+}
+
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// Value j of tensor t of `rank` for `seed`: signed, spread over 12 binades around 2^(-4 t).
+/// Rank 1 has tensor 2 all zeros.
+float input(std::uint64_t seed, int rank, std::size_t t, std::size_t j) {
+  if (rank == 1 && t == 2) return 0.0f;
+  const std::uint64_t z = mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 1000003u + t) ^ mix(j));
+  const double m = 1.0 + static_cast<double>(z >> 40) / static_cast<double>(1ull << 24);
+  const int e = static_cast<int>((z >> 8) % 12) - 8 - 4 * static_cast<int>(t);
+  const double v = std::ldexp(m, e) * ((z & 1) ? -1.0 : 1.0);
+  return static_cast<float>(v);
+}
+
+/// Tensor sizes: empty, smaller than the number of ranks, odd, and a larger one.
+const std::vector<std::size_t> sizes = {1, 2, 7, 0, 3, 1001, 4096 + 5};
+
+std::uint32_t bits(float v) {
+  std::uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+/// All ranks' inputs for one step.
+struct inputs {
+  std::vector<std::vector<std::vector<float>>> g;  // [rank][tensor][j]
+  inputs(std::uint64_t seed, int w) : g(static_cast<std::size_t>(w)) {
+    for (int r = 0; r < w; ++r)
+      for (std::size_t t = 0; t < sizes.size(); ++t) {
+        std::vector<float> v(sizes[t]);
+        for (std::size_t j = 0; j < v.size(); ++j) v[j] = input(seed, r, t, j);
+        g[static_cast<std::size_t>(r)].push_back(std::move(v));
+      }
+  }
+};
+
+cpd::mpi::key_type key_of(std::uint64_t step, std::size_t t) { return {0x5EED + step, 1000 * t}; }
+
+/// Runs `steps` steps of the real ring allreduce and of the simulation, and checks they agree
+/// bit for bit (outputs, scales, and with error feedback this rank's residuals).
+template <class F, cpd::rounding R = cpd::rounding::nearest_even>
+void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int steps = 2) {
+  const int w = world_size(), me = world_rank();
+  const std::size_t tn = sizes.size();
+  cpd::mpi::allreduce_plan<F, R> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::ring, kahan, mean});
+  // Residual arrays: [rank][tensor] for the simulation, and this rank's own for the real run.
+  std::vector<std::vector<std::vector<float>>> sim_res(static_cast<std::size_t>(w));
+  std::vector<std::vector<float>> my_res(tn);
+  for (auto& r : sim_res)
+    for (std::size_t t = 0; t < tn; ++t) r.emplace_back(sizes[t], 0.0f);
+  for (std::size_t t = 0; t < tn; ++t) my_res[t].assign(sizes[t], 0.0f);
+
+  for (int step = 0; step < steps; ++step) {
+    const inputs in(static_cast<std::uint64_t>(step) * 77 + 1, w);
+    const auto& mine = in.g[static_cast<std::size_t>(me)];
+    std::vector<std::vector<float>> out(tn);
+    std::vector<cpd::mpi::tensor> ts(tn);
+    for (std::size_t t = 0; t < tn; ++t) {
+      out[t].assign(sizes[t], -1.0f);
+      ts[t] = {mine[t].data(), out[t].data(), sizes[t], feedback ? my_res[t].data() : nullptr, key_of(step, t)};
+    }
+    const cpd::aps<F> scaler(w);
+    const auto res = plan(ts, scaler);
+
+    for (std::size_t t = 0; t < tn; ++t) {
+      std::vector<const float*> g(static_cast<std::size_t>(w));
+      std::vector<float*> e(static_cast<std::size_t>(w));
+      for (int r = 0; r < w; ++r) {
+        g[static_cast<std::size_t>(r)] = in.g[static_cast<std::size_t>(r)][t].data();
+        e[static_cast<std::size_t>(r)] = sim_res[static_cast<std::size_t>(r)][t].data();
+      }
+      cpd::allreduce_options opt;
+      opt.algorithm = cpd::allreduce_algorithm::ring;
+      opt.kahan = kahan;
+      opt.mean = mean;
+      opt.key = key_of(step, t);
+      opt.threads = 1;
+      opt.residuals = feedback ? e.data() : nullptr;
+      std::vector<float> expect(sizes[t]);
+      const auto sim = cpd::simulate_allreduce<F, R>(g.data(), expect.data(), sizes[t], w, cpd::aps<F>(w), opt);
+      CAPTURE(step);
+      CAPTURE(t);
+      CHECK(res.scales[t].exponent == sim.scale.exponent);
+      std::size_t diff = 0, first = 0;
+      for (std::size_t j = 0; j < sizes[t]; ++j)
+        if (bits(out[t][j]) != bits(expect[j]) && diff++ == 0) first = j;
+      CAPTURE(first);
+      CHECK(diff == 0);
+      if (diff) {
+        MESSAGE("rank " << me << " tensor " << t << " element " << first << ": " << out[t][first] << " != "
+                        << expect[first]);
+      }
+      if (feedback) {
+        std::size_t rdiff = 0;
+        for (std::size_t j = 0; j < sizes[t]; ++j)
+          rdiff += bits(my_res[t][j]) != bits(sim_res[static_cast<std::size_t>(me)][t][j]);
+        CHECK(rdiff == 0);
+      }
+    }
+  }
+}
+
+/// The ring's payload on this rank: reduce-scatter sends chunks r, r-1, ..., r-W+2 (with Kahan,
+/// sums and compensations after the first step), the all-gather chunks r+1, r, ..., r-W+3.
+template <class F>
+std::uint64_t expected_ring_bytes(int w, int r, bool kahan) {
+  using P = cpd::mpi::allreduce_plan<F>;
+  std::uint64_t b = 0;
+  for (std::size_t n : sizes)
+    for (int s = 0; s + 1 < w; ++s) {
+      const auto cs = static_cast<std::size_t>(((r - s) % w + w) % w), ca = static_cast<std::size_t>(((r + 1 - s) % w + w) % w);
+      b += (kahan && s > 0 ? 2 : 1) * P::packed_bytes(cpd::partition(n, static_cast<std::size_t>(w), cs).size());
+      b += P::packed_bytes(cpd::partition(n, static_cast<std::size_t>(w), ca).size());
+    }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("ring: bit for bit the simulation (sum, APS)", F, cpd::float8_e4m3fn, cpd::float8_e5m2,
+                   cpd::float16, cpd::bfloat16, cpd::float4_e2m1fn, cpd::float6_e3m2fn, cpd::float_t<8, 23>) {
+  check_ring_matches_simulation<F>(false, false, false);
+}
+
+TEST_CASE_TEMPLATE("ring: bit for bit the simulation (Kahan, mean, error feedback)", F, cpd::float8_e4m3fn,
+                   cpd::float8_e5m2, cpd::float16, cpd::float4_e2m1fn) {
+  check_ring_matches_simulation<F>(true, true, true, 3);
+  check_ring_matches_simulation<F>(false, true, true, 3);
+  check_ring_matches_simulation<F>(true, false, false, 1);
+}
+
+TEST_CASE("ring: bit for bit the simulation with stochastic rounding") {
+  check_ring_matches_simulation<cpd::float8_e5m2, cpd::rounding::stochastic>(false, true, true, 2);
+  check_ring_matches_simulation<cpd::float8_e4m3fn, cpd::rounding::stochastic>(true, false, false, 1);
+}
+
+TEST_CASE("ring and native: bytes sent are the packed codes plus the statistics") {
+  using F = cpd::float8_e4m3fn;
+  const int w = world_size(), me = world_rank();
+  const inputs in(9, w);
+  const auto& mine = in.g[static_cast<std::size_t>(me)];
+  std::uint64_t n = 0;
+  for (std::size_t s : sizes) n += s;
+  const std::uint64_t stats = (3 + sizes.size()) * 4;
+  for (bool kahan : {false, true}) {
+    for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
+      CAPTURE(kahan);
+      CAPTURE(cpd::mpi::to_string(algo));
+      cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, sizes, {algo, kahan, true});
+      std::vector<std::vector<float>> out(sizes.size());
+      std::vector<cpd::mpi::tensor> ts;
+      for (std::size_t t = 0; t < sizes.size(); ++t) {
+        out[t].resize(sizes[t]);
+        ts.push_back({mine[t].data(), out[t].data(), sizes[t]});
+      }
+      const auto res = plan(ts, cpd::aps<F>(w));
+      CHECK(res.statistics_bytes == stats);
+      if (algo == cpd::mpi::algorithm::native) {
+        CHECK(res.payload_bytes == n * (kahan ? 2 : 1));  // one byte per value (two with the compensation)
+      } else {
+        CHECK(res.payload_bytes == expected_ring_bytes<F>(w, me, kahan));
+        std::uint64_t all = 0, mine_bytes = res.payload_bytes;
+        MPI_Allreduce(&mine_bytes, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        if (!kahan) CHECK(all == 2 * static_cast<std::uint64_t>(w - 1) * n);  // every chunk travels 2 (W - 1) hops
+      }
+      CHECK(plan.bytes_sent() == res.bytes_sent());
+      CHECK(res.seconds >= res.seconds_codec);
+    }
+  }
+  // Sub-byte packing: two FP4 codes per byte, each tensor padded to a whole byte.
+  using F4 = cpd::float4_e2m1fn;
+  cpd::mpi::allreduce_plan<F4> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::native, false, false});
+  std::vector<std::vector<float>> out(sizes.size());
+  std::vector<cpd::mpi::tensor> ts;
+  std::uint64_t packed = 0;
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    out[t].resize(sizes[t]);
+    ts.push_back({mine[t].data(), out[t].data(), sizes[t]});
+    packed += (sizes[t] + 1) / 2;
+  }
+  CHECK(plan(ts, cpd::aps<F4>(w)).payload_bytes == packed);
+  CHECK(cpd::mpi::allreduce_plan<cpd::float16>::packed_bytes(10) == 20);
+}
+
+/// |native - exact sum of the quantized inputs| within the bound of W - 1 roundings to F.
+template <class F>
+void check_native_bound(bool kahan) {
+  const int w = world_size(), me = world_rank();
+  const inputs in(31, w);
+  const auto& mine = in.g[static_cast<std::size_t>(me)];
+  cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::native, kahan, false});
+  cpd::mpi::allreduce_plan<F> ring(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::ring, kahan, false});
+  std::vector<std::vector<float>> out(sizes.size()), out_ring(sizes.size());
+  std::vector<cpd::mpi::tensor> ts, tr;
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    out[t].resize(sizes[t]);
+    out_ring[t].resize(sizes[t]);
+    ts.push_back({mine[t].data(), out[t].data(), sizes[t]});
+    tr.push_back({mine[t].data(), out_ring[t].data(), sizes[t]});
+  }
+  const auto res = plan(ts, cpd::aps<F>(w));
+  ring(tr, cpd::aps<F>(w));
+  const double u = std::ldexp(1.0, -F::mantissa_bits - 1);  // unit roundoff
+  const double gamma = (w - 1) * u / (1 - (w - 1) * u);
+  std::size_t bad = 0, differs_across_ranks = 0;
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    const cpd::pow2_scale sc = res.scales[t];
+    const double tiny = static_cast<double>(static_cast<float>(std::numeric_limits<F>::denorm_min()));
+    for (std::size_t j = 0; j < sizes[t]; ++j) {
+      double exact = 0, mag = 0;
+      for (int r = 0; r < w; ++r) {
+        const float x = in.g[static_cast<std::size_t>(r)][t][j];
+        const double q = cpd::quantize<F>(static_cast<double>(x) * sc.factor());
+        exact += q;
+        mag += std::fabs(q);
+      }
+      const double got = static_cast<double>(out[t][j]) * sc.factor();
+      const double bound = gamma * mag + (w - 1) * tiny;
+      bad += !(std::fabs(got - exact) <= bound);
+      if (w == 2) bad += bits(out[t][j]) != bits(out_ring[t][j]);  // one addition: both orders agree
+      // Every rank must hold the same bits.
+      std::uint32_t b[2] = {bits(out[t][j]), ~bits(out[t][j])};
+      MPI_Allreduce(MPI_IN_PLACE, b, 2, MPI_UINT32_T, MPI_MAX, MPI_COMM_WORLD);
+      differs_across_ranks += b[0] != ~b[1];
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(differs_across_ranks == 0);
+}
+
+TEST_CASE_TEMPLATE("native: within the error bound of the format, the same on every rank", F, cpd::float8_e4m3fn,
+                   cpd::float8_e5m2, cpd::float16, cpd::bfloat16, cpd::float4_e2m1fn) {
+  check_native_bound<F>(false);
+  check_native_bound<F>(true);
+}
+
+TEST_CASE("a rank with an all-zero tensor: finite scale, exact zeros where every rank is zero") {
+  using F = cpd::float8_e4m3fn;
+  const int w = world_size(), me = world_rank();
+  const std::vector<std::size_t> n = {5, 9};
+  std::vector<float> a(5, 0.0f), b(9, me == 0 ? 0.0f : 1.5f), oa(5), ob(9);
+  for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
+    cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, n, {algo, false, false});
+    std::vector<cpd::mpi::tensor> ts = {{a.data(), oa.data(), 5}, {b.data(), ob.data(), 9}};
+    const auto res = plan(ts, cpd::aps<F>(w));
+    CHECK(res.scales[0].exponent == 0);
+    for (float v : oa) CHECK(bits(v) == 0);
+    for (float v : ob) CHECK(v == 1.5f * static_cast<float>(w - 1));
+  }
+}
+
+TEST_CASE("in place, no scaler, one-shot call") {
+  using F = cpd::float16;
+  const int w = world_size(), me = world_rank();
+  std::vector<float> v(13);
+  for (std::size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>(j) + 0.25f * static_cast<float>(me);
+  cpd::mpi::tensor t{v.data(), v.data(), v.size()};
+  const auto res = cpd::mpi::allreduce<F>(MPI_COMM_WORLD, &t, 1, cpd::fixed_scaling{});
+  CHECK(res.scales[0].exponent == 0);
+  for (std::size_t j = 0; j < v.size(); ++j)
+    CHECK(v[j] == static_cast<float>(j) * static_cast<float>(w) + 0.25f * static_cast<float>(w * (w - 1) / 2));
+}
+
+TEST_CASE("mismatched sizes, counts or formats: an error on every rank, no hang") {
+  const int w = world_size(), me = world_rank();
+  using F = cpd::float8_e4m3fn;
+  // Different sizes at construction.
+  std::vector<std::size_t> n = {4, me == w - 1 ? std::size_t(6) : std::size_t(5)};
+  CHECK_THROWS_AS(cpd::mpi::allreduce_plan<F>(MPI_COMM_WORLD, n), cpd::mpi::mismatch_error);
+  // Different tensor counts.
+  std::vector<std::size_t> m(me == 0 ? 2 : 3, 8);
+  CHECK_THROWS_AS(cpd::mpi::allreduce_plan<F>(MPI_COMM_WORLD, m), cpd::mpi::mismatch_error);
+  // Different formats.
+  const std::vector<std::size_t> k = {8};
+  if (me == 0) {
+    CHECK_THROWS_AS(cpd::mpi::allreduce_plan<cpd::float8_e5m2>(MPI_COMM_WORLD, k), cpd::mpi::mismatch_error);
+  } else {
+    CHECK_THROWS_AS(cpd::mpi::allreduce_plan<F>(MPI_COMM_WORLD, k), cpd::mpi::mismatch_error);
+  }
+  // Different options.
+  CHECK_THROWS_AS(
+      cpd::mpi::allreduce_plan<F>(MPI_COMM_WORLD, k, {cpd::mpi::algorithm::ring, me == 0, false}),
+      cpd::mpi::mismatch_error);
+  // A call that does not match the plan on one rank: every rank throws, and the plan still works.
+  cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, k);
+  std::vector<float> x(8, 1.0f), y(8);
+  cpd::mpi::tensor t{x.data(), y.data(), me == 0 ? std::size_t(7) : std::size_t(8)};
+  try {
+    plan(&t, 1, cpd::aps<F>(w));
+    CHECK_MESSAGE(false, "expected cpd::mpi::mismatch_error");
+  } catch (const cpd::mpi::mismatch_error& e) {
+    CHECK(std::string(e.what()).find(me == 0 ? "this rank" : "another rank") != std::string::npos);
+  }
+  t.size = 8;
+  plan(&t, 1, cpd::aps<F>(w));
+  for (float v : y) CHECK(v == static_cast<float>(w));
+  // Different random keys with stochastic rounding.
+  cpd::mpi::allreduce_plan<F, cpd::rounding::stochastic> sp(MPI_COMM_WORLD, k);
+  t.key = {static_cast<std::uint64_t>(me == 0), 0};
+  CHECK_THROWS_AS(sp(&t, 1, cpd::aps<F>(w)), cpd::mpi::mismatch_error);
+}
+
+TEST_CASE("MPI errors become exceptions") {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  try {
+    cpd::mpi::detail::check(MPI_ERR_COUNT, "MPI_Test");
+    CHECK_MESSAGE(false, "expected cpd::mpi::error");
+  } catch (const cpd::mpi::error& e) {
+    CHECK(e.code() == MPI_ERR_COUNT);
+    CHECK(std::string(e.what()).find("MPI_Test failed") != std::string::npos);
+  }
+  CHECK_THROWS_AS(cpd::mpi::allreduce_plan<cpd::float16>(MPI_COMM_NULL, {1}), cpd::mpi::error);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+}
