@@ -16,6 +16,7 @@ set(CPD_HEADERS
   include/cpd/format.hpp
   include/cpd/functors.hpp
   include/cpd/io.hpp
+  include/cpd/mx.hpp
   include/cpd/mpi.hpp
   include/cpd/reduce.hpp
   include/cpd/rounding.hpp

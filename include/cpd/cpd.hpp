@@ -12,6 +12,7 @@
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
 #include <cpd/io.hpp>
+#include <cpd/mx.hpp>
 #include <cpd/reduce.hpp>
 #include <cpd/rounding.hpp>
 #include <cpd/runtime_format.hpp>

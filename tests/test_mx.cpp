@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+// OCP MX block scaling against the spec's rules, hand-worked blocks and a
+// reference written here with frexp.
+
+#include <cpd/mx.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+// floor(log2(a)) and ceil(log2(a)) through frexp: a = f * 2^x, f in [0.5, 1).
+int floor_log2_ref(double a) {
+  int x;
+  std::frexp(a, &x);
+  return x - 1;
+}
+int ceil_log2_ref(double a) {
+  int x;
+  const double f = std::frexp(a, &x);
+  return f == 0.5 ? x - 1 : x;
+}
+
+template <class Elem>
+int ref_exponent(float amax, cpd::mx_scale_rule rule) {
+  const int emax = Elem::spec.emax;
+  int e = 0;
+  if (rule == cpd::mx_scale_rule::floor) e = floor_log2_ref(amax) - emax;
+  if (rule == cpd::mx_scale_rule::ceil) e = ceil_log2_ref(amax) - emax;
+  if (rule == cpd::mx_scale_rule::rceil) {
+    e = -200;
+    while (std::ldexp(Elem::spec.max_value, e) < amax) ++e;  // the smallest e with max * 2^e >= amax
+  }
+  return std::max(-127, std::min(127, e));
+}
+
+}  // namespace
+
+TEST_CASE("mx: element formats have the OCP emax and max") {
+  CHECK(cpd::float8_e4m3fn::spec.emax == 8);
+  CHECK(cpd::float8_e5m2::spec.emax == 15);
+  CHECK(cpd::float6_e3m2fn::spec.emax == 4);
+  CHECK(cpd::float6_e2m3fn::spec.emax == 2);
+  CHECK(cpd::float4_e2m1fn::spec.emax == 2);
+  CHECK(cpd::mx_int8::spec.emax == 0);
+  CHECK(cpd::mx_int8::spec.max_value == 127.0 / 64.0);
+  CHECK(cpd::float8_e8m0fnu::spec.emax == 127);
+  // mx_int8 is the uniform grid k / 64, rounded to nearest even like nearbyint.
+  for (int k = -127 * 4; k <= 127 * 4; ++k) {
+    const float v = static_cast<float>(k) / 256.0f;
+    const float want = static_cast<float>(std::nearbyint(v * 64.0f) / 64.0f);
+    REQUIRE(static_cast<float>(cpd::mx_int8(v)) == want);
+  }
+  CHECK(static_cast<float>(cpd::convert<cpd::mx_int8, cpd::rounding::nearest_even, cpd::overflow::saturate>(5.0f)) ==
+        127.0f / 64.0f);
+  CHECK(cpd::mx_int8_to_twos(cpd::mx_int8(-0.5f).bits()) == -32);
+  CHECK(cpd::mx_int8_from_twos(-32) == cpd::mx_int8(-0.5f).bits());
+  CHECK(cpd::mx_int8_from_twos(-128) == cpd::mx_int8_from_twos(-127));
+}
+
+TEST_CASE("mx: hand-worked scales") {
+  using E = cpd::float8_e4m3fn;
+  // amax 32 = 2^5: floor and ceil give 5 - 8 = -3; rceil: 448 * 2^-3 = 56 >= 32, 28 < 32
+  CHECK(cpd::mx_scale_code<E>(32.0f, cpd::mx_scale_rule::floor) == 127 - 3);
+  CHECK(cpd::mx_scale_code<E>(32.0f, cpd::mx_scale_rule::ceil) == 127 - 3);
+  CHECK(cpd::mx_scale_code<E>(32.0f, cpd::mx_scale_rule::rceil) == 127 - 3);
+  // amax 500: floor 8 - 8 = 0 (500 saturates to 448), ceil 9 - 8 = 1, rceil 1 (448 * 2 >= 500)
+  CHECK(cpd::mx_scale_code<E>(500.0f, cpd::mx_scale_rule::floor) == 127);
+  CHECK(cpd::mx_scale_code<E>(500.0f, cpd::mx_scale_rule::ceil) == 128);
+  CHECK(cpd::mx_scale_code<E>(500.0f, cpd::mx_scale_rule::rceil) == 128);
+  // amax 400: rceil 0 (fits under 448) while ceil wastes a binade
+  CHECK(cpd::mx_scale_code<E>(400.0f, cpd::mx_scale_rule::rceil) == 127);
+  CHECK(cpd::mx_scale_code<E>(400.0f, cpd::mx_scale_rule::ceil) == 128);
+  // all zeros: the smallest scale, 2^-127; inf/NaN: the NaN scale; clamping
+  CHECK(cpd::mx_scale_code<E>(0.0f, cpd::mx_scale_rule::floor) == 0);
+  CHECK(cpd::mx_scale_code<E>(std::numeric_limits<float>::infinity(), cpd::mx_scale_rule::floor) == 0xFF);
+  CHECK(cpd::mx_scale_code<E>(std::numeric_limits<float>::quiet_NaN(), cpd::mx_scale_rule::ceil) == 0xFF);
+  CHECK(cpd::mx_scale_code<E>(1e-40f, cpd::mx_scale_rule::floor) == 0);
+  CHECK(cpd::mx_scale_code<cpd::mx_int8>(3.0e38f, cpd::mx_scale_rule::ceil) == 254);  // 128 clamps to 127
+}
+
+TEST_CASE_TEMPLATE("mx: scales follow the rule formulas; elements are V / 2^e rounded, saturating", Elem,
+                   cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float4_e2m1fn,
+                   cpd::mx_int8) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<double> ex(-140.0, 118.0);  // with the +-8 spread: finite floats
+  std::uniform_real_distribution<double> m(-1.0, 1.0);
+  for (auto rule : {cpd::mx_scale_rule::floor, cpd::mx_scale_rule::ceil, cpd::mx_scale_rule::rceil}) {
+    for (std::size_t k : {std::size_t(32), std::size_t(16), std::size_t(7)}) {
+      const std::size_t n = 5 * k + 3;  // a partial last block
+      std::vector<float> v(n);
+      const double base = ex(rng);
+      for (auto& x : v) x = static_cast<float>(m(rng) * std::exp2(base + 8 * m(rng)));
+      std::vector<std::uint8_t> scales(cpd::mx_scale_count(n, k));
+      std::vector<typename Elem::storage_type> codes(n);
+      cpd::mx_options opt{k, rule, {}};
+      cpd::mx_encode<Elem>(v.data(), n, scales.data(), codes.data(), opt);
+      std::vector<float> dec(n), fq(n);
+      cpd::mx_decode<Elem>(scales.data(), codes.data(), n, dec.data(), opt);
+      cpd::mx_quantize<Elem>(v.data(), fq.data(), n, opt);
+      for (std::size_t b = 0; b < scales.size(); ++b) {
+        float amax = 0;
+        for (std::size_t i = b * k; i < std::min(n, (b + 1) * k); ++i) amax = std::max(amax, std::fabs(v[i]));
+        const int e = amax == 0 ? -127 : ref_exponent<Elem>(amax, rule);
+        REQUIRE(static_cast<int>(scales[b]) == e + 127);
+        for (std::size_t i = b * k; i < std::min(n, (b + 1) * k); ++i) {
+          const double scaled = std::ldexp(static_cast<double>(v[i]), -e);
+          const Elem want = cpd::convert<Elem, cpd::rounding::nearest_even, cpd::overflow::saturate>(scaled);
+          REQUIRE(codes[i] == want.bits());
+          REQUIRE(dec[i] == static_cast<float>(std::ldexp(static_cast<double>(want), e)));
+          REQUIRE(fq[i] == dec[i]);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("mx: special blocks") {
+  using E = cpd::float6_e3m2fn;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> v = {1.0f, 2.0f, nan, 3.0f, 0.0f, 0.0f, -0.0f, 0.0f, 1.0f, 4.0f, 0.5f, 0.25f};
+  std::vector<std::uint8_t> s(3);
+  std::vector<std::uint8_t> c(v.size());
+  cpd::mx_options opt{4, cpd::mx_scale_rule::floor, {}};
+  cpd::mx_encode<E>(v.data(), v.size(), s.data(), c.data(), opt);
+  CHECK(s[0] == 0xFF);
+  CHECK(s[1] == 0);
+  CHECK(s[2] == 127 + 2 - 4);  // amax 4 = 2^2, emax(e3m2) = 4
+  std::vector<float> d(v.size());
+  cpd::mx_decode<E>(s.data(), c.data(), v.size(), d.data(), opt);
+  for (int i = 0; i < 4; ++i) CHECK(std::isnan(d[i]));
+  for (int i = 4; i < 8; ++i) CHECK(d[i] == 0.0f);
+  CHECK(d[8] == 1.0f);
+  CHECK(d[9] == 4.0f);
+  CHECK(d[11] == 0.25f);
+  // in place
+  cpd::mx_quantize<E>(v.data(), v.data(), v.size(), opt);
+  CHECK(v[9] == 4.0f);
+  CHECK_THROWS_AS(cpd::mx_quantize<E>(v.data(), v.data(), v.size(), cpd::mx_options{0, cpd::mx_scale_rule::floor, {}}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("mx: stochastic rounding of elements is unbiased and keyed by element index") {
+  using E = cpd::float4_e2m1fn;
+  const std::size_t n = 32 * 2000;
+  std::vector<float> v(n), q(n), q2(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = (i % 32 == 0) ? 6.0f : 1.25f;  // 1.25: between 1 and 1.5
+  cpd::mx_options opt{32, cpd::mx_scale_rule::floor, {9, 1}};
+  cpd::mx_quantize<E, cpd::rounding::stochastic>(v.data(), q.data(), n, opt);
+  cpd::mx_quantize<E, cpd::rounding::stochastic>(v.data(), q2.data(), n, opt);
+  double mean = 0;
+  std::size_t cnt = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (i % 32 != 0) {
+      REQUIRE((q[i] == 1.0f || q[i] == 1.5f));
+      REQUIRE(q[i] == q2[i]);
+      mean += q[i];
+      ++cnt;
+    }
+  CHECK(mean / cnt == doctest::Approx(1.25).epsilon(0.01));
+}
