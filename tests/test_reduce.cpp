@@ -292,7 +292,7 @@ TEST_CASE("sum and kahan_sum: a plain loop, and Kahan measurably closer to the e
   }
   MESSAGE("bfloat16 sums of 2000 values in [0,1): mean relative error plain ", err_plain / 50, ", Kahan ",
           err_kahan / 50);
-  CHECK(err_kahan * 20 < err_plain);  // plain stagnates (~50 %), Kahan stays near one ulp
+  CHECK(err_kahan * 20 < err_plain);  // plain stagnates (~75 %), Kahan stays near 0.1 %
 }
 
 TEST_CASE("accumulate and kahan_accumulate: element-wise, as the scalar loop") {
