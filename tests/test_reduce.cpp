@@ -497,3 +497,18 @@ TEST_CASE("simulate_allreduce: scalers with float scales (Transformer Engine, Gr
   CHECK(r1.scale.value == 1.0f);           // the first step uses the initial scale
   CHECK(d.scale().value == 448.0f / amax);  // and the history now holds this step's amax
 }
+
+TEST_CASE("simulate_allreduce: scales whose products leave float's normal range are still exact") {
+  using F = cpd::bfloat16;  // bfloat16 reaches float's subnormals and its top binade
+  std::vector<std::vector<float>> x = {{1e-39f, 3e38f, 1.0f, 0.0f, -2e-45f, 1e-30f},
+                                       {2e-39f, 1e38f, 0.5f, -0.0f, 7e-45f, 1e-30f},
+                                       {5e-40f, -3e38f, 0.25f, 0.0f, 1e-44f, 1e-30f}};
+  const auto p = ptrs(x);
+  std::vector<float> out(6);
+  for (int k : {-3, 0, 5, 40, 200, -200}) {
+    cpd::allreduce_options o;
+    o.algorithm = cpd::allreduce_algorithm::sequential;
+    cpd::simulate_allreduce_scaled<F>(p.data(), out.data(), 6, 3, cpd::pow2_scale{k}, o);
+    REQUIRE(same_bits(out, hand_sequential<F>(x, 6, k)));
+  }
+}

@@ -170,20 +170,59 @@ class allreduce_engine {
   }
 
   /// q[i - lo] = Q(x_r[i] * scale); with error feedback, residual_r[i] = x_r[i] - unscale(q).
+  /// Deterministic modes run as simple passes over the block that the compiler vectorizes.
   void load(int r, std::size_t lo, std::size_t hi, float* q) const noexcept {
-    const float* x = x_[r];
-    float* res = res_ ? res_[r] : nullptr;
-    for (std::size_t i = lo; i < hi; ++i) {
-      const float xi = x[i];
-      const float qi = scaled_quantize<F, R, O>(xi, sc_, bits(-1, r, 0, i));
-      q[i - lo] = qi;
-      if (res) res[i] = xi - unscale<F, R, O>(qi, sc_);
+    const float* x = x_[r] + lo;
+    const std::size_t len = hi - lo;
+    bool exact = false;  // every x * scale is exact in float: round from float
+    if constexpr (!sr) {
+      if constexpr (std::is_same_v<Scale, float_scale>) {
+        const float v = sc_.value;
+        for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
+        exact = true;
+      } else if (sc_.exponent >= -126 && sc_.exponent <= 127) {
+        const float f = pow2<float>(sc_.exponent);
+        bool bad = false;
+        for (std::size_t j = 0; j < len; ++j) {
+          const float y = x[j] * f;
+          const float ay = y < 0 ? -y : y;
+          bad |= !((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x[j] == 0);
+          q[j] = y;
+        }
+        exact = !bad;
+      }
+    }
+    if (exact) {
+      for (std::size_t j = 0; j < len; ++j) q[j] = round_to<F, R, O>(q[j], 0u);
+    } else {
+      for (std::size_t j = 0; j < len; ++j) q[j] = scaled_quantize<F, R, O>(x[j], sc_, bits(-1, r, 0, lo + j));
+    }
+    if (res_) {
+      float* res = res_[r] + lo;
+      for (std::size_t j = 0; j < len; ++j) res[j] = x[j] - unscale<F, R, O>(q[j], sc_);
     }
   }
 
   /// (s, c) += q: one rounded addition, or one Kahan step (four roundings).
   void add(float* s, float* c, const float* q, std::size_t lo, std::size_t hi, int step, int rank) const noexcept {
     if (!opt_.kahan) {
+      const std::size_t len = hi - lo;
+      if constexpr (float_sum_path<F, R>) {
+        // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does).
+        float t[block];
+        bool overflow = false;
+        for (std::size_t j = 0; j < len; ++j) {
+          t[j] = add_odd_float(s[j], q[j]);
+          overflow |= !(t[j] - t[j] == 0) && s[j] - s[j] == 0 && q[j] - q[j] == 0;
+        }
+        if (!overflow) {
+          for (std::size_t j = 0; j < len; ++j) {
+            const float v = round_to<F, R, O>(t[j], 0u);
+            s[j] = v == v ? v : bit_cast<float>(0x7FC00000u);
+          }
+          return;
+        }
+      }
       for (std::size_t i = lo; i < hi; ++i) s[i - lo] = rounded_add<F, R, O>(s[i - lo], q[i - lo], bits(step, rank, 0, i));
       return;
     }
