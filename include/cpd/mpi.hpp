@@ -22,12 +22,15 @@
 // Requires an MPI library (mpi.h); not included by <cpd/cpd.hpp>.
 
 #include <cpd/allreduce_sim.hpp>
+#include <cpd/bulk.hpp>
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/round.hpp>
+#include <cpd/execution.hpp>
 #include <cpd/float.hpp>
 #include <cpd/reduce.hpp>
 #include <cpd/rounding.hpp>
+#include <cpd/runtime_format.hpp>
 #include <cpd/scaling.hpp>
 
 #include <mpi.h>
@@ -38,6 +41,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -148,52 +152,91 @@ struct codec {
         cpd::detail::round_bits<rounding::nearest_even, overflow::infinity, float>(s, bit_cast<std::uint32_t>(v)).code);
   }
 
-  /// The value of a code, through a table for codes of at most 16 bits.
+  /// The value of a code; NaN codes give the canonical +qNaN, as rounded_add does
+  /// (docs/reduction.md). Through a table for codes of at most 16 bits.
   [[nodiscard]] static CPD_ALWAYS_INLINE float value_of(storage c) noexcept {
     if constexpr (width <= 16) {
       return table()[c];
     } else {
-      constexpr cpd::detail::spec s = F::spec;
-      return bit_cast<float>(cpd::detail::decode_bits<float>(s, c));
+      return decoded(c);
     }
   }
 
+  [[nodiscard]] static float decoded(std::uint64_t c) noexcept {
+    constexpr cpd::detail::spec s = F::spec;
+    const float v = bit_cast<float>(cpd::detail::decode_bits<float>(s, c));
+    return v == v ? v : bit_cast<float>(0x7FC00000u);
+  }
+
+  /// Every code's value (codes of at most 16 bits).
   static const float* table() noexcept {
     static const std::vector<float> t = [] {
-      constexpr cpd::detail::spec s = F::spec;
-      std::vector<float> v(std::size_t(1) << width);
-      for (std::size_t c = 0; c < v.size(); ++c) v[c] = bit_cast<float>(cpd::detail::decode_bits<float>(s, c));
+      std::vector<float> v(std::size_t(1) << (width <= 16 ? width : 0));
+      for (std::size_t c = 0; c < v.size(); ++c) v[c] = decoded(c);
       return v;
     }();
     return t.data();
   }
 
-  /// Packs n values of F into bytes(n) bytes.
-  static void encode(const float* v, std::size_t n, unsigned char* out) noexcept {
-    if constexpr (nibbles) {
-      for (std::size_t i = 0; i + 1 < n; i += 2)
-        out[i / 2] = static_cast<unsigned char>(code_of(v[i]) | (code_of(v[i + 1]) << 4));
-      if (n % 2) out[n / 2] = static_cast<unsigned char>(code_of(v[n - 1]));
+  /// The codes of n values of F (through the bulk kernel: exact values, any mode).
+  static void encode(const float* v, std::size_t n, storage* out) {
+    if constexpr (width <= 16) {
+      cpd::encode<F, rounding::nearest_even, overflow::infinity>(execution::seq, v, out, n);
     } else {
-      for (std::size_t i = 0; i < n; ++i) {
-        const storage c = code_of(v[i]);
-        std::memcpy(out + i * code_bytes, &c, code_bytes);
-      }
+      for (std::size_t i = 0; i < n; ++i) out[i] = code_of(v[i]);
     }
   }
 
-  /// Unpacks n codes into floats.
-  static void decode(const unsigned char* in, std::size_t n, float* out) noexcept {
+  /// Packs n codes into bytes(n) bytes.
+  static void pack(const storage* c, std::size_t n, unsigned char* out) noexcept {
     if constexpr (nibbles) {
-      for (std::size_t i = 0; i < n; ++i) out[i] = value_of(static_cast<storage>((in[i / 2] >> (4 * (i % 2))) & 0xFu));
-    } else {
-      for (std::size_t i = 0; i < n; ++i) {
-        storage c;
-        std::memcpy(&c, in + i * code_bytes, code_bytes);
-        out[i] = value_of(c);
-      }
+      for (std::size_t i = 0; i + 1 < n; i += 2) out[i / 2] = static_cast<unsigned char>(c[i] | (c[i + 1] << 4));
+      if (n % 2) out[n / 2] = static_cast<unsigned char>(c[n - 1]);
+    } else if (n != 0) {
+      std::memcpy(out, c, n * code_bytes);
     }
   }
+
+  /// Unpacks n codes.
+  static void unpack(const unsigned char* in, std::size_t n, storage* out) noexcept {
+    if constexpr (nibbles) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<storage>((in[i / 2] >> (4 * (i % 2))) & 0xFu);
+    } else if (n != 0) {
+      std::memcpy(out, in, n * code_bytes);
+    }
+  }
+};
+
+/// Rounded addition and subtraction of codes of F: for formats of at most 8 bits and a
+/// deterministic mode, Q(a + b) depends on the codes alone, so one table of every pair (built
+/// once from cpd::rounded_add, 64 KiB at most) replaces decode, round and encode.
+template <class F, rounding R, overflow O>
+struct code_arith {
+  using C = codec<F>;
+  using storage = typename C::storage;
+  static constexpr bool tabled = C::width <= 8 && R != rounding::stochastic;
+  static constexpr int w = tabled ? C::width : 0;
+
+  std::vector<storage> add, sub;  ///< [(a << width) | b]
+
+  static const code_arith& get() {
+    static const code_arith t = [] {
+      code_arith a;
+      const std::size_t k = std::size_t(1) << w;
+      a.add.resize(k * k);
+      a.sub.resize(k * k);
+      for (std::size_t x = 0; x < k; ++x)
+        for (std::size_t y = 0; y < k; ++y) {
+          const float vx = C::value_of(static_cast<storage>(x)), vy = C::value_of(static_cast<storage>(y));
+          a.add[(x << w) | y] = C::code_of(rounded_add<F, R, O>(vx, vy));
+          a.sub[(x << w) | y] = C::code_of(rounded_sub<F, R, O>(vx, vy));
+        }
+      return a;
+    }();
+    return t;
+  }
+  [[nodiscard]] CPD_ALWAYS_INLINE storage plus(storage a, storage b) const noexcept { return add[(a << w) | b]; }
+  [[nodiscard]] CPD_ALWAYS_INLINE storage minus(storage a, storage b) const noexcept { return sub[(a << w) | b]; }
 };
 
 /// (a mod w) in [0, w).
@@ -209,55 +252,66 @@ struct codec {
 /// (a user-defined MPI_Op carries no state of its own).
 inline thread_local std::uint64_t native_seed = 0;
 
-/// The user function of the native MPI_Op: inout = in (+) inout, unit by unit, every sum rounded to F.
-/// A unit is one code (two when packed in nibbles); with Kahan, a (sum, compensation) pair.
+/// The user function of the native MPI_Op: inout = in (+) inout, unit by unit, every sum rounded
+/// to F. A unit is one code (two when packed in nibbles); with Kahan, a (sum, compensation) pair
+/// combined as simulate_allreduce's tree nodes: u = Q(c1 + c2), y = Q(s2 - u), t = Q(s1 + y),
+/// c = Q(Q(t - s1) - y), s = t.
 template <class F, rounding R, overflow O, bool Kahan>
 void native_op(void* in_v, void* inout_v, int* len, MPI_Datatype*) {
   using C = codec<F>;
   using S = typename C::storage;
+  using A = code_arith<F, R, O>;
   constexpr bool sr = R == rounding::stochastic;
   const auto* in = static_cast<const unsigned char*>(in_v);
   auto* io = static_cast<unsigned char*>(inout_v);
   const std::uint64_t seed = native_seed;
+  const A& arith = A::get();
   auto bits = [&](float a, float b, int k) -> std::uint32_t {
     return sr ? operand_bits(seed, bit_cast<std::uint32_t>(a), bit_cast<std::uint32_t>(b), k) : 0u;
   };
-  auto plain = [&](float a, float b) { return rounded_add<F, R, O>(a, b, bits(a, b, 0)); };
-  // The compensated combine of simulate_allreduce's tree nodes:
-  // u = Q(c1 + c2), y = Q(s2 - u), t = Q(s1 + y), c = Q(Q(t - s1) - y), s = t.
-  auto merge = [&](float s1, float c1, float s2, float c2, float& s, float& c) {
-    const float u = rounded_add<F, R, O>(c1, c2, bits(c1, c2, 0));
-    const float y = rounded_sub<F, R, O>(s2, u, bits(s2, u, 1));
-    const float t = rounded_add<F, R, O>(s1, y, bits(s1, y, 2));
-    const float d = rounded_sub<F, R, O>(t, s1, bits(t, s1, 3));
-    c = rounded_sub<F, R, O>(d, y, bits(d, y, 4));
-    s = t;
+  // Sum of two codes.
+  auto plus = [&](S a, S b) -> S {
+    if constexpr (A::tabled) {
+      return arith.plus(a, b);
+    } else {
+      const float x = C::value_of(a), y = C::value_of(b);
+      return C::code_of(rounded_add<F, R, O>(x, y, bits(x, y, 0)));
+    }
+  };
+  // Compensated combine of (s1, c1) and (s2, c2).
+  auto merge = [&](S s1, S c1, S s2, S c2, S& s, S& c) {
+    if constexpr (A::tabled) {
+      const S u = arith.plus(c1, c2), y = arith.minus(s2, u), t = arith.plus(s1, y);
+      c = arith.minus(arith.minus(t, s1), y);
+      s = t;
+    } else {
+      const float fs1 = C::value_of(s1), fc1 = C::value_of(c1), fs2 = C::value_of(s2), fc2 = C::value_of(c2);
+      const float u = rounded_add<F, R, O>(fc1, fc2, bits(fc1, fc2, 0));
+      const float y = rounded_sub<F, R, O>(fs2, u, bits(fs2, u, 1));
+      const float t = rounded_add<F, R, O>(fs1, y, bits(fs1, y, 2));
+      const float d = rounded_sub<F, R, O>(t, fs1, bits(t, fs1, 3));
+      c = C::code_of(rounded_sub<F, R, O>(d, y, bits(d, y, 4)));
+      s = C::code_of(t);
+    }
   };
   const std::size_t n = static_cast<std::size_t>(*len);
   if constexpr (C::nibbles) {
     for (std::size_t i = 0; i < n; ++i) {
-      const float a0 = C::value_of(static_cast<S>(in[i] & 0xFu)), a1 = C::value_of(static_cast<S>(in[i] >> 4));
-      const float b0 = C::value_of(static_cast<S>(io[i] & 0xFu)), b1 = C::value_of(static_cast<S>(io[i] >> 4));
-      float r0, r1;
+      const S a0 = static_cast<S>(in[i] & 0xFu), a1 = static_cast<S>(in[i] >> 4);
+      const S b0 = static_cast<S>(io[i] & 0xFu), b1 = static_cast<S>(io[i] >> 4);
+      S r0, r1;
       if constexpr (Kahan) merge(a0, a1, b0, b1, r0, r1);
-      else r0 = plain(a0, b0), r1 = plain(a1, b1);
-      io[i] = static_cast<unsigned char>(C::code_of(r0) | (C::code_of(r1) << 4));
+      else r0 = plus(a0, b0), r1 = plus(a1, b1);
+      io[i] = static_cast<unsigned char>(r0 | (r1 << 4));
     }
   } else {
     constexpr std::size_t cb = C::code_bytes, unit = Kahan ? 2 * cb : cb;
     for (std::size_t i = 0; i < n; ++i) {
-      S a[2] = {}, b[2] = {};
+      S a[2] = {}, b[2] = {}, r[2] = {};
       std::memcpy(a, in + i * unit, unit);
       std::memcpy(b, io + i * unit, unit);
-      S r[2];
-      if constexpr (Kahan) {
-        float s, c;
-        merge(C::value_of(a[0]), C::value_of(a[1]), C::value_of(b[0]), C::value_of(b[1]), s, c);
-        r[0] = C::code_of(s);
-        r[1] = C::code_of(c);
-      } else {
-        r[0] = C::code_of(plain(C::value_of(a[0]), C::value_of(b[0])));
-      }
+      if constexpr (Kahan) merge(a[0], a[1], b[0], b[1], r[0], r[1]);
+      else r[0] = plus(a[0], b[0]);
       std::memcpy(io + i * unit, r, unit);
     }
   }
@@ -304,6 +358,8 @@ class allreduce_plan {
         throw mismatch_error("cpd::mpi::allreduce_plan: the ranks disagree on the tensors or the format: tensor count " +
                              range(-v[1], v[0]) + ", total elements " + range(-v[3], v[2]) +
                              (v[4] != -v[5] ? ", sizes/format/rounding/options differ" : ""));
+      codec::table();
+      arith::get();
       if (opt_.algo == algorithm::native) {
         detail::check(MPI_Type_contiguous(static_cast<int>(native_unit_bytes()), MPI_BYTE, &unit_type_),
                       "MPI_Type_contiguous");
@@ -399,7 +455,8 @@ class allreduce_plan {
     std::swap(opt_, o.opt_);
     std::swap(bytes_sent_, o.bytes_sent_);
     std::swap(buf_, o.buf_);
-    std::swap(work_, o.work_);
+    std::swap(codes_, o.codes_);
+    std::swap(floats_, o.floats_);
   }
 
   void release() noexcept {
@@ -503,59 +560,85 @@ class allreduce_plan {
     return res;
   }
 
-  /// Q(x * scale) for this rank's values [lo, hi) of tensor i into q[0 ..), with the residual.
+  using storage = typename codec::storage;
+  using arith = detail::code_arith<F, R, O>;
+
+  /// The codes of Q(x * scale) for this rank's n values of tensor t, and its residual
+  /// x - unscale(Q(x * scale)) with error feedback.
   template <class Scale>
-  void load(const tensor& t, const float* x, const Scale& sc, std::size_t lo, std::size_t hi, float* q) const {
-    float* e = t.residual;
-    for (std::size_t j = lo; j < hi; ++j) {
-      const float xj = x[j];
-      const std::uint32_t rb = sr ? cpd::detail::allreduce_random_bits(t.key, size_, -1, rank_, 0, j) : 0u;
-      const float qj = cpd::detail::scaled_quantize<F, R, O>(xj, sc, rb);
-      q[j - lo] = qj;
-      if (e) e[j] = xj - cpd::detail::unscale<F, R, O>(qj, sc);
+  void load(const tensor& t, const float* x, const Scale& sc, std::size_t n, storage* q) const {
+    bool done = false;
+    if constexpr (!sr && std::is_same_v<Scale, pow2_scale> && codec::width <= 16) {
+      // The bulk kernel rounds x * 2^k exactly, once, as scaled_quantize does.
+      if (sc.exponent >= -64 && sc.exponent <= 64) {
+        bulk_options o;
+        o.scale_exponent = sc.exponent;
+        cpd::encode<F, R, O>(execution::seq, x, q, n, o);
+        done = true;
+      }
     }
+    if (!done) {
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::uint32_t rb = sr ? cpd::detail::allreduce_random_bits(t.key, size_, -1, rank_, 0, j) : 0u;
+        q[j] = codec::code_of(cpd::detail::scaled_quantize<F, R, O>(x[j], sc, rb));
+      }
+    }
+    if (float* e = t.residual)
+      for (std::size_t j = 0; j < n; ++j) e[j] = x[j] - cpd::detail::unscale<F, R, O>(codec::value_of(q[j]), sc);
   }
 
-  /// out[j] = unscale(s[j - lo]) (divided by the number of ranks for a mean).
+  /// out[j] = unscale(value of s[j - lo]) (divided by the number of ranks for a mean).
   template <class Scale>
-  void finish(const float* s, const Scale& sc, std::size_t lo, std::size_t hi, float* out) const {
+  void finish(const storage* s, const Scale& sc, std::size_t lo, std::size_t hi, float* out) {
     const float w = static_cast<float>(size_);
-    for (std::size_t j = lo; j < hi; ++j) {
-      float v = cpd::detail::unscale<F, R, O>(s[j - lo], sc);
+    auto value = [&](storage c) {
+      float v = cpd::detail::unscale<F, R, O>(codec::value_of(c), sc);
       if (opt_.mean) v = v / w;
-      out[j] = v;
+      return v;
+    };
+    if constexpr (codec::width <= 8) {
+      constexpr std::size_t codes = std::size_t(1) << codec::width;
+      if (hi - lo >= codes / 2) {  // a table of every code's result
+        float table[codes];
+        for (std::size_t c = 0; c < codes; ++c) table[c] = value(static_cast<storage>(c));
+        for (std::size_t j = lo; j < hi; ++j) out[j] = table[s[j - lo]];
+        return;
+      }
     }
+    for (std::size_t j = lo; j < hi; ++j) out[j] = value(s[j - lo]);
   }
 
   template <class Scale>
   void native(const tensor* t, const float* const* x, result<Scale>& res, double& comm_time) {
     const std::size_t tn = sizes_.size(), ub = native_unit_bytes();
-    std::size_t units = 0;
-    for (std::size_t n : sizes_) units += native_units(n);
+    std::size_t units = 0, max_n = 0;
+    for (std::size_t n : sizes_) {
+      units += native_units(n);
+      max_n = std::max(max_n, n);
+    }
     buf_.assign(2 * units * ub, 0);
     unsigned char* send = buf_.data();
     unsigned char* recv = send + units * ub;
-    // Encode: (value) codes, or (sum, 0) pairs for Kahan.
-    std::size_t max_n = 0;
-    for (std::size_t n : sizes_) max_n = std::max(max_n, n);
-    work_.resize(max_n);
+    codes_.resize(3 * max_n);
+    storage* q = codes_.data();
+    const storage zero = codec::code_of(0.0f);
+    // Encode: codes, or (sum, 0) pairs for Kahan.
     std::size_t off = 0;
     for (std::size_t i = 0; i < tn; ++i) {
       const std::size_t n = sizes_[i];
-      load(t[i], x[i], res.scales[i], 0, n, work_.data());
+      load(t[i], x[i], res.scales[i], n, q);
       unsigned char* p = send + off;
       if (!opt_.kahan) {
-        codec::encode(work_.data(), n, p);
+        codec::pack(q, n, p);
       } else if (codec::nibbles) {
-        const unsigned zero = codec::code_of(0.0f);
-        for (std::size_t j = 0; j < n; ++j) p[j] = static_cast<unsigned char>(codec::code_of(work_[j]) | (zero << 4));
+        for (std::size_t j = 0; j < n; ++j) p[j] = static_cast<unsigned char>(q[j] | (zero << 4));
       } else {
-        const typename codec::storage zero = codec::code_of(0.0f);
+        storage* pair = q + max_n;  // (sum, compensation) interleaved
         for (std::size_t j = 0; j < n; ++j) {
-          const typename codec::storage c = codec::code_of(work_[j]);
-          std::memcpy(p + 2 * j * codec::code_bytes, &c, codec::code_bytes);
-          std::memcpy(p + (2 * j + 1) * codec::code_bytes, &zero, codec::code_bytes);
+          pair[2 * j] = q[j];
+          pair[2 * j + 1] = zero;
         }
+        if (n != 0) std::memcpy(p, pair, 2 * n * codec::code_bytes);
       }
       off += native_units(n) * ub;
     }
@@ -574,17 +657,13 @@ class allreduce_plan {
       const std::size_t n = sizes_[i];
       const unsigned char* p = recv + off;
       if (!opt_.kahan) {
-        codec::decode(p, n, work_.data());
+        codec::unpack(p, n, q);
       } else if (codec::nibbles) {
-        for (std::size_t j = 0; j < n; ++j) work_[j] = codec::value_of(static_cast<typename codec::storage>(p[j] & 0xFu));
+        for (std::size_t j = 0; j < n; ++j) q[j] = static_cast<storage>(p[j] & 0xFu);
       } else {
-        for (std::size_t j = 0; j < n; ++j) {
-          typename codec::storage c;
-          std::memcpy(&c, p + 2 * j * codec::code_bytes, codec::code_bytes);
-          work_[j] = codec::value_of(c);
-        }
+        for (std::size_t j = 0; j < n; ++j) std::memcpy(q + j, p + 2 * j * codec::code_bytes, codec::code_bytes);
       }
-      finish(work_.data(), res.scales[i], 0, n, t[i].out);
+      finish(q, res.scales[i], 0, n, t[i].out);
       off += native_units(n) * ub;
     }
   }
@@ -600,30 +679,32 @@ class allreduce_plan {
     const std::size_t tn = sizes_.size(), W = static_cast<std::size_t>(w);
     auto chunk = [&](std::size_t i, int c) { return partition(sizes_[i], W, static_cast<std::size_t>(c)); };
 
-    // This rank's quantized values, kept in out (out may be in: load reads x[j] before it writes).
-    for (std::size_t i = 0; i < tn; ++i) load(t[i], x[i], res.scales[i], 0, sizes_[i], t[i].out);
+    // This rank's quantized values, as codes, for every tensor.
+    std::size_t total = 0, max_chunk = 0, max_bytes = 0;
+    const std::size_t arrays = opt_.kahan ? 2 : 1;
+    std::vector<std::size_t> offset(tn);
+    for (std::size_t i = 0; i < tn; ++i) {
+      offset[i] = total;
+      total += sizes_[i];
+      const std::size_t m = chunk(i, 0).size();  // the first chunks are the largest
+      max_chunk = std::max(max_chunk, m);
+      max_bytes += arrays * codec::bytes(m);
+    }
+    codes_.resize(total + 2 * max_chunk);
+    storage* mine = codes_.data();
+    storage* s = mine + total;
+    storage* c = s + max_chunk;
+    for (std::size_t i = 0; i < tn; ++i) load(t[i], x[i], res.scales[i], sizes_[i], mine + offset[i]);
     if (w == 1) {
-      for (std::size_t i = 0; i < tn; ++i) finish(t[i].out, res.scales[i], 0, sizes_[i], t[i].out);
+      for (std::size_t i = 0; i < tn; ++i) finish(mine + offset[i], res.scales[i], 0, sizes_[i], t[i].out);
       return;
     }
 
-    // Message sizes: the largest chunk of every tensor, twice for (sum, compensation).
-    const std::size_t arrays = opt_.kahan ? 2 : 1;
-    std::size_t max_bytes = 0, max_chunk = 0;
-    for (std::size_t i = 0; i < tn; ++i) {
-      const std::size_t m = chunk(i, 0).size();  // the first chunks are the largest
-      max_bytes += arrays * codec::bytes(m);
-      max_chunk = std::max(max_chunk, m);
-    }
     buf_.assign(2 * max_bytes, 0);
     unsigned char* send = buf_.data();
     unsigned char* recv = send + max_bytes;
-    work_.resize(2 * max_chunk);
-    float* s = work_.data();
-    float* c = s + max_chunk;
     const int next = (r + 1) % w, prev = (r + w - 1) % w;
-
-    // Bytes of chunk c of every tensor, `a` arrays each.
+    // Bytes of chunk ch of every tensor, `a` arrays each.
     auto message_bytes = [&](int ch, std::size_t a) {
       std::size_t b = 0;
       for (std::size_t i = 0; i < tn; ++i) b += a * codec::bytes(chunk(i, ch).size());
@@ -636,20 +717,20 @@ class allreduce_plan {
       res.payload_bytes += sbytes;
     };
 
-    // Reduce-scatter. Step 0 sends the sums of this rank's own chunk (its quantized values; the
-    // compensation is zero and is not sent), later steps send (sum, compensation) with Kahan.
+    // Reduce-scatter. Step 0 sends this rank's own chunk (its quantized values; the compensation
+    // is zero and is not sent); later steps send (sum, compensation) with Kahan.
     {
       unsigned char* p = send;
       for (std::size_t i = 0; i < tn; ++i) {
         const index_range rg = chunk(i, r);
-        codec::encode(t[i].out + rg.begin, rg.size(), p);
+        codec::pack(mine + offset[i] + rg.begin, rg.size(), p);
         p += codec::bytes(rg.size());
       }
     }
+    const storage zero = codec::code_of(0.0f);
     for (int step = 0; step < w - 1; ++step) {
       const int cs = detail::wrap(r - step, w), cr = detail::wrap(r - step - 1, w);
-      // Both messages of a step have the same layout: step 0 holds sums only.
-      const std::size_t step_arrays = step == 0 ? 1 : arrays;
+      const std::size_t step_arrays = step == 0 ? 1 : arrays;  // both messages of a step have one layout
       exchange(message_bytes(cs, step_arrays), message_bytes(cr, step_arrays));
       const bool last = step == w - 2;
       const unsigned char* p = recv;
@@ -657,28 +738,24 @@ class allreduce_plan {
       for (std::size_t i = 0; i < tn; ++i) {
         const index_range rg = chunk(i, cr);
         const std::size_t m = rg.size(), mb = codec::bytes(m);
-        codec::decode(p, m, s);
+        codec::unpack(p, m, s);
         p += mb;
         if (step_arrays == 2) {
-          codec::decode(p, m, c);
+          codec::unpack(p, m, c);
           p += mb;
         } else {
-          std::fill(c, c + m, 0.0f);
+          std::fill(c, c + m, zero);
         }
-        add(t[i], s, c, t[i].out + rg.begin, rg, step);
+        add(t[i], s, c, mine + offset[i] + rg.begin, rg, step);
+        codec::pack(s, m, o);
+        o += mb;
         if (last) {
-          // This rank now holds the final sums of chunk cr = (r + 1) mod W: keep their codes for
-          // the all-gather and write its own result.
-          codec::encode(s, m, o);
-          o += mb;
+          // This rank now holds the final sums of chunk (r + 1) mod W: their codes go around in
+          // the all-gather, and its own result is written now.
           finish(s, res.scales[i], rg.begin, rg.end, t[i].out);
-        } else {
-          codec::encode(s, m, o);
+        } else if (arrays == 2) {
+          codec::pack(c, m, o);
           o += mb;
-          if (arrays == 2) {
-            codec::encode(c, m, o);
-            o += mb;
-          }
         }
       }
     }
@@ -691,7 +768,7 @@ class allreduce_plan {
       const unsigned char* p = recv;
       for (std::size_t i = 0; i < tn; ++i) {
         const index_range rg = chunk(i, cr);
-        codec::decode(p, rg.size(), s);
+        codec::unpack(p, rg.size(), s);
         p += codec::bytes(rg.size());
         finish(s, res.scales[i], rg.begin, rg.end, t[i].out);
       }
@@ -699,22 +776,43 @@ class allreduce_plan {
     }
   }
 
-  /// (s, c) += q over the elements [rg.begin, rg.end) of tensor t at reduce-scatter `step`.
-  void add(const tensor& t, float* s, float* c, const float* q, index_range rg, int step) const noexcept {
+  /// (s, c) += q over the elements [rg.begin, rg.end) of tensor t at reduce-scatter `step`, on codes.
+  void add(const tensor& t, storage* s, storage* c, const storage* q, index_range rg, int step) {
     const std::size_t m = rg.size();
+    if constexpr (arith::tabled) {
+      const arith& a = arith::get();
+      if (!opt_.kahan) {
+        for (std::size_t j = 0; j < m; ++j) s[j] = a.plus(s[j], q[j]);
+      } else {
+        // Kahan: y = Q(q - c), t = Q(s + y), c = Q(Q(t - s) - y), s = t.
+        for (std::size_t j = 0; j < m; ++j) {
+          const storage y = a.minus(q[j], c[j]), u = a.plus(s[j], y);
+          c[j] = a.minus(a.minus(u, s[j]), y);
+          s[j] = u;
+        }
+      }
+      return;
+    }
     auto bits = [&](int k, std::size_t j) -> std::uint32_t {
       return sr ? cpd::detail::allreduce_random_bits(t.key, size_, step, rank_, k, rg.begin + j) : 0u;
     };
+    floats_.resize(2 * m);
+    float* fs = floats_.data();
+    float* fc = fs + m;
     if (!opt_.kahan) {
-      for (std::size_t j = 0; j < m; ++j) s[j] = rounded_add<F, R, O>(s[j], q[j], bits(0, j));
+      for (std::size_t j = 0; j < m; ++j)
+        fs[j] = rounded_add<F, R, O>(codec::value_of(s[j]), codec::value_of(q[j]), bits(0, j));
+      codec::encode(fs, m, s);
       return;
     }
     for (std::size_t j = 0; j < m; ++j) {
-      kahan_accumulator<F, R, O> k{s[j], c[j]};
-      k.add(q[j], bits(0, j), bits(1, j), bits(2, j), bits(3, j));
-      s[j] = k.sum;
-      c[j] = k.compensation;
+      kahan_accumulator<F, R, O> k{codec::value_of(s[j]), codec::value_of(c[j])};
+      k.add(codec::value_of(q[j]), bits(0, j), bits(1, j), bits(2, j), bits(3, j));
+      fs[j] = k.sum;
+      fc[j] = k.compensation;
     }
+    codec::encode(fs, m, s);
+    codec::encode(fc, m, c);
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -725,7 +823,64 @@ class allreduce_plan {
   options opt_{};
   std::uint64_t bytes_sent_ = 0;
   std::vector<unsigned char> buf_;
-  std::vector<float> work_;
+  std::vector<typename detail::codec<F>::storage> codes_;
+  std::vector<float> floats_;
+};
+
+/// An allreduce_plan for a format and rounding mode chosen at run time (a command line's
+/// "e4m3"): dispatches, once, to allreduce_plan<F, R> for the F of List equal to the format,
+/// R = nearest_even or stochastic, with APS (cpd::aps<F>(size(), margin)) or no scaling.
+/// Each F of List is compiled in: pass a short list of the formats a program offers.
+template <class List = compiled_formats>
+class dynamic_plan {
+ public:
+  /// Collective, as allreduce_plan's constructor. Throws std::invalid_argument when the format is
+  /// not in List or the rounding is neither nearest_even nor stochastic (on every rank, when the
+  /// ranks agree on them).
+  dynamic_plan(MPI_Comm comm, const format& f, rounding r, std::vector<std::size_t> sizes, options opt = {},
+               bool use_aps = true, int aps_margin = 0) {
+    if (r != rounding::nearest_even && r != rounding::stochastic)
+      throw std::invalid_argument(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
+                                  " is not offered (nearest_even or stochastic)");
+    const bool found = visit<List>(f, [&](auto tag) {
+      using F = decltype(tag);
+      if constexpr (F::fits_float) {
+        if (r == rounding::stochastic)
+          impl_ = std::make_unique<impl<F, rounding::stochastic>>(comm, std::move(sizes), opt, use_aps, aps_margin);
+        else
+          impl_ = std::make_unique<impl<F, rounding::nearest_even>>(comm, std::move(sizes), opt, use_aps, aps_margin);
+      }
+    });
+    if (!found || !impl_)
+      throw std::invalid_argument("cpd::mpi::dynamic_plan: format " + f.name() +
+                                  " is not among the formats compiled in (or its values are not floats)");
+  }
+
+  /// The allreduce of the plan's tensors (collective); see allreduce_plan::operator().
+  result<pow2_scale> operator()(const tensor* t, std::size_t count) { return impl_->run(t, count); }
+  result<pow2_scale> operator()(const std::vector<tensor>& t) { return impl_->run(t.data(), t.size()); }
+  /// Bytes sent by this rank over all calls so far.
+  [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return impl_->bytes_sent(); }
+
+ private:
+  struct base {
+    virtual ~base() = default;
+    virtual result<pow2_scale> run(const tensor* t, std::size_t count) = 0;
+    [[nodiscard]] virtual std::uint64_t bytes_sent() const noexcept = 0;
+  };
+  template <class F, rounding R>
+  struct impl final : base {
+    impl(MPI_Comm comm, std::vector<std::size_t> sizes, options opt, bool use_aps, int margin)
+        : plan(comm, std::move(sizes), opt), scaler(plan.size(), margin), use_aps_(use_aps) {}
+    result<pow2_scale> run(const tensor* t, std::size_t count) override {
+      return use_aps_ ? plan(t, count, scaler) : plan(t, count);
+    }
+    [[nodiscard]] std::uint64_t bytes_sent() const noexcept override { return plan.bytes_sent(); }
+    allreduce_plan<F, R> plan;
+    aps<F> scaler;
+    bool use_aps_;
+  };
+  std::unique_ptr<base> impl_;
 };
 
 /// A one-shot allreduce (builds a plan: a communicator duplicate and one more small allreduce;

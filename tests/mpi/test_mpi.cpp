@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -349,4 +350,72 @@ TEST_CASE("MPI errors become exceptions") {
   CHECK_THROWS_AS(cpd::mpi::allreduce_plan<cpd::float16>(MPI_COMM_NULL, {1}), cpd::mpi::error);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+}
+
+TEST_CASE_TEMPLATE("ring: inf and NaN inputs and overflowing sums as in the simulation", F, cpd::float8_e4m3fn,
+                   cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float16) {
+  const int w = world_size(), me = world_rank();
+  constexpr std::size_t n = 11;
+  const float big = static_cast<float>(std::numeric_limits<F>::max());
+  auto value = [&](int r, std::size_t j) -> float {
+    if (j == 1 && r == 0) return std::numeric_limits<float>::infinity();
+    if (j == 2 && r == w - 1) return std::numeric_limits<float>::quiet_NaN();
+    if (j == 3 && r == 0) return -std::numeric_limits<float>::infinity();
+    if (j == 3 && r == 1) return std::numeric_limits<float>::infinity();
+    if (j >= 4) return big * (j % 2 ? 0.75f : -0.75f);  // sums overflow
+    return 0.5f * static_cast<float>(r + 1);
+  };
+  std::vector<std::vector<float>> g(static_cast<std::size_t>(w), std::vector<float>(n));
+  for (int r = 0; r < w; ++r)
+    for (std::size_t j = 0; j < n; ++j) g[static_cast<std::size_t>(r)][j] = value(r, j);
+  std::vector<const float*> gp;
+  for (auto& v : g) gp.push_back(v.data());
+  for (bool kahan : {false, true}) {
+    CAPTURE(kahan);
+    cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, {n}, {cpd::mpi::algorithm::ring, kahan, true});
+    std::vector<float> out(n), expect(n);
+    cpd::mpi::tensor t{g[static_cast<std::size_t>(me)].data(), out.data(), n};
+    plan(&t, 1);  // no scaling: the overflow happens
+    cpd::allreduce_options opt;
+    opt.kahan = kahan;
+    opt.mean = true;
+    cpd::simulate_allreduce<F>(gp.data(), expect.data(), n, w, opt);
+    for (std::size_t j = 0; j < n; ++j) {
+      CAPTURE(j);
+      CHECK(bits(out[j]) == bits(expect[j]));
+    }
+  }
+}
+
+TEST_CASE("dynamic_plan: a format from a command line gives the bits of the compile-time plan") {
+  using list = cpd::format_list<cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float_t<8, 23>>;
+  const int w = world_size(), me = world_rank();
+  const inputs in(5, w);
+  const auto& mine = in.g[static_cast<std::size_t>(me)];
+  for (bool use_aps : {true, false}) {
+    cpd::mpi::dynamic_plan<list> dyn(MPI_COMM_WORLD, cpd::format::parse("e5m2"), cpd::rounding::nearest_even, sizes,
+                                     {cpd::mpi::algorithm::ring, false, true}, use_aps);
+    cpd::mpi::allreduce_plan<cpd::float8_e5m2> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::ring, false, true});
+    std::vector<std::vector<float>> a(sizes.size()), b(sizes.size());
+    std::vector<cpd::mpi::tensor> ta, tb;
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      a[t].resize(sizes[t]);
+      b[t].resize(sizes[t]);
+      ta.push_back({mine[t].data(), a[t].data(), sizes[t]});
+      tb.push_back({mine[t].data(), b[t].data(), sizes[t]});
+    }
+    dyn(ta);
+    if (use_aps) plan(tb, cpd::aps<cpd::float8_e5m2>(w));
+    else plan(tb);
+    std::size_t diff = 0;
+    for (std::size_t t = 0; t < sizes.size(); ++t)
+      for (std::size_t j = 0; j < sizes[t]; ++j) diff += bits(a[t][j]) != bits(b[t][j]);
+    CHECK(diff == 0);
+    CHECK(dyn.bytes_sent() == plan.bytes_sent());
+  }
+  CHECK_THROWS_AS(cpd::mpi::dynamic_plan<list>(MPI_COMM_WORLD, cpd::format::parse("fp16"), cpd::rounding::nearest_even,
+                                               sizes),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cpd::mpi::dynamic_plan<list>(MPI_COMM_WORLD, cpd::format::parse("e5m2"), cpd::rounding::upward, sizes),
+                  std::invalid_argument);
 }
