@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+// bench_mpi_allreduce: float32 MPI_Allreduce against cpd's packed 8-bit and 16-bit
+// allreduce (<cpd/mpi.hpp>, ring and native), for gradients of 4 KiB and up.
+// A small MPI timing program (Google Benchmark does not run collectives in step
+// across ranks): every configuration runs in lock step on all ranks, a repetition's
+// time is the slowest rank's, and the median over repetitions is reported, next to
+// a memcpy of the same float32 bytes in the same run as the yardstick.
+//
+//   mpiexec -n 4 --oversubscribe bench_mpi_allreduce [--large] [--min-time S] [--csv FILE]
+
+#include <cpd/mpi.hpp>
+#include <cpd/scaling.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+int rank_ = 0, size_ = 1;
+
+struct timing {
+  double seconds = 0;  ///< median over repetitions of the slowest rank
+  double codec = 0;    ///< the share of the time outside MPI calls (statistics, encode, add, decode)
+};
+
+/// Runs body() (which returns this rank's codec seconds) until min_time has passed, at least 3 and
+/// at most 1000 times, in step on every rank.
+timing measure(double min_time, const std::function<double()>& body) {
+  body();  // warm up: buffers, tables, MPI connections
+  std::vector<double> t, share;
+  double total = 0;
+  for (int rep = 0; rep < 1000; ++rep) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    const double codec = body();
+    double v[2] = {MPI_Wtime() - t0, codec}, m[2];
+    MPI_Allreduce(v, m, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    t.push_back(m[0]);
+    share.push_back(m[0] > 0 ? m[1] / m[0] : 0);
+    total += m[0];
+    int stop = total >= min_time && rep >= 2;
+    MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (stop) break;
+  }
+  std::vector<std::size_t> idx(t.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return t[a] < t[b]; });
+  const std::size_t mid = idx[idx.size() / 2];
+  return {t[mid], std::min(1.0, share[mid])};
+}
+
+std::string human(std::size_t bytes) {
+  char b[32];
+  if (bytes >= (1u << 20)) std::snprintf(b, sizeof b, "%zu MiB", bytes >> 20);
+  else std::snprintf(b, sizeof b, "%zu KiB", bytes >> 10);
+  return b;
+}
+
+struct row {
+  std::string what;
+  timing t;
+  std::size_t wire;  ///< payload bytes this rank sent per call
+};
+
+template <class F>
+row packed(const char* name, cpd::mpi::algorithm algo, const std::vector<float>& g, std::vector<float>& out,
+           double min_time) {
+  cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, {g.size()}, {algo, false, true});
+  const cpd::mpi::tensor t{g.data(), out.data(), g.size()};
+  const cpd::aps<F> scaler(size_);
+  std::size_t wire = 0;
+  const timing tm = measure(min_time, [&] {
+    const auto r = plan(&t, 1, scaler);
+    wire = r.payload_bytes;
+    return r.seconds_codec;
+  });
+  return {std::string(name) + " " + cpd::mpi::to_string(algo), tm, wire};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  bool large = false;
+  double min_time = 0.3;
+  const char* csv_path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--large") large = true;
+    else if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
+    else if (a == "--csv" && i + 1 < argc) csv_path = argv[++i];
+    else {
+      if (rank_ == 0)
+        std::fprintf(stderr, "usage: bench_mpi_allreduce [--large] [--min-time SECONDS] [--csv FILE]\n");
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20};
+  if (large) {
+    sizes.push_back(64u << 20);
+    sizes.push_back(256u << 20);
+  }
+  std::FILE* csv = rank_ == 0 && csv_path ? std::fopen(csv_path, "w") : nullptr;
+  if (csv) std::fprintf(csv, "ranks,bytes,method,seconds,gradient_bytes_per_second,codec_share,wire_bytes_per_rank\n");
+  if (rank_ == 0) {
+    std::printf("%d ranks; time = median over repetitions of the slowest rank; bandwidth = float32 gradient bytes / time\n\n",
+                size_);
+    std::printf("| gradient | method | time | GB/s | vs fp32 | codec share | bytes sent per rank |\n");
+    std::printf("|---:|---|---:|---:|---:|---:|---:|\n");
+  }
+  for (std::size_t bytes : sizes) {
+    const std::size_t n = bytes / 4;
+    std::vector<float> g(n), out(n), copy(n);
+    std::uint64_t z = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(rank_ + 1);
+    for (float& v : g) {
+      z = z * 6364136223846793005ull + 1442695040888963407ull;
+      v = std::ldexp(static_cast<float>(static_cast<std::int32_t>(z >> 32)) / 2147483648.0f, -10);
+    }
+    std::vector<row> rows;
+    rows.push_back({"memcpy (yardstick)", measure(min_time, [&] {
+                      std::memcpy(copy.data(), g.data(), bytes);
+                      return 0.0;
+                    }), 0});
+    rows.push_back({"fp32 MPI_Allreduce", measure(min_time, [&] {
+                      MPI_Allreduce(g.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                      return 0.0;
+                    }), 0});
+    rows.back().wire = bytes;
+    for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
+      rows.push_back(packed<cpd::float8_e4m3fn>("e4m3fn", algo, g, out, min_time));
+      rows.push_back(packed<cpd::float16>("fp16", algo, g, out, min_time));
+    }
+    const double fp32 = rows[1].t.seconds;
+    for (const row& r : rows) {
+      if (rank_ != 0) continue;
+      const double bw = static_cast<double>(bytes) / r.t.seconds;
+      const bool is_copy = r.what.rfind("memcpy", 0) == 0;
+      std::printf("| %s | %s | %.1f us | %.2f | %s | %s | %s |\n", human(bytes).c_str(), r.what.c_str(),
+                  r.t.seconds * 1e6, bw / 1e9, is_copy ? "" : (std::to_string(fp32 / r.t.seconds).substr(0, 4) + "x").c_str(),
+                  is_copy || r.what.rfind("fp32", 0) == 0 ? "" : (std::to_string(static_cast<int>(std::lround(r.t.codec * 100))) + " %").c_str(),
+                  r.wire ? (r.what.rfind("fp32", 0) == 0 ? human(r.wire) + " (buffer)" : std::to_string(r.wire)).c_str() : "");
+      if (csv)
+        std::fprintf(csv, "%d,%zu,%s,%.9f,%.6e,%.4f,%zu\n", size_, bytes, r.what.c_str(), r.t.seconds, bw, r.t.codec,
+                     r.wire);
+    }
+    if (rank_ == 0) std::fflush(stdout);
+  }
+  if (csv) std::fclose(csv);
+  MPI_Finalize();
+  return 0;
+}
