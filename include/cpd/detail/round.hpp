@@ -15,6 +15,7 @@
 #include <cpd/rounding.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace cpd::detail {
 
@@ -24,10 +25,28 @@ template <class T>
 struct rounded {
   uint_of<T> value;  ///< the rounded value, as the bits of a T
   uint_of<T> code;   ///< the rounded value, as a code of the format
+  bool overflow;     ///< the magnitude, rounded with an unbounded exponent, exceeds the largest finite value
 };
 
 /// Clamp of the random-bit count to [1, 32].
 CPD_HOST_DEVICE constexpr int clamp_random_bits(int k) noexcept { return k < 1 ? 1 : (k > 32 ? 32 : k); }
+
+/// c ? a : b for integers, without a branch (if-conversion friendly).
+template <class V>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr V select(bool c, V a, V b) noexcept {
+  using W = std::make_unsigned_t<V>;
+  return static_cast<V>(W(b) ^ ((W(a) ^ W(b)) & (W(0) - W(c))));
+}
+
+/// min and max of two integers (compilers turn these into single instructions).
+template <class V>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr V min_of(V a, V b) noexcept {
+  return a < b ? a : b;
+}
+template <class V>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr V max_of(V a, V b) noexcept {
+  return a < b ? b : a;
+}
 
 /// Rounds the T whose bits are x to the format s in mode R, overflow mode O.
 /// For R == stochastic, the low `rbits` bits of `rnd` are the random bits.
@@ -39,52 +58,60 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   using S = source<T>;
   using U = uint_of<T>;
   constexpr int SM = S::mantissa_bits;
+  constexpr U sign_mask = U(1) << (S::width - 1);
+  // Written for if-conversion: conditions are combined with & and | (not && and
+  // ||), and selects choose between integers, so that a compiler turns the
+  // inlined core into straight-line vector code. Tests of the spec's fields fold
+  // away for a compile-time format and are loop-invariant for a runtime one.
 
-  // 1. Split the source into sign, magnitude, exponent field and mantissa.
-  const bool neg = (x >> (S::width - 1)) != 0;
+  // 1. Split the source into sign, magnitude and exponent field.
+  const bool neg = (x & sign_mask) != 0;
   const U a = x & S::abs_mask;
   const int field = static_cast<int>(a >> SM);
-  const U frac = a & ((U(1) << SM) - 1);
   const bool is_nan = a > S::inf_bits;
   const bool is_inf = a == S::inf_bits;
 
   // 2. The significand with its implicit bit, and the exponent of its leading bit
-  //    position: x = sig * 2^(e - SM). Source subnormals keep e = emin(T) with a
-  //    significand below 2^SM; that is exact, and no normalization is needed
-  //    unless the format reaches below emin(T) (only with an unusual bias), in
-  //    which case the significand is shifted up by lz bits.
-  U sig = frac | (U(field != 0) << SM);
-  int e = (field != 0 ? field : 1) - S::bias;
+  //    position: x = sig * 2^(e - SM). Source subnormals (field 0) share the
+  //    exponent of field 1, so with f = max(field, 1), a = ((f - 1) << SM) + sig.
+  //    That is exact, and no normalization is needed unless the format reaches
+  //    below emin(T) (only with an unusual bias), in which case the significand
+  //    of a source subnormal is shifted up by lz bits.
+  const int f = field > 1 ? field : 1;
+  U sig = a - (U(f - 1) << SM);
+  int e = f - S::bias;
   int lz = 0;
-  if (s.emin < S::emin && field == 0 && frac != 0) {
-    lz = countl_zero(frac) - (S::width - 1 - SM);
-    sig = frac << lz;
+  if (s.emin < S::emin) {
+    lz = select((field == 0) & (a != 0), countl_zero(U(a | 1)) - (S::width - 1 - SM), 0);
+    sig <<= lz;  // sig == a for a source subnormal
     e -= lz;
   }
 
   // 3. Align to the format's quantum at this exponent: the format keeps M bits
   //    after the leading one in its normal range, and a fixed quantum
-  //    2^(emin - M) below it. d is the number of significand bits dropped.
-  const int te = e > s.emin ? e : s.emin;
-  const int d = (SM - s.M) + (te - e);
-  const int dc = d < SM + 2 ? d : SM + 2;  // beyond SM + 1 every bit is dropped anyway
-  const U low = (U(1) << dc) - 1;          // the dropped bits
-  const U q = sig >> dc;                   // the kept significand, in units of the quantum
+  //    2^(emin - M) below it. d is the number of significand bits dropped; one
+  //    quantum is `unit` in units of sig's last bit.
+  const int below = max_of(s.emin - e, 0);  // binades below the normal range
+  const int te = e + below;
+  const int d = (SM - s.M) + below;
+  const int dc = min_of(d, SM + 2);  // beyond SM + 1 every bit is dropped anyway
+  const U unit = U(1) << dc;
+  const U low = unit - 1;                  // the dropped bits
+  const U q = sig >> dc;                   // the kept significand, in quanta
   const U rem = sig & low;
-  const U half = low ^ (low >> 1);  // the round bit's position (0 when nothing is dropped)
-  const bool round_bit = (sig & half) != 0;
+  const bool round_bit = (sig & (unit >> 1)) != 0;  // (no round bit when nothing is dropped)
   const bool sticky = (sig & (low >> 1)) != 0;
   const bool inexact = rem != 0;
-  const bool q_odd = (q & 1) != 0;
+  const bool q_odd = (sig & unit) != 0;
 
   // 4. Decide whether to move one quantum away from zero.
   bool up = false;
-  if constexpr (R == rounding::nearest_even) up = round_bit && (sticky || q_odd);
+  if constexpr (R == rounding::nearest_even) up = round_bit & (sticky | q_odd);
   else if constexpr (R == rounding::nearest_away) up = round_bit;
   else if constexpr (R == rounding::toward_zero) up = false;
-  else if constexpr (R == rounding::upward) up = inexact && !neg;
-  else if constexpr (R == rounding::downward) up = inexact && neg;
-  else if constexpr (R == rounding::odd) up = inexact && !q_odd;
+  else if constexpr (R == rounding::upward) up = inexact & !neg;
+  else if constexpr (R == rounding::downward) up = inexact & neg;
+  else if constexpr (R == rounding::odd) up = inexact & !q_odd;
   else if constexpr (R == rounding::stochastic) {
     // Up with probability rem / 2^d, using k random bits: the top k bits of the
     // dropped part (rem scaled to k bits) plus the random number carry out of
@@ -92,10 +119,11 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
     const int k = clamp_random_bits(rbits);
     const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
     const int sh = d - k;
-    const U remk = sh > SM + 1 ? U(0) : sh >= 0 ? U(rem >> sh) : d == 0 ? U(0) : U(rem << -sh);
+    const U remk = select(sh > SM + 1 || d == 0, U(0),
+                          select(sh >= 0, U(rem >> min_of(max_of(sh, 0), SM + 1)), U(rem << min_of(max_of(-sh, 0), 31))));
     up = remk > U(kmask ^ (rnd & kmask));
   }
-  const U inc = up ? U(1) : U(0);
+  const U inc = U(up);
 
   // 5. The code of the rounded magnitude. In the normal range q carries the
   //    implicit bit, so ((te - emin) << M) + q is exactly (biased exponent, mantissa)
@@ -103,57 +131,63 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   //    above emax + 1 are clamped: those values overflow whatever q is.
   //    A zero has no leading bit; its code is 0 even where its placeholder
   //    exponent e = emin(T) lies above the format's emin.
-  const int tec = te < s.emax + 1 ? te : s.emax + 1;
-  U code = a == 0 ? U(0) : U((U(tec - s.emin) << s.M) + q + inc);
-  if (!s.has_subnormals) {  // no subnormals (and no zero): clamp to the smallest code
-    const U one = U(1) << s.M;
-    code = code > one ? code - one : U(0);
-  }
-  const bool ovf = code > U(s.max_code);
+  const int tec = min_of(te, s.emax + 1);
+  U code = select(a == 0, U(0), U((U(tec - s.emin) << s.M) + q + inc));
+  // No subnormals (and no zero): clamp to the smallest code.
+  const U one = U(1) << s.M;
+  code = select(!s.has_subnormals, select(code > one, U(code - one), U(0)), code);
 
-  // 6. The same value in the source type: drop the d bits of a (minus the lz of
-  //    step 2), add the increment, shift back; a carry moves into the exponent.
-  //    When d > SM the quantum exceeds x: the result is 0 or the smallest quantum.
-  const int sd = d > lz ? d - lz : 0;
-  U value = sd > SM ? (up ? U(min_bits<T>(s)) : U(0)) : U(((a >> sd) + inc) << sd);
-  if (!s.has_subnormals && value < U(min_bits<T>(s))) value = U(min_bits<T>(s));
+  // 6. The same value in the source type: clear the d dropped bits of a (the
+  //    d - lz bits of step 2), add the increment there; a carry moves into the
+  //    exponent. When that exceeds SM the quantum exceeds x: the result is 0 or
+  //    the smallest quantum.
+  const int sd = max_of(d - lz, 0);
+  U value = (a & ~low) + select(up, unit, U(0));
+  if (s.emin < S::emin) {
+    const int sdc = min_of(sd, SM + 1);
+    value = select(lz == 0, value, U(((a >> sdc) + inc) << sdc));
+  }
+  value = select(sd > SM, select(up, U(min_bits<T>(s)), U(0)), value);
+  value = select(!s.has_subnormals, max_of(value, U(min_bits<T>(s))), value);
+  // The rounded magnitude exceeds the largest finite value. When every value of
+  // the format is a T, the value bits say so directly (and the code is not needed).
+  const bool value_exact = sizeof(T) == 8 || s.fits_float;
+  const bool ovf = (value_exact & (value > U(max_bits<T>(s)))) | (!value_exact & (code > U(s.max_code)));
 
   // 7. Overflow and the special inputs.
   constexpr bool away_always = R == rounding::nearest_even || R == rounding::nearest_away ||
                                R == rounding::stochastic;
-  const bool away = away_always || (R == rounding::upward && !neg) || (R == rounding::downward && neg);
+  const bool away = away_always | ((R == rounding::upward) & !neg) | ((R == rounding::downward) & neg);
   // Overflow gives +-inf, else NaN, else +-max, when the mode rounds away from
   // zero (an infinite input always does); otherwise, and when saturating, +-max.
-  const bool to_special = O == overflow::infinity && (is_inf || away);
-  const bool give_inf = to_special && s.has_inf;
-  const bool give_nan = to_special && !s.has_inf && s.has_nan;
-  bool nan_out = false;
-  if (ovf || is_inf) {
-    code = give_inf ? U(s.inf_code) : give_nan ? U(s.nan_code) : U(s.max_code);
-    value = give_inf ? S::inf_bits : give_nan ? S::qnan_bits : U(max_bits<T>(s));
-    nan_out = give_nan;
-  }
-  if (is_nan) {  // NaN stays NaN (quiet, sign kept); a format without NaN saturates
-    code = s.has_nan ? U(s.nan_code) : U(s.max_code);
-    value = s.has_nan ? U(a | (U(1) << (SM - 1))) : U(max_bits<T>(s));
-    nan_out = s.has_nan;
-  }
+  const bool to_special = (O == overflow::infinity) & (is_inf | away);
+  const bool give_inf = to_special & s.has_inf;
+  const bool give_nan = to_special & !s.has_inf & s.has_nan;
+  const bool big = ovf | is_inf;
+  code = select(big, select(give_inf, U(s.inf_code), select(give_nan, U(s.nan_code), U(s.max_code))), code);
+  value = select(big, select(give_inf, S::inf_bits, select(give_nan, S::qnan_bits, U(max_bits<T>(s)))), value);
+  // NaN stays NaN (quiet, sign kept); a format without NaN saturates.
+  code = select(is_nan, s.has_nan ? U(s.nan_code) : U(s.max_code), code);
+  value = select(is_nan, s.has_nan ? U(a | (U(1) << (SM - 1))) : U(max_bits<T>(s)), value);
 
   // 8. The sign. fnuz has no -0 and its NaN is the sign bit itself; fnu has no
   //    sign, so a negative non-zero value is NaN there.
-  bool sign_out = neg;
-  if (s.enc == encoding_kind::fnuz) sign_out = neg && code != 0 && !nan_out;
-  if (s.enc == encoding_kind::fnu) {
-    if (neg && a != 0) {
-      code = U(s.nan_code);
-      value = S::qnan_bits;
-    }
-    sign_out = false;
-  }
-  code = sign_out ? U(code | U(s.sign_bit)) : code;
-  const bool value_neg = s.enc == encoding_kind::fnuz || s.enc == encoding_kind::fnu ? sign_out : neg;
-  value = value_neg ? U(value | U(U(1) << (S::width - 1))) : value;
-  return {value, code};
+  U sign_code = select(neg, U(s.sign_bit), U(0));
+  U sign_value = select(neg, sign_mask, U(0));
+  const bool fnuz = s.enc == encoding_kind::fnuz;
+  const bool nan_out = (big & give_nan) | (is_nan & s.has_nan);
+  const bool fnuz_neg = neg & (code != 0) & !nan_out;
+  sign_code = select(fnuz, select(fnuz_neg, U(s.sign_bit), U(0)), sign_code);
+  sign_value = select(fnuz, select(fnuz_neg, sign_mask, U(0)), sign_value);
+  const bool fnu = s.enc == encoding_kind::fnu;
+  const bool fnu_nan = fnu & neg & (a != 0);
+  code = select(fnu_nan, U(s.nan_code), code);
+  value = select(fnu_nan, S::qnan_bits, value);
+  sign_code = select(fnu, U(0), sign_code);
+  sign_value = select(fnu, U(0), sign_value);
+  code |= sign_code;
+  value |= sign_value;
+  return {value, code, ovf};
 }
 
 /// Decodes a code of s to the bits of a T (exact; s must fit T). s by value, as above.
