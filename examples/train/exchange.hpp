@@ -6,11 +6,15 @@
 #include "cli.hpp"
 #include "mlp.hpp"
 
+#include <cpd/allreduce_sim.hpp>
 #include <cpd/cpd.hpp>
+#include <cpd/scaling.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace train {
@@ -32,82 +36,73 @@ inline std::uint32_t hash_bits(std::uint64_t seed, std::uint64_t step, std::uint
   return static_cast<std::uint32_t>(g.next() >> 32);
 }
 
-/// Sums the W workers' gradients in the gradient format, tensor by tensor, with
-/// optional APS, and writes their mean.
+/// The gradient formats cpd-train is compiled for (simulate_allreduce is a
+/// template over the format); any other format is rejected with the list.
+using train_formats =
+    cpd::format_list<cpd::float_t<8, 23>, cpd::float8_e4m3fn, cpd::float8_e4m3, cpd::float8_e5m2,
+                     cpd::float8_e4m3fnuz, cpd::float8_e5m2fnuz, cpd::float8_e3m4, cpd::float16, cpd::bfloat16,
+                     cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float4_e2m1fn, cpd::float_t<3, 0, cpd::fn>,
+                     cpd::float_t<4, 0, cpd::fn>, cpd::float_t<3, 2>, cpd::float_t<2, 1>>;
+
+inline std::string train_format_names() {
+  return "fp32, e4m3fn, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m4, fp16, bf16, e3m2fn, e2m3fn, e2m1fn, e3m0, e4m0, e3m2, "
+         "e2m1";
+}
+
+/// Sums the W workers' gradients tensor by tensor with cpd::simulate_allreduce in
+/// ring order, every addition rounded to the gradient format (fp32: float sums),
+/// with APS or without a scale, and writes their mean.
 class exchanger {
  public:
   exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, int workers, std::uint64_t seed,
             std::vector<tensor_view> tensors, std::size_t n)
-      : fmt_(fmt), aps_(aps), kahan_(kahan), workers_(workers), seed_(seed), tensors_(std::move(tensors)), n_(n) {}
+      : tensors_(std::move(tensors)), n_(n), workers_(workers) {
+    opt_.algorithm = cpd::allreduce_algorithm::ring;
+    opt_.kahan = kahan;
+    opt_.mean = true;
+    opt_.diagnostics = true;
+    (void)seed;  // nearest rounding needs no random bits
+    const cpd::format f = fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>();
+    const bool found = cpd::visit<train_formats>(f, [&](auto tag) {
+      using F = decltype(tag);
+      reduce_ = [aps, this](const float* const* g, float* out, std::size_t len) {
+        if (aps)
+          return summarize(cpd::simulate_allreduce<F>(g, out, len, workers_, cpd::aps<F>(workers_), opt_));
+        return summarize(cpd::simulate_allreduce<F>(g, out, len, workers_, opt_));
+      };
+    });
+    if (!found)
+      throw usage_error("gradient format " + f.name() + " is not compiled into cpd-train; use one of " +
+                        train_format_names() + " (or add it to train_formats in examples/train/exchange.hpp)");
+  }
 
+  /// mean = the W-way mean of grads, per tensor, through the low-precision ring.
   template <class Pool>
   void allreduce_mean(std::vector<std::vector<float>>& grads, float* mean, const Pool& pool) {
-    const std::size_t W = grads.size();
-    pool.parallel_for(tensors_.size(), [&](std::size_t ti) {
-      const tensor_view& t = tensors_[ti];
-      int shift = 0;
-      if (fmt_ && aps_) {
-        int stat = INT32_MIN;
-        for (std::size_t w = 0; w < W; ++w) {
-          float m = 0;
-          for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) m = std::max(m, std::fabs(grads[w][i]));
-          if (m > 0) {
-            int e = 0;
-            const double fr = std::frexp(static_cast<double>(m) * static_cast<double>(W), &e);
-            stat = std::max(stat, fr == 0.5 ? e - 1 : e);
-          }
-        }
-        shift = stat == INT32_MIN ? 0 : fmt_->spec().emax - stat;
-      }
-      const double up = std::ldexp(1.0, shift), down = std::ldexp(1.0, -shift);
-      std::uint64_t flushed = 0, overflowed = 0;
-      for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
-        if (!fmt_) {
-          float acc = grads[0][i];
-          for (std::size_t w = 1; w < W; ++w) acc += grads[w][i];
-          mean[i] = acc / static_cast<float>(W);
-          continue;
-        }
-        double acc = 0, c = 0;
-        for (std::size_t w = 0; w < W; ++w) {
-          const double x = static_cast<double>(grads[w][i]) * up;
-          const double q = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, x);
-          flushed += x != 0 && q == 0;
-          overflowed += std::isfinite(x) && !std::isfinite(q);
-          if (w == 0) {
-            acc = q;
-          } else if (kahan_) {
-            const double y = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, q - c);
-            const double s = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, acc + y);
-            const double z = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, s - acc);
-            c = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, z - y);
-            acc = s;
-          } else {
-            acc = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, acc + q);
-          }
-        }
-        mean[i] = static_cast<float>(acc * down / static_cast<double>(W));
-      }
-      counts_[ti] = {flushed, overflowed};
-    });
-    for (auto& c : counts_) {
-      stats_.flushed += c.first;
-      stats_.overflowed += c.second;
+    opt_.threads = static_cast<unsigned>(pool.size());
+    std::vector<const float*> ptrs(grads.size());
+    for (const tensor_view& t : tensors_) {
+      for (std::size_t w = 0; w < grads.size(); ++w) ptrs[w] = grads[w].data() + t.offset;
+      reduce_(ptrs.data(), mean + t.offset, t.size());
     }
-    if (fmt_) stats_.values += n_ * W;
   }
 
   const exchange_stats& stats() const { return stats_; }
 
  private:
-  std::optional<cpd::format> fmt_;
-  bool aps_, kahan_;
-  int workers_;
-  std::uint64_t seed_;
+  template <class Result>
+  void summarize(const Result& r) {
+    stats_.values += r.scaled.count;
+    stats_.flushed += r.scaled.flushed;
+    stats_.overflowed += r.scaled.overflowed + r.nonfinite_out;
+  }
+
   std::vector<tensor_view> tensors_;
   std::size_t n_;
+  int workers_;
+  cpd::allreduce_options opt_;
+  std::function<void(const float* const*, float*, std::size_t)> reduce_;
   exchange_stats stats_;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> counts_ = std::vector<std::pair<std::uint64_t, std::uint64_t>>(tensors_.size());
 };
 
 /// The weights, kept in float or in a low-precision format with a chosen update rounding.

@@ -266,6 +266,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  for (const auto& gf : o.grad_formats)
+    if (gf.fmt && !cpd::visit<train::train_formats>(*gf.fmt, [](auto) {})) {
+      std::fprintf(stderr, "cpd-train: gradient format %s is not compiled into cpd-train; use one of %s\n",
+                   gf.name.c_str(), train::train_format_names().c_str());
+      return 2;
+    }
+
   dataset tr, te;
   try {
     const std::string files[4] = {find_file(o.data_dir, "train-images-idx3-ubyte"),
