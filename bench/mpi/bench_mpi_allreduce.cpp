@@ -28,24 +28,30 @@ namespace {
 int rank_ = 0, size_ = 1;
 
 struct timing {
-  double seconds = 0;  ///< median over repetitions of the slowest rank
-  double codec = 0;    ///< the share of the time outside MPI calls (statistics, encode, add, decode)
+  double seconds = 0;    ///< median over repetitions of the slowest rank
+  double codec = 0;      ///< the share of the time outside MPI calls (statistics, encode, add, decode)
+  double codec_cpu = 0;  ///< processor seconds of that work (median of the largest over ranks)
+};
+
+struct codec_time {
+  double wall = 0, cpu = 0;
 };
 
 /// Runs body() (which returns this rank's codec seconds) until min_time has passed, at least 3 and
 /// at most 1000 times, in step on every rank.
-timing measure(double min_time, const std::function<double()>& body) {
+timing measure(double min_time, const std::function<codec_time()>& body) {
   body();  // warm up: buffers, tables, MPI connections
-  std::vector<double> t, share;
+  std::vector<double> t, share, cpu;
   double total = 0;
   for (int rep = 0; rep < 1000; ++rep) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
-    const double codec = body();
-    double v[2] = {MPI_Wtime() - t0, codec}, m[2];
-    MPI_Allreduce(v, m, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const codec_time codec = body();
+    double v[3] = {MPI_Wtime() - t0, codec.wall, codec.cpu}, m[3];
+    MPI_Allreduce(v, m, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     t.push_back(m[0]);
     share.push_back(m[0] > 0 ? m[1] / m[0] : 0);
+    cpu.push_back(m[2]);
     total += m[0];
     int stop = total >= min_time && rep >= 2;
     MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -55,7 +61,8 @@ timing measure(double min_time, const std::function<double()>& body) {
   for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return t[a] < t[b]; });
   const std::size_t mid = idx[idx.size() / 2];
-  return {t[mid], std::min(1.0, share[mid])};
+  std::sort(cpu.begin(), cpu.end());
+  return {t[mid], std::min(1.0, share[mid]), cpu[cpu.size() / 2]};
 }
 
 std::string human(std::size_t bytes) {
@@ -81,7 +88,7 @@ row packed(const char* name, cpd::mpi::algorithm algo, const std::vector<float>&
   const timing tm = measure(min_time, [&] {
     const auto r = plan(&t, 1, scaler);
     wire = r.payload_bytes;
-    return r.seconds_codec;
+    return codec_time{r.seconds_codec, r.cpu_seconds_codec};
   });
   return {std::string(name) + " " + cpd::mpi::to_string(algo), tm, wire};
 }
@@ -113,12 +120,12 @@ int main(int argc, char** argv) {
     sizes.push_back(256u << 20);
   }
   std::FILE* csv = rank_ == 0 && csv_path ? std::fopen(csv_path, "w") : nullptr;
-  if (csv) std::fprintf(csv, "ranks,bytes,method,seconds,gradient_bytes_per_second,codec_share,wire_bytes_per_rank\n");
+  if (csv) std::fprintf(csv, "ranks,bytes,method,seconds,gradient_bytes_per_second,codec_share,codec_cpu_seconds,wire_bytes_per_rank\n");
   if (rank_ == 0) {
     std::printf("%d ranks; time = median over repetitions of the slowest rank; bandwidth = float32 gradient bytes / time\n\n",
                 size_);
-    std::printf("| gradient | method | time | GB/s | vs fp32 | codec share | bytes sent per rank |\n");
-    std::printf("|---:|---|---:|---:|---:|---:|---:|\n");
+    std::printf("| gradient | method | time | GB/s | vs fp32 | codec share | codec CPU ns/value | bytes sent per rank |\n");
+    std::printf("|---:|---|---:|---:|---:|---:|---:|---:|\n");
   }
   for (std::size_t bytes : sizes) {
     const std::size_t n = bytes / 4;
@@ -131,11 +138,11 @@ int main(int argc, char** argv) {
     std::vector<row> rows;
     rows.push_back({"memcpy (yardstick)", measure(min_time, [&] {
                       std::memcpy(copy.data(), g.data(), bytes);
-                      return 0.0;
+                      return codec_time{};
                     }), 0});
     rows.push_back({"fp32 MPI_Allreduce", measure(min_time, [&] {
                       MPI_Allreduce(g.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-                      return 0.0;
+                      return codec_time{};
                     }), 0});
     rows.back().wire = bytes;
     for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
@@ -147,13 +154,16 @@ int main(int argc, char** argv) {
       if (rank_ != 0) continue;
       const double bw = static_cast<double>(bytes) / r.t.seconds;
       const bool is_copy = r.what.rfind("memcpy", 0) == 0;
-      std::printf("| %s | %s | %.1f us | %.2f | %s | %s | %s |\n", human(bytes).c_str(), r.what.c_str(),
+      const bool plain = is_copy || r.what.rfind("fp32", 0) == 0;
+      char cpu[32] = "";
+      if (!plain) std::snprintf(cpu, sizeof cpu, "%.1f", r.t.codec_cpu * 1e9 / static_cast<double>(n));
+      std::printf("| %s | %s | %.1f us | %.2f | %s | %s | %s | %s |\n", human(bytes).c_str(), r.what.c_str(),
                   r.t.seconds * 1e6, bw / 1e9, is_copy ? "" : (std::to_string(fp32 / r.t.seconds).substr(0, 4) + "x").c_str(),
-                  is_copy || r.what.rfind("fp32", 0) == 0 ? "" : (std::to_string(static_cast<int>(std::lround(r.t.codec * 100))) + " %").c_str(),
+                  plain ? "" : (std::to_string(static_cast<int>(std::lround(r.t.codec * 100))) + " %").c_str(), cpu,
                   r.wire ? (r.what.rfind("fp32", 0) == 0 ? human(r.wire) + " (buffer)" : std::to_string(r.wire)).c_str() : "");
       if (csv)
-        std::fprintf(csv, "%d,%zu,%s,%.9f,%.6e,%.4f,%zu\n", size_, bytes, r.what.c_str(), r.t.seconds, bw, r.t.codec,
-                     r.wire);
+        std::fprintf(csv, "%d,%zu,%s,%.9f,%.6e,%.4f,%.9f,%zu\n", size_, bytes, r.what.c_str(), r.t.seconds, bw,
+                     r.t.codec, r.t.codec_cpu, r.wire);
     }
     if (rank_ == 0) std::fflush(stdout);
   }
