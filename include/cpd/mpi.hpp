@@ -843,8 +843,8 @@ class allreduce_plan {
 /// An allreduce_plan for a format and rounding mode chosen at run time (a command line's
 /// "e4m3"): dispatches, once, to allreduce_plan<F, R> for the F of List equal to the format,
 /// R = nearest_even or stochastic, with APS (cpd::aps<F>(size(), margin)) or no scaling.
-/// Each F of List is compiled in: pass a short list of the formats a program offers.
-template <class List = compiled_formats>
+/// Each F of List is compiled in (twice with Stochastic): pass the formats a program offers.
+template <class List = compiled_formats, bool Stochastic = true>
 class dynamic_plan {
  public:
   /// Collective, as allreduce_plan's constructor. Throws std::invalid_argument when the format is
@@ -852,16 +852,20 @@ class dynamic_plan {
   /// ranks agree on them).
   dynamic_plan(MPI_Comm comm, const format& f, rounding r, std::vector<std::size_t> sizes, options opt = {},
                bool use_aps = true, int aps_margin = 0) {
-    if (r != rounding::nearest_even && r != rounding::stochastic)
+    if (r != rounding::nearest_even && (!Stochastic || r != rounding::stochastic))
       throw std::invalid_argument(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
-                                  " is not offered (nearest_even or stochastic)");
+                                  (Stochastic ? " is not offered (nearest_even or stochastic)"
+                                              : " is not offered (nearest_even)"));
     const bool found = visit<List>(f, [&](auto tag) {
       using F = decltype(tag);
       if constexpr (F::fits_float) {
-        if (r == rounding::stochastic)
-          impl_ = std::make_unique<impl<F, rounding::stochastic>>(comm, std::move(sizes), opt, use_aps, aps_margin);
-        else
-          impl_ = std::make_unique<impl<F, rounding::nearest_even>>(comm, std::move(sizes), opt, use_aps, aps_margin);
+        if constexpr (Stochastic) {
+          if (r == rounding::stochastic) {
+            impl_ = std::make_unique<impl<F, rounding::stochastic>>(comm, std::move(sizes), opt, use_aps, aps_margin);
+            return;
+          }
+        }
+        impl_ = std::make_unique<impl<F, rounding::nearest_even>>(comm, std::move(sizes), opt, use_aps, aps_margin);
       }
     });
     if (!found || !impl_)
