@@ -50,6 +50,7 @@ struct options {
   std::size_t train_limit = 0;  // 0: the whole training set (tests use fewer)
   std::vector<std::size_t> hidden = {256, 128};
   bool progress = true;
+  bool mpi = false;  // each MPI rank is one worker
 };
 
 inline std::vector<std::string> split(const std::string& s, char sep) {
@@ -91,6 +92,7 @@ inline const char* usage_text() {
          "  --hidden LIST         hidden layer widths (default 256,128)\n"
          "  --train-limit N       use only the first N training images (for quick checks)\n"
          "  --no-progress         no progress bar\n"
+         "  --mpi                 run as one MPI rank per worker (mpirun -np W cpd-train --mpi --workers W)\n"
          "  --help                this text\n";
 }
 
@@ -162,6 +164,7 @@ inline std::optional<options> parse(int argc, char** argv) {
       for (const std::string& h : split(value(), ','))
         o.hidden.push_back(static_cast<std::size_t>(parse_int("--hidden", h, 1, 1 << 16)));
     } else if (a == "--no-progress") o.progress = false;
+    else if (a == "--mpi") o.mpi = true;
     else throw usage_error("unknown option '" + a + "' (see --help)");
   }
   for (const std::string& f : split(formats, ',')) {

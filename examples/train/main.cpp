@@ -8,6 +8,9 @@
 #include "exchange.hpp"
 #include "idx.hpp"
 #include "mlp.hpp"
+#if CPD_TRAIN_MPI
+#include "mpi_exchange.hpp"
+#endif
 
 #include <cpd/cpd.hpp>
 
@@ -120,8 +123,10 @@ class progress_bar {
   std::string label_;
 };
 
+/// One run. rank < 0: all W workers emulated in this process; else this process
+/// is worker `rank` of an MPI job of W ranks.
 run_result run_one(const options& o, const train::grad_format& gf, bool aps, const dataset& tr, const dataset& te,
-                   const thread_pool& pool, const std::string& label) {
+                   const thread_pool& pool, const std::string& label, int rank) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::size_t> widths{tr.dim};
   widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
@@ -132,7 +137,12 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
   train::weight_store weights(o.weights, o.update, o.seed, params);
 
   const std::size_t W = static_cast<std::size_t>(o.workers);
-  train::exchanger ex(gf.fmt, aps, o.kahan, o.workers, o.seed, net.tensors(), net.size());
+  std::optional<train::exchanger> ex;
+#if CPD_TRAIN_MPI
+  std::optional<train::mpi_exchanger> mex;
+  if (rank >= 0) mex.emplace(gf.fmt, aps, o.kahan, net.tensors());
+#endif
+  if (rank < 0) ex.emplace(gf.fmt, aps, o.kahan, o.workers, o.seed, net.tensors(), net.size());
   std::vector<std::vector<float>> grads(W, std::vector<float>(net.size()));
   std::vector<double> losses(W);
   std::vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
@@ -159,13 +169,24 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
         batch_y[i] = tr.y[k];
       }
       // Worker w takes samples [w*B/W, (w+1)*B/W) of the batch: its own mean gradient.
-      pool.parallel_for(W, [&](std::size_t w) {
+      auto worker = [&](std::size_t w) {
         const std::size_t lo = w * B / W, hi = (w + 1) * B / W;
         losses[w] = net.gradient(weights.values(), batch_x.data() + lo * tr.dim, batch_y.data() + lo, hi - lo,
                                  grads[w].data());
-      });
+      };
+      if (rank < 0) {
+        pool.parallel_for(W, worker);
+        ex->allreduce_mean(grads, mean.data(), pool);
+      } else {
+#if CPD_TRAIN_MPI
+        const auto r = static_cast<std::size_t>(rank);
+        worker(r);
+        // Every rank gets every worker's loss, summed below in rank order as in the emulation.
+        MPI_Allgather(&losses[r], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
+        mex->allreduce_mean(grads[r].data(), mean.data());
+#endif
+      }
       for (double l : losses) loss_sum += l;
-      ex.allreduce_mean(grads, mean.data(), pool);
       // SGD with momentum (optional weight decay and LARS trust ratio per tensor).
       const float* w = weights.values();
       for (const train::tensor_view& t : net.tensors()) {
@@ -198,7 +219,11 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
     bar.epoch_done(epoch, o.epochs, er,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count());
   }
-  res.stats = ex.stats();
+#if CPD_TRAIN_MPI
+  res.stats = rank < 0 ? ex->stats() : mex->stats();
+#else
+  res.stats = ex->stats();
+#endif
   res.hash = train::fnv1a64(weights.values(), net.size() * sizeof(float));
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
@@ -266,6 +291,36 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  int rank = -1;
+  if (o.mpi) {
+#if CPD_TRAIN_MPI
+    MPI_Init(&argc, &argv);
+    int size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != o.workers) {
+      if (rank == 0)
+        std::fprintf(stderr, "cpd-train: --mpi needs --workers equal to the number of ranks (%d, not %d)\n", size,
+                     o.workers);
+      MPI_Finalize();
+      return 2;
+    }
+    if (rank != 0) o.progress = false;
+#else
+    std::fprintf(stderr, "cpd-train: built without MPI (Debian: libopenmpi-dev), so --mpi is not available\n");
+    return 2;
+#endif
+  }
+  const bool printer = rank <= 0;
+  struct mpi_finalizer {
+    bool on;
+    ~mpi_finalizer() {
+#if CPD_TRAIN_MPI
+      if (on) MPI_Finalize();
+#endif
+    }
+  } finalize_mpi{o.mpi};
+
   for (const auto& gf : o.grad_formats)
     if (gf.fmt && !cpd::visit<train::train_formats>(*gf.fmt, [](auto) {})) {
       std::fprintf(stderr, "cpd-train: gradient format %s is not compiled into cpd-train; use one of %s\n",
@@ -301,11 +356,12 @@ int main(int argc, char** argv) {
 
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const thread_pool pool(threads);
+  if (!printer && !std::freopen("/dev/null", "w", stdout)) return 1;  // only rank 0 reports
   std::printf("cpd-train: %zu training and %zu test images of %zu pixels, MLP", tr.n, te.n, tr.dim);
   std::printf(" %zu", tr.dim);
   for (std::size_t h : o.hidden) std::printf("-%zu", h);
-  std::printf("-10, %d workers, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
-              o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "", o.weights_name.c_str(), threads);
+  std::printf("-10, %d workers%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
+              o.mpi ? " (MPI ranks)" : "", o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "", o.weights_name.c_str(), threads);
 
   std::vector<run_result> runs;
   const std::size_t total = o.grad_formats.size() * o.aps.size();
@@ -313,7 +369,7 @@ int main(int argc, char** argv) {
     for (bool aps : o.aps) {
       const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(total) + " " + gf.name +
                                 (aps ? " aps" : " no-aps") + "]";
-      runs.push_back(run_one(o, gf, aps, tr, te, pool, label));
+      runs.push_back(run_one(o, gf, aps, tr, te, pool, label, rank));
     }
 
   std::printf("\n%-10s %-4s %10s %10s %12s %12s %9s\n", "format", "APS", "final acc", "best acc", "flushed-to-0",
@@ -325,6 +381,7 @@ int main(int argc, char** argv) {
   for (const run_result& r : runs)
     std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
                 r.grad_format.c_str(), r.aps ? "on" : "off");
+  if (!printer) return 0;
   try {
     if (!o.csv.empty()) write_csv(o.csv, runs);
   } catch (const train::usage_error& e) {

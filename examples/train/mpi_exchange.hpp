@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// cpd-train --mpi: each MPI rank is one worker; gradients travel as packed
+// low-precision codes through cpd::mpi's ring, which sums in exactly the order
+// of the emulated exchange, so both give the same weights-hash.
+
+#include "exchange.hpp"
+#include "mlp.hpp"
+
+#include <cpd/cpd.hpp>
+#include <cpd/mpi.hpp>
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace train {
+
+/// The gradient exchange of one rank over MPI.
+class mpi_exchanger {
+ public:
+  mpi_exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, std::vector<tensor_view> tensors)
+      : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
+        quantized_(fmt.has_value()),
+        tensors_(std::move(tensors)),
+        plan_(MPI_COMM_WORLD, fmt_, cpd::rounding::nearest_even, sizes(tensors_),
+              {cpd::mpi::algorithm::ring, kahan, /*mean=*/true}, aps) {}
+
+  /// mean = the mean over all ranks of this rank's gradient `local`.
+  void allreduce_mean(const float* local, float* mean) {
+    std::vector<cpd::mpi::tensor> t(tensors_.size());
+    for (std::size_t i = 0; i < tensors_.size(); ++i)
+      t[i] = {local + tensors_[i].offset, mean + tensors_[i].offset, tensors_[i].size()};
+    const auto r = plan_(t);
+    bytes_ += r.bytes_sent();
+    if (!quantized_) return;
+    // What quantization did to this rank's values (the emulated run counts every worker's).
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      const double scale = std::ldexp(1.0, r.scales[i].exponent);
+      for (std::size_t k = 0; k < tensors_[i].size(); ++k) {
+        const double x = static_cast<double>(local[tensors_[i].offset + k]) * scale;
+        const double q = cpd::quantize(fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, x);
+        ++stats_.values;
+        stats_.flushed += x != 0 && std::isfinite(x) && q == 0;
+        stats_.overflowed += std::isfinite(x) && !std::isfinite(q);
+      }
+    }
+    // Non-finite sums are the same on every rank: count them once, on rank 0.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+      for (const tensor_view& tv : tensors_)
+        for (std::size_t k = tv.offset; k < tv.offset + tv.size(); ++k) stats_.overflowed += !std::isfinite(mean[k]);
+  }
+
+  /// The statistics of all ranks (collective).
+  exchange_stats stats() const {
+    std::uint64_t local[3] = {stats_.values, stats_.flushed, stats_.overflowed}, total[3] = {};
+    MPI_Allreduce(local, total, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return {total[0], total[1], total[2]};
+  }
+
+  /// Bytes this rank sent (statistics and packed codes).
+  std::uint64_t bytes_sent() const { return bytes_; }
+
+ private:
+  static std::vector<std::size_t> sizes(const std::vector<tensor_view>& t) {
+    std::vector<std::size_t> s;
+    for (const tensor_view& v : t) s.push_back(v.size());
+    return s;
+  }
+
+  cpd::format fmt_;
+  bool quantized_;
+  std::vector<tensor_view> tensors_;
+  cpd::mpi::dynamic_plan<train_formats, false> plan_;
+  exchange_stats stats_;
+  std::uint64_t bytes_ = 0;
+};
+
+}  // namespace train

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+// cpd-train: the IDX reader on files this test writes (good, gzip, truncated,
+// wrong magic), the command line's errors, and short training runs on a
+// synthetic data set checking that the loss decreases and that the
+// weights-hash is reproducible for any thread count.
+
+#include "../examples/train/cli.hpp"
+#include "../examples/train/idx.hpp"
+
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef CPD_TRAIN_EXE
+#error "CPD_TRAIN_EXE must name the cpd-train executable"
+#endif
+
+namespace {
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/cpd-train-test-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    REQUIRE(d != nullptr);
+    return std::string(d);
+  }();
+  return dir;
+}
+
+std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data) {
+  std::vector<std::uint8_t> b = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
+  for (std::uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(d >> s));
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+
+void write_plain(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+void write_gzip(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+/// A learnable synthetic set: class c lights up a band of rows around 2c, plus noise.
+void write_synthetic(const std::string& dir, const std::string& prefix, std::size_t n, std::uint32_t seed) {
+  std::vector<std::uint8_t> pixels(n * 28 * 28), labels(n);
+  std::uint32_t s = seed;
+  auto next = [&] { return s = s * 1664525u + 1013904223u; };
+  for (std::size_t i = 0; i < n; ++i) {
+    const int c = static_cast<int>(next() >> 28) % 10;
+    labels[i] = static_cast<std::uint8_t>(c);
+    for (int r = 0; r < 28; ++r)
+      for (int k = 0; k < 28; ++k) {
+        const bool on = r >= 2 * c + 2 && r < 2 * c + 6;
+        pixels[i * 784 + r * 28 + k] = static_cast<std::uint8_t>((on ? 160 : 0) + (next() >> 27));
+      }
+  }
+  write_gzip(dir + "/" + prefix + "-images-idx3-ubyte.gz", idx_bytes({static_cast<std::uint32_t>(n), 28, 28}, pixels));
+  write_gzip(dir + "/" + prefix + "-labels-idx1-ubyte.gz", idx_bytes({static_cast<std::uint32_t>(n)}, labels));
+}
+
+struct run_output {
+  int status = 0;
+  std::string out;
+};
+
+run_output run(const std::string& args) {
+  const std::string cmd = std::string(CPD_TRAIN_EXE) + " --no-progress " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  run_output r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::vector<std::string> hashes(const std::string& out) {
+  std::vector<std::string> h;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("weights-hash: ", 0) == 0) h.push_back(line.substr(14, 16));
+  return h;
+}
+
+/// train_loss of each epoch of run 1 from a CSV file.
+std::vector<double> losses(const std::string& csv) {
+  std::ifstream f(csv);
+  std::string line;
+  std::getline(f, line);
+  CHECK(line == "run,grad_format,aps,epoch,train_loss,test_accuracy");
+  std::vector<double> l;
+  while (std::getline(f, line)) {
+    std::vector<std::string> cols = train::split(line, ',');
+    REQUIRE(cols.size() == 6);
+    if (cols[0] == "1") l.push_back(std::stod(cols[4]));
+    const double acc = std::stod(cols[5]);
+    CHECK(acc >= 0.0);
+    CHECK(acc <= 1.0);
+  }
+  return l;
+}
+
+std::string data_dir() {
+  static std::string dir = [] {
+    const std::string d = temp_dir() + "/data";
+    std::system(("mkdir -p " + d).c_str());
+    write_synthetic(d, "train", 1536, 1);
+    write_synthetic(d, "t10k", 500, 2);
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("IDX reader: good, gzip, truncated, wrong magic, mismatched") {
+  const std::string d = temp_dir();
+  const std::vector<std::uint8_t> img(3 * 2 * 2, 7), lab = {1, 2, 3};
+  write_plain(d + "/img", idx_bytes({3, 2, 2}, img));
+  write_gzip(d + "/lab.gz", idx_bytes({3}, lab));
+  const train::image_set s = train::read_image_set(d + "/img", d + "/lab.gz");
+  CHECK(s.n == 3);
+  CHECK(s.rows == 2);
+  CHECK(s.cols == 2);
+  CHECK(s.labels == lab);
+  CHECK(s.pixels == img);
+
+  auto error_of = [&](const std::string& images, const std::string& labels) -> std::string {
+    try {
+      (void)train::read_image_set(images, labels);
+    } catch (const train::data_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::vector<std::uint8_t> truncated = idx_bytes({3, 2, 2}, img);
+  truncated.resize(truncated.size() - 5);
+  write_plain(d + "/trunc", truncated);
+  CHECK(error_of(d + "/trunc", d + "/lab.gz").find("truncated") != std::string::npos);
+
+  std::vector<std::uint8_t> bad = idx_bytes({3, 2, 2}, img);
+  bad[0] = 0x1F;
+  bad[1] = 0x7B;  // not gzip's 0x1F 0x8B, not IDX's 0x00 0x00
+  write_plain(d + "/magic", bad);
+  CHECK(error_of(d + "/magic", d + "/lab.gz").find("magic") != std::string::npos);
+
+  // A gzip stream cut in the middle is reported, never read as short data.
+  {
+    std::ifstream in(d + "/lab.gz", std::ios::binary);
+    std::vector<char> gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    gz.resize(gz.size() / 2);
+    std::ofstream out(d + "/cut.gz", std::ios::binary);
+    out.write(gz.data(), static_cast<std::streamsize>(gz.size()));
+  }
+  CHECK(!error_of(d + "/img", d + "/cut.gz").empty());
+
+  write_plain(d + "/lab4", idx_bytes({4}, {1, 2, 3, 4}));
+  CHECK(error_of(d + "/img", d + "/lab4").find("labels") != std::string::npos);
+  write_plain(d + "/lab_bad", idx_bytes({3}, {1, 2, 30}));
+  CHECK(error_of(d + "/img", d + "/lab_bad").find("label 30") != std::string::npos);
+  CHECK(error_of(d + "/missing", d + "/lab.gz").find("cannot open") != std::string::npos);
+  CHECK(error_of(d + "/lab.gz", d + "/lab.gz").find("dimensions") != std::string::npos);
+}
+
+TEST_CASE("command line: unknown formats and flags are rejected with a clear message") {
+  const run_output a = run("--grad-formats e4m3,e9x");
+  CHECK(a.status == 2);
+  CHECK(a.out.find("unknown format 'e9x'") != std::string::npos);
+  const run_output b = run("--frobnicate");
+  CHECK(b.status == 2);
+  CHECK(b.out.find("unknown option '--frobnicate'") != std::string::npos);
+  const run_output c = run("--aps maybe");
+  CHECK(c.status == 2);
+  CHECK(c.out.find("--aps") != std::string::npos);
+  const run_output d = run("--update-rounding stochastic");
+  CHECK(d.status == 2);
+  CHECK(d.out.find("--weights") != std::string::npos);
+  const run_output e = run("--workers 0");
+  CHECK(e.status == 2);
+  const run_output f = run("--data " + temp_dir() + "/nowhere --grad-formats fp32 --aps off");
+  CHECK(f.status == 1);
+  CHECK(f.out.find("apt-get install dataset-fashion-mnist") != std::string::npos);
+  const run_output h = run("--help");
+  CHECK(h.status == 0);
+  CHECK(h.out.find("--grad-formats") != std::string::npos);
+}
+
+TEST_CASE("training runs: loss decreases and the hash is the same for any thread count") {
+  const std::string common = "--data " + data_dir() + " --epochs 3 --batch 64 --workers 4 --hidden 32 --lr 0.05";
+  struct path {
+    const char* what;
+    const char* args;
+  };
+  const path paths[] = {
+      {"fp32 gradients", "--grad-formats fp32 --aps off"},
+      {"e4m3 gradients with APS", "--grad-formats e4m3 --aps on"},
+      {"e4m3 with Kahan summation", "--grad-formats e4m3 --aps on --kahan"},
+      {"fp16 weights, stochastic updates", "--grad-formats fp32 --aps off --weights fp16 --update-rounding stochastic"},
+  };
+  for (const path& p : paths) {
+    CAPTURE(p.what);
+    const std::string csv1 = temp_dir() + "/run1.csv";
+    const run_output one = run(common + " " + p.args + " --threads 1 --csv " + csv1);
+    REQUIRE_MESSAGE(one.status == 0, one.out);
+    const run_output two = run(common + " " + p.args + " --threads 2");
+    REQUIRE_MESSAGE(two.status == 0, two.out);
+    const std::vector<std::string> h1 = hashes(one.out), h2 = hashes(two.out);
+    REQUIRE(h1.size() == 1);
+    CHECK(h1 == h2);
+    const std::vector<double> l = losses(csv1);
+    REQUIRE(l.size() == 3);
+    CHECK(l[2] < l[0]);
+  }
+}
