@@ -9,6 +9,7 @@
 
 #include <cpd/cpd.hpp>
 #include <cpd/functors.hpp>
+#include <cpd/scaling.hpp>
 
 #include "device_test_inputs.hpp"
 
@@ -21,6 +22,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -54,6 +56,11 @@ static_assert(cpd::quantizer<cpd::float8_e4m3fn, rounding::toward_zero>{}(1.3f) 
 static_assert(cpd::encoder<cpd::float8_e4m3fn, rounding::upward>{}(1.3) == 0x3B);
 static_assert(cpd::decoder<cpd::float8_e4m3fn>{}(0x7E) == 448.0f);
 static_assert(cpd::scaled_quantizer<cpd::float8_e4m3fn>{4}(100.0f / 16) == 96.0f / 16);
+
+#if CPD_FUNCTORS_HAVE_RANDOM  // the functors draw from cpd's one generator
+static_assert(cpd::detail::random_bits_at(1, 2, 3) == cpd::random_bits(1, 2, 3));
+static_assert(cpd::detail::random_bits_at(7, 0, 1ull << 40) == cpd::random_bits(7, 0, 1ull << 40));
+#endif
 
 /// Calls f(std::integral_constant<rounding, R>{}) for every deterministic mode.
 template <class Fn>
@@ -153,15 +160,15 @@ TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": power-of-two scaled quantize, en
   const thrust::device_vector<float> d_x(x.begin(), x.end());
   thrust::device_vector<float> d_y(x.size());
   thrust::device_vector<typename F::storage_type> d_c(x.size());
-  for (int k : {-20, -3, 0, 5, 24}) {
+  for (int k : {-140, -20, -3, 0, 5, 24, 150}) {  // also beyond float's exponent range
     CAPTURE(k);
     std::vector<float> want(x.size()), want_dec(x.size());
     std::vector<typename F::storage_type> want_codes(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
-      const float y = std::ldexp(x[i], k);  // one correctly rounded product, as the functor's
-      want[i] = std::ldexp(cpd::quantize<F, rounding::nearest_even, overflow::saturate>(y), -k);
+      const double y = std::ldexp(static_cast<double>(x[i]), k);  // exact
+      want[i] = static_cast<float>(std::ldexp(cpd::quantize<F, rounding::nearest_even, overflow::saturate>(y), -k));
       want_codes[i] = cpd::convert<F, rounding::nearest_even, overflow::saturate>(y).bits();
-      want_dec[i] = std::ldexp(static_cast<float>(F::from_bits(want_codes[i])), -k);
+      want_dec[i] = static_cast<float>(std::ldexp(static_cast<double>(F::from_bits(want_codes[i])), -k));
     }
     cpd::quantize_scaled<F, rounding::nearest_even, overflow::saturate>(thrust::device, d_x.begin(), d_x.end(),
                                                                         d_y.begin(), k);
@@ -172,6 +179,9 @@ TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": power-of-two scaled quantize, en
     cpd::decode_scaled<F>(thrust::device, d_c.begin(), d_c.end(), d_y.begin(), k);
     CHECK(first_mismatch(to_host(d_y), want_dec) == -1);
   }
+  // A scale that takes the format out of double's range is an error, not a wrong result.
+  CHECK_THROWS_AS(cpd::quantize_scaled<F>(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), 5000),
+                  std::invalid_argument);
 }
 
 TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": stochastic rounding keyed by (seed, stream, index)", F,
@@ -225,7 +235,10 @@ TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": stochastic scaled quantize", F, 
   cpd::quantize_stochastic(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), q);
   std::vector<float> want(x.size());
   for (std::size_t i = 0; i < x.size(); ++i)
-    want[i] = std::ldexp(cpd::quantize<F, rounding::stochastic>(std::ldexp(x[i], k), cpd::detail::random_bits_at(99, 1, i)), -k);
+    want[i] = static_cast<float>(std::ldexp(
+        cpd::quantize<F, rounding::stochastic>(std::ldexp(static_cast<double>(x[i]), k),
+                                               cpd::detail::random_bits_at(99, 1, i)),
+        -k));
   CHECK(first_mismatch(to_host(d_y), want) == -1);
 }
 
@@ -247,6 +260,10 @@ TEST_CASE("thrust " CPD_TEST_SYSTEM ": amax and the APS statistic") {
   for (int w : {1, 2, 3, 8, 1000, 1 << 20}) {
     CAPTURE(w);
     CHECK(cpd::aps_statistic(thrust::device, d_g.begin(), d_g.end(), w) == ref_stat(want, w));
+    // The same as the scaling layer's cpd::aps on the host.
+    const cpd::aps<cpd::float8_e5m2> aps(w);
+    CHECK(cpd::aps_statistic(thrust::device, d_g.begin(), d_g.end(), aps) == aps.statistic(g.data(), g.size()));
+    CHECK(cpd::aps_statistic(thrust::device, d_g.begin(), d_g.end(), w) == aps.statistic(g.data(), g.size()));
   }
   for (float a : {1.0f, 0.75f, 1e-40f, 3.0e38f, 448.0f, std::numeric_limits<float>::denorm_min()})
     for (int w : {1, 3, 4, 7, 1 << 30})
@@ -257,10 +274,13 @@ TEST_CASE("thrust " CPD_TEST_SYSTEM ": amax and the APS statistic") {
   d_zero[3] = -0.0f;
   CHECK(cpd::amax(thrust::device, d_zero.begin(), d_zero.end()) == 0.0f);
   CHECK(cpd::aps_statistic(thrust::device, d_zero.begin(), d_zero.end(), 4) == INT32_MIN);
+  CHECK(cpd::aps_statistic(thrust::device, d_zero.begin(), d_zero.end(), 4) == cpd::aps<cpd::float8_e5m2>::zero_statistic);
+  CHECK(cpd::aps<cpd::float8_e5m2>(4).select(INT32_MIN).exponent == 0);  // finite shift for an all-zero tensor
   CHECK(cpd::aps_statistic(thrust::device, d_zero.begin(), d_zero.begin(), 4) == INT32_MIN);
   d_zero[500] = -INFINITY;
   CHECK(cpd::amax(thrust::device, d_zero.begin(), d_zero.end()) == INFINITY);
-  CHECK(cpd::aps_statistic(thrust::device, d_zero.begin(), d_zero.end(), 4) == INT32_MAX);
+  CHECK(cpd::aps_statistic(thrust::device, d_zero.begin(), d_zero.end(), 4) ==
+        cpd::aps<cpd::float8_e5m2>::nonfinite_statistic);
   d_zero[7] = -std::numeric_limits<float>::quiet_NaN();
   CHECK(to_bits(cpd::amax(thrust::device, d_zero.begin(), d_zero.end())) == 0x7FC00000u);
   CHECK(cpd::aps_statistic(thrust::device, d_zero.begin(), d_zero.end(), 4) == INT32_MAX);

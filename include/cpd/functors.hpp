@@ -13,6 +13,12 @@
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
 #include <cpd/rounding.hpp>
+#if __has_include(<cpd/random.hpp>)  // TODO(issue 3): include unconditionally once committed
+#include <cpd/random.hpp>
+#define CPD_FUNCTORS_HAVE_RANDOM 1
+#else
+#define CPD_FUNCTORS_HAVE_RANDOM 0
+#endif
 
 #include <cstdint>
 #include <climits>
@@ -59,23 +65,78 @@ CPD_HOST_DEVICE constexpr T mul_pow2(T x, int k) noexcept {
   return x * pow2<T>(k);
 }
 
-/// Rounds x * 2^k to F: the value and the code (k = 0: exactly round_bits).
-template <class F, rounding R, overflow O, class T>
-CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_scaled(T x, int k, std::uint32_t rnd = 0,
-                                                                    int rbits = 32) noexcept {
+/// F with every value scaled by 2^-k (its bias plus k): rounding x to it gives
+/// round(x * 2^k) * 2^-k exactly, whatever k, and the same code as x * 2^k in F.
+/// k must keep the format within double's range (format_error says when it does not).
+template <class F>
+CPD_HOST_DEVICE constexpr spec scaled_spec_of(int k) noexcept {
   constexpr spec s = F::spec;  // a copy: device code may not refer to the host object F::spec
-  return round_bits<R, O, T>(s, bit_cast<uint_of<T>>(k == 0 ? x : mul_pow2(x, k)), rnd, rbits);
+  return k == 0 ? s : make_spec(F::exponent_bits, F::mantissa_bits, F::encoding::kind, F::bias + k);
 }
 
-// TODO(issue 3): placeholder until the host bulk kernels' counter-based generator
-// lands; replaced by that generator so that device and host draw the same bits.
-/// 32 random bits keyed by (seed, stream, index).
+/// Why exponent k cannot scale F, or nullptr.
+template <class F>
+CPD_HOST_DEVICE constexpr const char* scale_error(int k) noexcept {
+  return k < -4096 || k > 4096 ? "the scale exponent is out of range"
+                               : format_error(F::exponent_bits, F::mantissa_bits, F::encoding::kind, F::bias + k);
+}
+
+/// The value (as a T) and the code of x rounded to the runtime spec s: in T when s is a
+/// format of normal Ts (the core rounds a float directly), else in double, as the host
+/// bulk kernels do.
+template <class T>
+struct rounded_as {
+  T value;            ///< the rounded value
+  std::uint64_t code;  ///< its code
+};
+template <rounding R, overflow O, class T>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(const spec& s, T x, std::uint32_t rnd,
+                                                                         int rbits) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (s.emin >= source<float>::emin && s.fits_float && s.E <= 8 && s.M <= 23) {
+      const auto r = round_bits<R, O, float>(s, bit_cast<std::uint32_t>(x), rnd, rbits);
+      return {bit_cast<float>(r.value), r.code};
+    }
+    const auto r = round_bits<R, O, double>(s, bit_cast<std::uint64_t>(static_cast<double>(x)), rnd, rbits);
+    return {static_cast<float>(bit_cast<double>(r.value)), r.code};
+  } else {
+    const auto r = round_bits<R, O, double>(s, bit_cast<std::uint64_t>(x), rnd, rbits);
+    return {bit_cast<double>(r.value), r.code};
+  }
+}
+
+/// The value of code c of the runtime spec s as a T (exact when s fits T).
+template <class T>
+CPD_HOST_DEVICE constexpr T decode_spec(const spec& s, std::uint64_t c) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (s.fits_float) return bit_cast<float>(decode_bits<float>(s, c));
+    return static_cast<float>(bit_cast<double>(decode_bits<double>(s, c)));
+  } else {
+    return bit_cast<double>(decode_bits<double>(s, c));
+  }
+}
+
+/// Rounds x to F (unscaled): the value and the code.
+template <class F, rounding R, overflow O, class T>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_fixed(T x, std::uint32_t rnd = 0,
+                                                                   int rbits = 32) noexcept {
+  constexpr spec s = F::spec;  // a copy: device code may not refer to the host object F::spec
+  return round_bits<R, O, T>(s, bit_cast<uint_of<T>>(x), rnd, rbits);
+}
+
+/// 32 random bits keyed by (seed, stream, index): cpd's counter-based generator
+/// (cpd::random_bits of <cpd/random.hpp>), which the host bulk kernels draw from too.
 CPD_HOST_DEVICE constexpr std::uint32_t random_bits_at(std::uint64_t seed, std::uint64_t stream,
                                                        std::uint64_t index) noexcept {
+#if CPD_FUNCTORS_HAVE_RANDOM
+  return cpd::random_bits(seed, stream, index);
+#else
+  // TODO(issue 3): a stand-in until <cpd/random.hpp> is committed; then this branch goes.
   std::uint64_t z = seed ^ (stream * 0xD1B54A32D192ED03ull) ^ (index * 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return static_cast<std::uint32_t>((z ^ (z >> 31)) >> 32);
+#endif
 }
 
 /// The bits of |x| as an unsigned integer: ordered like |x|, with every NaN above +inf.
@@ -156,7 +217,7 @@ struct quantizer {
   template <class T>
   CPD_HOST_DEVICE static constexpr T apply(T x) noexcept {
     detail::check_functor_source<F, T>();
-    return detail::bit_cast<T>(detail::round_scaled<F, R, O>(x, 0).value);
+    return detail::bit_cast<T>(detail::round_fixed<F, R, O>(x).value);
   }
 };
 
@@ -174,7 +235,7 @@ struct encoder {
   template <class T>
   CPD_HOST_DEVICE static constexpr storage_type apply(T x) noexcept {
     detail::check_functor_code<F, T>();
-    return static_cast<storage_type>(detail::round_scaled<F, R, O>(x, 0).code);
+    return static_cast<storage_type>(detail::round_fixed<F, R, O>(x).code);
   }
 };
 
@@ -192,13 +253,20 @@ struct decoder {
   }
 };
 
-/// x -> round(x * 2^exponent) * 2^-exponent: quantization under a power-of-two scale
-/// (APS, amax scaling). Both products are exact while they are normal floats or zero.
+/// x -> round(x * 2^exponent) * 2^-exponent, exactly: x rounded to F with every value
+/// scaled by 2^-exponent (quantization under a power-of-two scale: APS, amax scaling).
+/// The exponent must keep the scaled format within double's range (detail::scale_error).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-struct scaled_quantizer {
+class scaled_quantizer {
   static_assert(R != rounding::stochastic,
                 "cpd::scaled_quantizer: stochastic rounding needs random bits; use cpd::stochastic_quantizer");
-  int exponent = 0;  ///< values are multiplied by 2^exponent before rounding
+
+ public:
+  CPD_HOST_DEVICE constexpr scaled_quantizer() noexcept : scaled_quantizer(0) {}
+  CPD_HOST_DEVICE constexpr explicit scaled_quantizer(int exponent) noexcept
+      : exponent_(exponent), spec_(detail::scaled_spec_of<F>(exponent)) {}
+  /// Values are multiplied by 2^exponent() before rounding, by 2^-exponent() after.
+  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
 
   [[nodiscard]] CPD_HOST_DEVICE constexpr float operator()(float x) const noexcept { return apply(x); }
   [[nodiscard]] CPD_HOST_DEVICE constexpr double operator()(double x) const noexcept { return apply(x); }
@@ -207,17 +275,25 @@ struct scaled_quantizer {
   template <class T>
   CPD_HOST_DEVICE constexpr T apply(T x) const noexcept {
     detail::check_functor_source<F, T>();
-    return detail::mul_pow2(detail::bit_cast<T>(detail::round_scaled<F, R, O>(x, exponent).value), -exponent);
+    return detail::round_spec<R, O, T>(spec_, x, 0, 32).value;
   }
+  int exponent_;
+  detail::spec spec_;
 };
 
-/// x -> the code of round(x * 2^exponent).
+/// x -> the code of round(x * 2^exponent) in F (exact, whatever the exponent).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-struct scaled_encoder {
+class scaled_encoder {
   static_assert(R != rounding::stochastic,
                 "cpd::scaled_encoder: stochastic rounding needs random bits; use cpd::stochastic_encoder");
+
+ public:
   using storage_type = typename F::storage_type;
-  int exponent = 0;  ///< values are multiplied by 2^exponent before rounding
+  CPD_HOST_DEVICE constexpr scaled_encoder() noexcept : scaled_encoder(0) {}
+  CPD_HOST_DEVICE constexpr explicit scaled_encoder(int exponent) noexcept
+      : exponent_(exponent), spec_(detail::scaled_spec_of<F>(exponent)) {}
+  /// Values are multiplied by 2^exponent() before rounding.
+  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
 
   [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(float x) const noexcept { return apply(x); }
   [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(double x) const noexcept { return apply(x); }
@@ -226,31 +302,53 @@ struct scaled_encoder {
   template <class T>
   CPD_HOST_DEVICE constexpr storage_type apply(T x) const noexcept {
     detail::check_functor_code<F, T>();
-    return static_cast<storage_type>(detail::round_scaled<F, R, O>(x, exponent).code);
+    return static_cast<storage_type>(detail::round_spec<R, O, T>(spec_, x, 0, 32).code);
   }
+  int exponent_;
+  detail::spec spec_;
 };
 
-/// code -> its value * 2^-exponent (undoes a scaled_encoder with the same exponent).
+/// code -> its value * 2^-exponent, exactly (undoes a scaled_encoder with the same exponent).
 template <class F, class T = float>
-struct scaled_decoder {
+class scaled_decoder {
   static_assert(is_float_format_v<F>, "cpd::scaled_decoder: F must be a cpd::float_t");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::scaled_decoder: T must be float or double");
+
+ public:
   using storage_type = typename F::storage_type;
-  int exponent = 0;  ///< decoded values are multiplied by 2^-exponent
+  CPD_HOST_DEVICE constexpr scaled_decoder() noexcept : scaled_decoder(0) {}
+  CPD_HOST_DEVICE constexpr explicit scaled_decoder(int exponent) noexcept
+      : exponent_(exponent), spec_(detail::scaled_spec_of<F>(exponent)) {}
+  /// Decoded values are multiplied by 2^-exponent().
+  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
 
   [[nodiscard]] CPD_HOST_DEVICE constexpr T operator()(storage_type code) const noexcept {
-    return detail::mul_pow2(decoder<F, T>{}(code), -exponent);
+    return detail::decode_spec<T>(spec_, code);
   }
+
+ private:
+  int exponent_;
+  detail::spec spec_;
 };
 
 /// Stochastic rounding of element i with random bits keyed by (seed, stream, i): the same
 /// seed gives the same bits on every backend, thread count and chunking. Call it with
-/// (x, i), or with a tuple (x, i) from a zip of the data and a counting iterator.
+/// (x, i), or with a tuple (x, i) from a zip of the data and a counting iterator. An
+/// exponent k rounds x * 2^k and multiplies back by 2^-k, exactly (as scaled_quantizer).
 template <class F, overflow O = overflow::infinity>
-struct stochastic_quantizer {
+class stochastic_quantizer {
+ public:
   std::uint64_t seed = 0;    ///< the generator's key
   std::uint64_t stream = 0;  ///< a second key (e.g. the training step or the tensor)
-  int exponent = 0;          ///< values are multiplied by 2^exponent before rounding, by 2^-exponent after
   int random_bits = 32;      ///< how many random bits decide (1..32)
+
+  CPD_HOST_DEVICE constexpr stochastic_quantizer() noexcept : stochastic_quantizer(0) {}
+  CPD_HOST_DEVICE constexpr explicit stochastic_quantizer(std::uint64_t key, std::uint64_t key_stream = 0,
+                                                          int exponent = 0, int bits = 32) noexcept
+      : seed(key), stream(key_stream), random_bits(bits), exponent_(exponent),
+        spec_(detail::scaled_spec_of<F>(exponent)) {}
+  /// Values are multiplied by 2^exponent() before rounding, by 2^-exponent() after.
+  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
 
   [[nodiscard]] CPD_HOST_DEVICE constexpr float operator()(float x, std::uint64_t i) const noexcept {
     return apply(x, i);
@@ -268,20 +366,29 @@ struct stochastic_quantizer {
   CPD_HOST_DEVICE constexpr T apply(T x, std::uint64_t i) const noexcept {
     detail::check_functor_source<F, T>();
     const std::uint32_t rnd = detail::random_bits_at(seed, stream, i);
-    const T v = detail::bit_cast<T>(
-        detail::round_scaled<F, rounding::stochastic, O>(x, exponent, rnd, random_bits).value);
-    return exponent == 0 ? v : detail::mul_pow2(v, -exponent);
+    return detail::round_spec<rounding::stochastic, O, T>(spec_, x, rnd, random_bits).value;
   }
+  int exponent_;
+  detail::spec spec_;
 };
 
-/// The code of element i stochastically rounded with random bits keyed by (seed, stream, i).
+/// The code of element i stochastically rounded with random bits keyed by (seed, stream, i)
+/// (of x * 2^exponent, with an exponent).
 template <class F, overflow O = overflow::infinity>
-struct stochastic_encoder {
+class stochastic_encoder {
+ public:
   using storage_type = typename F::storage_type;
   std::uint64_t seed = 0;    ///< the generator's key
   std::uint64_t stream = 0;  ///< a second key (e.g. the training step or the tensor)
-  int exponent = 0;          ///< values are multiplied by 2^exponent before rounding
   int random_bits = 32;      ///< how many random bits decide (1..32)
+
+  CPD_HOST_DEVICE constexpr stochastic_encoder() noexcept : stochastic_encoder(0) {}
+  CPD_HOST_DEVICE constexpr explicit stochastic_encoder(std::uint64_t key, std::uint64_t key_stream = 0,
+                                                        int exponent = 0, int bits = 32) noexcept
+      : seed(key), stream(key_stream), random_bits(bits), exponent_(exponent),
+        spec_(detail::scaled_spec_of<F>(exponent)) {}
+  /// Values are multiplied by 2^exponent() before rounding.
+  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
 
   [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(float x, std::uint64_t i) const noexcept {
     return apply(x, i);
@@ -299,9 +406,10 @@ struct stochastic_encoder {
   CPD_HOST_DEVICE constexpr storage_type apply(T x, std::uint64_t i) const noexcept {
     detail::check_functor_code<F, T>();
     const std::uint32_t rnd = detail::random_bits_at(seed, stream, i);
-    return static_cast<storage_type>(
-        detail::round_scaled<F, rounding::stochastic, O>(x, exponent, rnd, random_bits).code);
+    return static_cast<storage_type>(detail::round_spec<rounding::stochastic, O, T>(spec_, x, rnd, random_bits).code);
   }
+  int exponent_;
+  detail::spec spec_;
 };
 
 /// (a, b) -> a + b rounded once to F in mode R (the low-precision accumulation step):

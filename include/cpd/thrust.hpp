@@ -15,6 +15,7 @@
 #include <cpd/detail/bits.hpp>
 #include <cpd/functors.hpp>
 #include <cpd/rounding.hpp>
+#include <cpd/scaling.hpp>
 
 #include <thrust/detail/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -24,8 +25,14 @@
 #include <thrust/tuple.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
+#include <string>
 #include <type_traits>
+#if CPD_HAS_EXCEPTIONS
+#include <stdexcept>
+#endif
 
 namespace cpd {
 
@@ -44,6 +51,20 @@ struct indexed_op3 {
     return op(::thrust::get<0>(t), ::thrust::get<1>(t), ::thrust::get<2>(t));
   }
 };
+
+/// Throws std::invalid_argument when 2^k cannot scale F (aborts without exceptions).
+template <class F>
+void require_scale(int k, const char* who) {
+  if (const char* why = scale_error<F>(k)) {
+#if CPD_HAS_EXCEPTIONS
+    throw std::invalid_argument(std::string(who) + ": the scale exponent " + std::to_string(k) +
+                                " takes the format out of double's range (" + why + ")");
+#else
+    std::fprintf(stderr, "%s: bad scale exponent %d (%s)\n", who, k, why);
+    std::abort();
+#endif
+  }
+}
 
 /// thrust::transform of (x, first_index + position) through an index-keyed functor.
 template <class D, class InIt, class OutIt, class Op>
@@ -66,6 +87,7 @@ OutIt quantize(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutI
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class D, class InIt,
           class OutIt>
 OutIt quantize_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, int exponent) {
+  detail::require_scale<F>(exponent, "cpd::quantize_scaled");
   return ::thrust::transform(exec, first, last, result, scaled_quantizer<F, R, O>{exponent});
 }
 
@@ -74,6 +96,7 @@ OutIt quantize_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt las
 template <class F, overflow O, class D, class InIt, class OutIt>
 OutIt quantize_stochastic(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result,
                           stochastic_quantizer<F, O> q, std::uint64_t first_index = 0) {
+  detail::require_scale<F>(q.exponent(), "cpd::quantize_stochastic");
   return detail::transform_indexed(exec, first, last, result, q, first_index);
 }
 
@@ -88,6 +111,7 @@ OutIt encode(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt 
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class D, class InIt,
           class OutIt>
 OutIt encode_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, int exponent) {
+  detail::require_scale<F>(exponent, "cpd::encode_scaled");
   return ::thrust::transform(exec, first, last, result, scaled_encoder<F, R, O>{exponent});
 }
 
@@ -95,6 +119,7 @@ OutIt encode_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt last,
 template <class F, overflow O, class D, class InIt, class OutIt>
 OutIt encode_stochastic(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result,
                         stochastic_encoder<F, O> e, std::uint64_t first_index = 0) {
+  detail::require_scale<F>(e.exponent(), "cpd::encode_stochastic");
   return detail::transform_indexed(exec, first, last, result, e, first_index);
 }
 
@@ -107,6 +132,7 @@ OutIt decode(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt 
 /// The values of the codes multiplied by 2^-exponent (undoes encode_scaled).
 template <class F, class T = float, class D, class InIt, class OutIt>
 OutIt decode_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, int exponent) {
+  detail::require_scale<F>(exponent, "cpd::decode_scaled");
   return ::thrust::transform(exec, first, last, result, scaled_decoder<F, T>{exponent});
 }
 
@@ -129,6 +155,16 @@ template <class D, class InIt>
   static_assert(std::is_same_v<std::remove_cv_t<typename std::iterator_traits<InIt>::value_type>, float>,
                 "cpd::aps_statistic: the values must be float");
   return detail::aps_statistic_of_amax_bits(detail::bit_cast<std::uint32_t>(amax(exec, first, last)), world_size);
+}
+
+/// The statistic of scaler a (cpd::aps<F>, <cpd/scaling.hpp>) for a tensor on the device:
+/// a.statistic_of_amax of the device amax, so it equals a.statistic on the host.
+template <class F, class D, class InIt>
+[[nodiscard]] typename aps<F>::statistic_type aps_statistic(const detail::thrust_policy<D>& exec, InIt first,
+                                                            InIt last, const aps<F>& a) {
+  static_assert(std::is_same_v<std::remove_cv_t<typename std::iterator_traits<InIt>::value_type>, float>,
+                "cpd::aps_statistic: the values must be float");
+  return a.statistic_of_amax(amax(exec, first, last));
 }
 
 /// acc[k] = acc[k] + x[k] rounded once to F in mode R, for the range [acc_first, acc_last)
