@@ -9,6 +9,7 @@ set(CPD_HEADERS
   include/cpd/allreduce_sim.hpp
   include/cpd/config.hpp
   include/cpd/cpd.hpp
+  include/cpd/cuda.cuh
   include/cpd/detail/bits.hpp
   include/cpd/detail/round.hpp
   include/cpd/diagnostics.hpp
@@ -18,6 +19,7 @@ set(CPD_HEADERS
   include/cpd/io.hpp
   include/cpd/mx.hpp
   include/cpd/mpi.hpp
+  include/cpd/nccl.cuh
   include/cpd/reduce.hpp
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+// <cpd/cuda.cuh>, compiled by nvcc. Two ctest entries run this binary:
+//   test_cuda_host     the opt-in hardware conversions (fast_encoder, fast_quantizer)
+//                      against the rounding core on the host, through NVIDIA's own
+//                      bit-exact host emulation of those instructions: runs anywhere;
+//   test_cuda_device   (--device) every launcher on the GPU, copied back and compared
+//                      bit for bit with the scalar core on the same inputs the Thrust
+//                      tests use; exits 77 (ctest: skipped) when there is no GPU.
+
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <cpd/cuda.cuh>
+
+#include <cpd/cpd.hpp>
+
+#include "device_test_inputs.hpp"
+
+#include <doctest/doctest.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using cpd::overflow;
+using cpd::rounding;
+using cpd_test::first_mismatch;
+using cpd_test::to_bits;
+
+namespace {
+
+/// A device buffer of n Ts (plus `pad` elements before, for misaligned views).
+template <class T>
+class device_buffer {
+ public:
+  explicit device_buffer(std::size_t n, std::size_t pad = 0) : n_(n), pad_(pad) {
+    cpd::cuda::check(cudaMalloc(&p_, (n + pad + 1) * sizeof(T)), "cudaMalloc");
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  ~device_buffer() { cudaFree(p_); }
+  T* get() { return p_ + pad_; }
+  void upload(const std::vector<T>& h) {
+    cpd::cuda::check(cudaMemcpy(get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  std::vector<T> download() {
+    std::vector<T> h(n_);
+    cpd::cuda::check(cudaMemcpy(h.data(), get(), n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_, pad_;
+};
+
+template <class Fn>
+void for_each_deterministic_mode(Fn&& f) {
+  f(std::integral_constant<rounding, rounding::nearest_even>{});
+  f(std::integral_constant<rounding, rounding::nearest_away>{});
+  f(std::integral_constant<rounding, rounding::toward_zero>{});
+  f(std::integral_constant<rounding, rounding::upward>{});
+  f(std::integral_constant<rounding, rounding::downward>{});
+  f(std::integral_constant<rounding, rounding::odd>{});
+}
+
+void device_sync() { cpd::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+}  // namespace
+
+#define CPD_FORMATS_8BIT                                                                                       \
+  cpd::float8_e4m3fn, cpd::float8_e4m3, cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float8_e5m2fnuz,         \
+      cpd::float8_e4m3b11fnuz, cpd::float8_e3m4, cpd::float8_e8m0fnu, cpd::float6_e3m2fn, cpd::float6_e2m3fn, \
+      cpd::float4_e2m1fn
+#define CPD_FORMATS_ALL CPD_FORMATS_8BIT, cpd::float16, cpd::bfloat16
+// Every mode on the device for one format of each encoding and width (the Thrust tests
+// run every format through the same functors); nvcc compiles each kernel for two GPUs.
+#define CPD_FORMATS_DEVICE                                                                          \
+  cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float8_e8m0fnu, cpd::float4_e2m1fn, \
+      cpd::bfloat16
+
+// --- host: the hardware conversions equal the core -------------------------------------
+
+TEST_CASE_TEMPLATE("cuda host: fast paths equal the rounding core", F, cpd::float8_e4m3fn, cpd::float8_e5m2,
+                   cpd::bfloat16, cpd::float16) {
+  constexpr overflow O = std::is_same_v<F, cpd::bfloat16> || std::is_same_v<F, cpd::float16> ? overflow::infinity
+                                                                                              : overflow::saturate;
+  static_assert(cpd::cuda::has_fast_path<F, rounding::nearest_even, O>);
+  static_assert(!cpd::cuda::has_fast_path<F, rounding::toward_zero, O>);
+  std::vector<float> x = cpd_test::inputs<F>(1 << 16);
+  for (std::uint64_t b = 0; b < (std::uint64_t(1) << 32); b += 65521) x.push_back(cpd_test::from_bits(std::uint32_t(b)));
+  const cpd::cuda::fast_encoder<F, rounding::nearest_even, O> fe;
+  const cpd::cuda::fast_quantizer<F, rounding::nearest_even, O> fq;
+  const cpd::encoder<F, rounding::nearest_even, O> e;
+  const cpd::quantizer<F, rounding::nearest_even, O> q;
+  for (float v : x) {
+    REQUIRE(fe(v) == e(v));
+    REQUIRE(to_bits(fq(v)) == to_bits(q(v)));
+  }
+  // Without a hardware path, the fast functors are the generic ones.
+  const cpd::cuda::fast_encoder<F, rounding::upward, O> fu;
+  for (float v : x) REQUIRE(fu(v) == cpd::encoder<F, rounding::upward, O>{}(v));
+}
+
+// --- device: every launcher against the scalar core ---------------------------------------
+
+TEST_SUITE("device") {
+  TEST_CASE_TEMPLATE("cuda device: quantize and encode", F, CPD_FORMATS_DEVICE) {
+    const std::vector<float> x = cpd_test::inputs<F>(1 << 16);
+    const std::size_t n = x.size();
+    for (std::size_t pad : {0, 1}) {  // aligned (vector path) and misaligned (scalar path)
+      CAPTURE(pad);
+      device_buffer<float> d_x(n, pad), d_y(n, pad);
+      device_buffer<typename F::storage_type> d_c(n, pad);
+      d_x.upload(x);
+      for_each_deterministic_mode([&](auto mode) {
+        constexpr rounding R = decltype(mode)::value;
+        const std::string name = cpd::to_string(R);
+        CAPTURE(name);
+        std::vector<float> want(n);
+        std::vector<typename F::storage_type> want_codes(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          want[i] = cpd::quantize<F, R>(x[i]);
+          want_codes[i] = cpd::convert<F, R>(x[i]).bits();
+        }
+        cpd::cuda::checked::quantize<F, R>(d_x.get(), d_y.get(), n);
+        cpd::cuda::checked::encode<F, R>(d_x.get(), d_c.get(), n);
+        device_sync();
+        CHECK(first_mismatch(d_y.download(), want) == -1);
+        CHECK(first_mismatch(d_c.download(), want_codes) == -1);
+      });
+      // Saturation, in place.
+      std::vector<float> want(n);
+      for (std::size_t i = 0; i < n; ++i) want[i] = cpd::quantize<F, rounding::nearest_even, overflow::saturate>(x[i]);
+      d_y.upload(x);
+      cpd::cuda::checked::quantize<F, rounding::nearest_even, overflow::saturate>(d_y.get(), d_y.get(), n);
+      device_sync();
+      CHECK(first_mismatch(d_y.download(), want) == -1);
+    }
+  }
+
+  TEST_CASE_TEMPLATE("cuda device: decode every code", F, CPD_FORMATS_ALL) {
+    std::vector<typename F::storage_type> codes(cpd_test::code_count<F>());
+    std::vector<float> want(codes.size());
+    for (std::size_t c = 0; c < codes.size(); ++c) {
+      codes[c] = static_cast<typename F::storage_type>(c);
+      want[c] = static_cast<float>(F::from_bits(codes[c]));
+    }
+    device_buffer<typename F::storage_type> d_codes(codes.size());
+    device_buffer<float> d_values(codes.size());
+    d_codes.upload(codes);
+    cpd::cuda::checked::decode<F>(d_codes.get(), d_values.get(), codes.size());
+    device_sync();
+    CHECK(first_mismatch(d_values.download(), want) == -1);
+  }
+
+  TEST_CASE_TEMPLATE("cuda device: scaled and stochastic", F, cpd::float8_e4m3fn, cpd::float8_e5m2,
+                     cpd::float6_e2m3fn, cpd::float16) {
+    const std::vector<float> x = cpd_test::inputs<F>(1 << 14, 3);
+    const std::size_t n = x.size();
+    device_buffer<float> d_x(n), d_y(n);
+    device_buffer<typename F::storage_type> d_c(n);
+    d_x.upload(x);
+    for (int k : {-140, -3, 5, 150}) {
+      std::vector<float> want(n), want_dec(n);
+      std::vector<typename F::storage_type> want_codes(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double y = std::ldexp(static_cast<double>(x[i]), k);  // exact
+        want[i] = static_cast<float>(std::ldexp(cpd::quantize<F>(y), -k));
+        want_codes[i] = cpd::convert<F>(y).bits();
+        want_dec[i] = static_cast<float>(std::ldexp(static_cast<double>(F::from_bits(want_codes[i])), -k));
+      }
+      cpd::cuda::checked::quantize_scaled<F>(d_x.get(), d_y.get(), n, k);
+      device_sync();
+      CHECK(first_mismatch(d_y.download(), want) == -1);
+      cpd::cuda::checked::encode_scaled<F>(d_x.get(), d_c.get(), n, k);
+      device_sync();
+      CHECK(first_mismatch(d_c.download(), want_codes) == -1);
+      cpd::cuda::checked::decode_scaled<F>(d_c.get(), d_y.get(), n, k);
+      device_sync();
+      CHECK(first_mismatch(d_y.download(), want_dec) == -1);
+    }
+    const cpd::stochastic_quantizer<F> q{42, 7};
+    const cpd::stochastic_encoder<F> e{42, 7};
+    std::vector<float> want(n);
+    std::vector<typename F::storage_type> want_codes(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      want[i] = q(x[i], i);
+      want_codes[i] = e(x[i], i);
+    }
+    cpd::cuda::checked::quantize_stochastic(d_x.get(), d_y.get(), n, q);
+    cpd::cuda::checked::encode_stochastic(d_x.get(), d_c.get(), n, e);
+    device_sync();
+    CHECK(first_mismatch(d_y.download(), want) == -1);
+    CHECK(first_mismatch(d_c.download(), want_codes) == -1);
+    CHECK(cpd::cuda::quantize_scaled<F>(d_x.get(), d_y.get(), n, 5000) == cudaErrorInvalidValue);
+  }
+
+  TEST_CASE_TEMPLATE("cuda device: hardware paths equal the generic path", F, cpd::float8_e4m3fn, cpd::float8_e5m2,
+                     cpd::bfloat16, cpd::float16) {
+    constexpr overflow O = std::is_same_v<F, cpd::bfloat16> || std::is_same_v<F, cpd::float16> ? overflow::infinity
+                                                                                                : overflow::saturate;
+    const std::vector<float> x = cpd_test::inputs<F>(1 << 18, 9);
+    const std::size_t n = x.size();
+    device_buffer<float> d_x(n), d_fast(n), d_generic(n);
+    device_buffer<typename F::storage_type> d_cf(n), d_cg(n);
+    d_x.upload(x);
+    cpd::cuda::checked::quantize_fast<F, rounding::nearest_even, O>(d_x.get(), d_fast.get(), n);
+    cpd::cuda::checked::quantize<F, rounding::nearest_even, O>(d_x.get(), d_generic.get(), n);
+    cpd::cuda::checked::encode_fast<F, rounding::nearest_even, O>(d_x.get(), d_cf.get(), n);
+    cpd::cuda::checked::encode<F, rounding::nearest_even, O>(d_x.get(), d_cg.get(), n);
+    device_sync();
+    CHECK(first_mismatch(d_fast.download(), d_generic.download()) == -1);
+    CHECK(first_mismatch(d_cf.download(), d_cg.download()) == -1);
+  }
+
+  TEST_CASE("cuda device: amax, APS statistic, accumulate, reduce_codes") {
+    using F = cpd::float8_e5m2;
+    std::vector<float> g = cpd_test::inputs<F>(1 << 16, 11);
+    std::vector<float> finite;
+    for (float v : g)
+      if (std::isfinite(v)) finite.push_back(v);
+    const std::size_t n = finite.size();
+    device_buffer<float> d_g(n), d_amax(1);
+    device_buffer<std::int32_t> d_stat(1);
+    d_g.upload(finite);
+    float want = 0;
+    for (float v : finite) want = std::max(want, std::fabs(v));
+    cpd::cuda::checked::amax(d_g.get(), n, d_amax.get());
+    cpd::cuda::checked::aps_statistic(d_g.get(), n, 8, d_stat.get());
+    device_sync();
+    CHECK(to_bits(d_amax.download()[0]) == to_bits(want));
+    CHECK(d_stat.download()[0] == cpd::detail::aps_statistic_of_amax_bits(to_bits(want), 8));
+    cpd::cuda::checked::aps_statistic(d_g.get(), 0, 8, d_stat.get());
+    device_sync();
+    CHECK(d_stat.download()[0] == INT32_MIN);
+    CHECK(cpd::cuda::aps_statistic(d_g.get(), n, 0, d_stat.get()) == cudaErrorInvalidValue);
+
+    // Accumulate: every deterministic mode, against the functor on the host.
+    std::vector<float> acc(n);
+    for (std::size_t i = 0; i < n; ++i) acc[i] = cpd::quantize<F>(finite[(i * 7919) % n]);
+    device_buffer<float> d_acc(n), d_x(n);
+    d_x.upload(finite);
+    for_each_deterministic_mode([&](auto mode) {
+      constexpr rounding R = decltype(mode)::value;
+      std::vector<float> w(n);
+      for (std::size_t i = 0; i < n; ++i) w[i] = cpd::accumulator<F, R>{}(acc[i], finite[i]);
+      d_acc.upload(acc);
+      cpd::cuda::checked::accumulate<F, R>(d_acc.get(), d_x.get(), n);
+      device_sync();
+      CHECK(first_mismatch(d_acc.download(), w) == -1);
+    });
+
+    // reduce_codes: 4 workers' codes summed in rank order.
+    const int count = 4;
+    std::vector<F::storage_type> codes(count * n);
+    for (int r = 0; r < count; ++r)
+      for (std::size_t i = 0; i < n; ++i) codes[r * n + i] = cpd::convert<F>(finite[(i + 131 * r) % n]).bits();
+    std::vector<float> w(n);
+    const cpd::decoder<F> dec;
+    for (std::size_t i = 0; i < n; ++i) {
+      float s = dec(codes[i]);
+      for (int r = 1; r < count; ++r) s = cpd::accumulator<F>{}(s, dec(codes[r * n + i]));
+      w[i] = std::ldexp(s, -3);
+    }
+    device_buffer<F::storage_type> d_codes(count * n);
+    device_buffer<float> d_out(n);
+    d_codes.upload(codes);
+    cpd::cuda::checked::reduce_codes<F>(d_codes.get(), count, n, d_out.get(), nullptr, 3);
+    device_sync();
+    CHECK(first_mismatch(d_out.download(), w) == -1);
+  }
+}
+
+int main(int argc, char** argv) {
+  bool device = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--device") == 0) device = true;
+    else args.push_back(argv[i]);
+  }
+  doctest::Context context(static_cast<int>(args.size()), args.data());
+  if (device) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s, %d devices); the device tests did not run\n",
+                  cudaGetErrorString(e), count);
+      return 77;
+    }
+    cudaDeviceProp prop{};
+    cpd::cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    context.addFilter("test-suite", "device");
+  } else {
+    context.addFilter("test-suite-exclude", "device");
+  }
+  return context.run();
+}
