@@ -7,12 +7,15 @@
 
 set(CPD_HEADERS
   include/cpd/allreduce_sim.hpp
+  include/cpd/bulk.hpp
   include/cpd/config.hpp
   include/cpd/cpd.hpp
   include/cpd/cuda.cuh
   include/cpd/detail/bits.hpp
   include/cpd/detail/round.hpp
+  include/cpd/detail/simd.hpp
   include/cpd/diagnostics.hpp
+  include/cpd/execution.hpp
   include/cpd/float.hpp
   include/cpd/format.hpp
   include/cpd/functors.hpp
@@ -20,6 +23,8 @@ set(CPD_HEADERS
   include/cpd/mx.hpp
   include/cpd/mpi.hpp
   include/cpd/nccl.cuh
+  include/cpd/pack.hpp
+  include/cpd/random.hpp
   include/cpd/reduce.hpp
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
