@@ -12,6 +12,7 @@
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
+#include <cpd/reduce.hpp>
 #include <cpd/rounding.hpp>
 #if __has_include(<cpd/random.hpp>)  // TODO(issue 3): include unconditionally once committed
 #include <cpd/random.hpp>
@@ -412,22 +413,23 @@ class stochastic_encoder {
   detail::spec spec_;
 };
 
-/// (a, b) -> a + b rounded once to F in mode R (the low-precision accumulation step):
-/// the sum is formed exactly (round-to-odd in double, see cpd::add) and rounded by the core.
-/// For R == stochastic, call it with (a, b, i): random bits keyed by (seed, stream, i).
+/// (a, b) -> a + b rounded once to F in mode R: the low-precision accumulation step.
+/// Floats go through cpd::rounded_add (<cpd/reduce.hpp>), the host reduction's own step,
+/// so device sums equal cpd::accumulate bit for bit (NaN results are the canonical +NaN);
+/// doubles are summed exactly (round-to-odd) and rounded by the core. For R == stochastic,
+/// call it with (a, b, i): random bits cpd::random_bits(seed, stream, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 struct accumulator {
   std::uint64_t seed = 0;    ///< stochastic rounding only: the generator's key
   std::uint64_t stream = 0;  ///< stochastic rounding only: a second key
-  int random_bits = 32;      ///< stochastic rounding only: how many random bits decide (1..32)
 
-  [[nodiscard]] CPD_HOST_DEVICE constexpr float operator()(float a, float b) const noexcept {
+  [[nodiscard]] CPD_HOST_DEVICE float operator()(float a, float b) const noexcept {
     return add(a, b, 0u);
   }
   [[nodiscard]] CPD_HOST_DEVICE constexpr double operator()(double a, double b) const noexcept {
     return add(a, b, 0u);
   }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr float operator()(float a, float b, std::uint64_t i) const noexcept {
+  [[nodiscard]] CPD_HOST_DEVICE float operator()(float a, float b, std::uint64_t i) const noexcept {
     return add(a, b, random_at(i));
   }
   [[nodiscard]] CPD_HOST_DEVICE constexpr double operator()(double a, double b, std::uint64_t i) const noexcept {
@@ -438,15 +440,16 @@ struct accumulator {
   CPD_HOST_DEVICE constexpr std::uint32_t random_at(std::uint64_t i) const noexcept {
     return R == rounding::stochastic ? detail::random_bits_at(seed, stream, i) : 0u;
   }
-  template <class T>
-  CPD_HOST_DEVICE constexpr T add(T a, T b, std::uint32_t rnd) const noexcept {
-    detail::check_functor_source<F, T>();
+  CPD_HOST_DEVICE static float add(float a, float b, std::uint32_t rnd) noexcept {
+    detail::check_functor_source<F, float>();
+    return rounded_add<F, R, O>(a, b, rnd);
+  }
+  CPD_HOST_DEVICE static constexpr double add(double a, double b, std::uint32_t rnd) noexcept {
     static_assert(F::mantissa_bits <= 50,
                   "cpd::accumulator: needs M <= 50 (the sum is rounded to odd in double, M + 3 <= 53 bits)");
     constexpr detail::spec s = F::spec;  // a copy: device code may not refer to the host object F::spec
-    const double sum = detail::add_odd(static_cast<double>(a), static_cast<double>(b));
-    const auto r = detail::round_bits<R, O, double>(s, detail::bit_cast<std::uint64_t>(sum), rnd, random_bits);
-    return static_cast<T>(detail::bit_cast<double>(r.value));
+    const double sum = detail::add_odd(a, b);
+    return detail::bit_cast<double>(detail::round_bits<R, O, double>(s, detail::bit_cast<std::uint64_t>(sum), rnd).value);
   }
 };
 
