@@ -7,6 +7,8 @@
 
 #include <cpd/thrust.hpp>
 
+#include <cpd/bulk.hpp>
+
 #include <cpd/cpd.hpp>
 #include <cpd/functors.hpp>
 #include <cpd/scaling.hpp>
@@ -57,10 +59,9 @@ static_assert(cpd::encoder<cpd::float8_e4m3fn, rounding::upward>{}(1.3) == 0x3B)
 static_assert(cpd::decoder<cpd::float8_e4m3fn>{}(0x7E) == 448.0f);
 static_assert(cpd::scaled_quantizer<cpd::float8_e4m3fn>{4}(100.0f / 16) == 96.0f / 16);
 
-#if CPD_FUNCTORS_HAVE_RANDOM  // the functors draw from cpd's one generator
+// The functors draw from cpd's one generator.
 static_assert(cpd::detail::random_bits_at(1, 2, 3) == cpd::random_bits(1, 2, 3));
 static_assert(cpd::detail::random_bits_at(7, 0, 1ull << 40) == cpd::random_bits(7, 0, 1ull << 40));
-#endif
 
 /// Calls f(std::integral_constant<rounding, R>{}) for every deterministic mode.
 template <class Fn>
@@ -320,4 +321,57 @@ TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": low-precision accumulate equals 
   const thrust::device_vector<float> d_x(x.begin(), x.end());
   cpd::accumulate(thrust::device, d_acc.begin(), d_acc.end(), d_x.begin(), op);
   CHECK(first_value_mismatch(to_host(d_acc), want) == -1);
+}
+
+// The same calls as the host bulk kernels (<cpd/bulk.hpp>), bit for bit: plain, power-of-two
+// scaled (also beyond float's exponent range) and stochastic with an offset and a bit count.
+template <class F, rounding R, overflow O>
+void check_against_bulk() {
+  const std::vector<float> x = cpd_test::inputs<F>(1 << 12, 4);
+  const std::size_t n = x.size();
+  const thrust::device_vector<float> d_x(x.begin(), x.end());
+  thrust::device_vector<float> d_y(n);
+  thrust::device_vector<typename F::storage_type> d_c(n);
+  std::vector<float> y(n);
+  std::vector<typename F::storage_type> c(n);
+  for (int k : {0, -140, -7, 9, 150}) {
+    CAPTURE(k);
+    cpd::bulk_options o;
+    o.scale_exponent = k;
+    if constexpr (R == rounding::stochastic) {
+      o.seed = 77;
+      o.stream = 5;
+      o.offset = 1000;
+      o.random_bits = 12;
+      cpd::quantize<F, R, O>(x.data(), y.data(), n, o);
+      cpd::quantize_stochastic(thrust::device, d_x.begin(), d_x.end(), d_y.begin(),
+                               cpd::stochastic_quantizer<F, O>{77, 5, k, 12}, 1000);
+      CHECK(first_mismatch(to_host(d_y), y) == -1);
+      cpd::encode<F, R, O>(x.data(), c.data(), n, o);
+      cpd::encode_stochastic(thrust::device, d_x.begin(), d_x.end(), d_c.begin(),
+                             cpd::stochastic_encoder<F, O>{77, 5, k, 12}, 1000);
+      CHECK(first_mismatch(to_host(d_c), c) == -1);
+    } else {
+      cpd::quantize<F, R, O>(x.data(), y.data(), n, o);
+      cpd::quantize_scaled<F, R, O>(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), k);
+      CHECK(first_mismatch(to_host(d_y), y) == -1);
+      cpd::encode<F, R, O>(x.data(), c.data(), n, o);
+      cpd::encode_scaled<F, R, O>(thrust::device, d_x.begin(), d_x.end(), d_c.begin(), k);
+      CHECK(first_mismatch(to_host(d_c), c) == -1);
+      if (cpd::detail::scaled_spec_of<F>(k).fits_float) {  // else the bulk decode asks for double
+        cpd::decode<F>(c.data(), y.data(), n, o);
+        cpd::decode_scaled<F>(thrust::device, d_c.begin(), d_c.end(), d_y.begin(), k);
+        CHECK(first_mismatch(to_host(d_y), y) == -1);
+      }
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": the same bits as the host bulk kernels", F, cpd::float8_e4m3fn,
+                   cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float8_e8m0fnu, cpd::float4_e2m1fn, cpd::bfloat16,
+                   cpd::float16) {
+  check_against_bulk<F, rounding::nearest_even, overflow::infinity>();
+  check_against_bulk<F, rounding::toward_zero, overflow::saturate>();
+  check_against_bulk<F, rounding::odd, overflow::infinity>();
+  check_against_bulk<F, rounding::stochastic, overflow::saturate>();
 }

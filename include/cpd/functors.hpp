@@ -12,14 +12,9 @@
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
+#include <cpd/random.hpp>
 #include <cpd/reduce.hpp>
 #include <cpd/rounding.hpp>
-#if __has_include(<cpd/random.hpp>)  // TODO(issue 3): include unconditionally once committed
-#include <cpd/random.hpp>
-#define CPD_FUNCTORS_HAVE_RANDOM 1
-#else
-#define CPD_FUNCTORS_HAVE_RANDOM 0
-#endif
 
 #include <cstdint>
 #include <climits>
@@ -129,15 +124,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_fixed(T x, std::uin
 /// (cpd::random_bits of <cpd/random.hpp>), which the host bulk kernels draw from too.
 CPD_HOST_DEVICE constexpr std::uint32_t random_bits_at(std::uint64_t seed, std::uint64_t stream,
                                                        std::uint64_t index) noexcept {
-#if CPD_FUNCTORS_HAVE_RANDOM
   return cpd::random_bits(seed, stream, index);
-#else
-  // TODO(issue 3): a stand-in until <cpd/random.hpp> is committed; then this branch goes.
-  std::uint64_t z = seed ^ (stream * 0xD1B54A32D192ED03ull) ^ (index * 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<std::uint32_t>((z ^ (z >> 31)) >> 32);
-#endif
 }
 
 /// The bits of |x| as an unsigned integer: ordered like |x|, with every NaN above +inf.
