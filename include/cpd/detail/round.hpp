@@ -25,7 +25,7 @@ template <class T>
 struct rounded {
   uint_of<T> value;  ///< the rounded value, as the bits of a T
   uint_of<T> code;   ///< the rounded value, as a code of the format
-  bool overflow;     ///< the magnitude, rounded with an unbounded exponent, exceeds the largest finite value
+  uint_of<T> overflow;  ///< 1 when the magnitude, rounded with an unbounded exponent, exceeds the largest finite value
 };
 
 /// Clamp of the random-bit count to [1, 32].
@@ -187,7 +187,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   sign_value = select(fnu, U(0), sign_value);
   code |= sign_code;
   value |= sign_value;
-  return {value, code, ovf};
+  return {value, code, uint_of<T>(ovf)};  // (an integer flag: a bool member keeps the struct in memory)
 }
 
 /// Decodes a code of s to the bits of a T (exact; s must fit T). s by value, as above.
