@@ -129,13 +129,17 @@ struct encoding_spec {
   }
 };
 
-/// Counts what rounding did to one value, from its input bits and the code.
-template <class U, class R>
-CPD_ALWAYS_INLINE constexpr void tally(const spec& s, U x, const R& r, bulk_counts& c) noexcept {
+/// What rounding did to one value (the cases of bulk_stats).
+struct rounding_events {
+  bool underflow, overflow, nan, saturated;
+};
+
+/// What rounding did to one value, from its input bits, the code and the overflow flag.
+template <class U>
+CPD_ALWAYS_INLINE constexpr rounding_events events(const spec& s, U x, U code, bool overflowed) noexcept {
   constexpr U abs_mask = U(~U(0)) >> 1;
   constexpr U inf = sizeof(U) == 4 ? U(0x7F800000u) : U(0x7FF0000000000000ull);
   const U a = x & abs_mask;
-  const U code = r.code;
   const U mag = code & U(s.mag_mask);
   const bool ieee_nan = (s.enc == encoding_kind::ieee) & (mag > U(s.inf_code));
   const bool fn_nan = ((s.enc == encoding_kind::fn) | (s.enc == encoding_kind::fnu)) & (mag == U(s.nan_code));
@@ -143,10 +147,20 @@ CPD_ALWAYS_INLINE constexpr void tally(const spec& s, U x, const R& r, bulk_coun
   const bool out_nan = ieee_nan | fn_nan | fnuz_nan;
   const bool out_zero = s.has_zero & (mag == 0) & !out_nan;
   const bool finite = a < inf;
-  c.underflow += static_cast<std::uint32_t>((a != 0) & finite & out_zero);
-  c.overflow += static_cast<std::uint32_t>(finite & r.overflow);
-  c.nan += static_cast<std::uint32_t>((a <= inf) & out_nan);
-  c.saturated += static_cast<std::uint32_t>(((finite & r.overflow) | (a == inf)) & (mag == U(s.max_code)) & !out_nan);
+  const bool underflow = (a != 0) & finite & out_zero;
+  const bool overflow = finite & overflowed;
+  const bool nan = (a <= inf) & out_nan;
+  const bool saturated = (overflow | (a == inf)) & (mag == U(s.max_code)) & !out_nan;
+  return {underflow, overflow, nan, saturated};
+}
+
+/// Adds the events of one value to four counters (plain locals: the sums vectorize).
+CPD_ALWAYS_INLINE constexpr void count(const rounding_events& e, std::uint32_t& u, std::uint32_t& o,
+                                       std::uint32_t& n, std::uint32_t& s) noexcept {
+  u += static_cast<std::uint32_t>(e.underflow);
+  o += static_cast<std::uint32_t>(e.overflow);
+  n += static_cast<std::uint32_t>(e.nan);
+  s += static_cast<std::uint32_t>(e.saturated);
 }
 
 /// The element loop of one bulk call: rounds T inputs to the format of SP and
@@ -168,16 +182,16 @@ struct round_kernel {
     const spec s = sp.get();
     const random_key k = key;
     const int kb = rbits;
-    bulk_counts t{};
+    std::uint32_t cu = 0, co = 0, cn = 0, cs = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const uint_of<T> x = bit_cast<uint_of<T>>(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(k, lo0 + static_cast<std::uint32_t>(i)) : 0u;
       const auto r = round_bits<R, O, T>(s, x, rnd, kb);
-      if constexpr (Stats) tally(s, x, r, t);
+      if constexpr (Stats) count(events(s, x, r.code, r.overflow != 0), cu, co, cn, cs);
       if constexpr (Op == bulk_op::quantize) out[i] = bit_cast<T>(r.value);
       else out[i] = static_cast<Out>(r.code);
     }
-    c = t;
+    c = {cu, co, cn, cs};
   }
 };
 
@@ -197,16 +211,16 @@ struct general_kernel {
   bool stats = false;
 
   void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
-    bulk_counts t{};
+    std::uint32_t cu = 0, co = 0, cn = 0, cs = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const auto x = bit_cast<std::uint64_t>(static_cast<double>(in[i]));
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
       const auto r = round_bits<R, O, double>(s, x, rnd, rbits);
-      if (stats) tally(s, x, r, t);
+      if (stats) count(events(s, x, r.code, r.overflow != 0), cu, co, cn, cs);
       if constexpr (Op == bulk_op::quantize) out[i] = static_cast<T>(bit_cast<double>(r.value));
       else out[i] = static_cast<Out>(r.code);
     }
-    c = t;
+    c = {cu, co, cn, cs};
   }
 };
 
