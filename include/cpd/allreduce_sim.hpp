@@ -8,9 +8,11 @@
 // random bits, precisely enough for a real MPI implementation to match it bit
 // for bit.
 
+#include <cpd/bulk.hpp>
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
 #include <cpd/diagnostics.hpp>
+#include <cpd/execution.hpp>
 #include <cpd/float.hpp>
 #include <cpd/reduce.hpp>
 #include <cpd/rounding.hpp>
@@ -114,15 +116,20 @@ CPD_ALWAYS_INLINE float unscale(float v, const pow2_scale& s) noexcept {
   return static_cast<float>(static_cast<double>(v) * s.inverse());
 }
 
-/// The random bits of rounding k (0..7) of the addition that `rank` performs at `step` of an
-/// allreduce among w workers, for element i (step -1: the quantization of the inputs). The one
-/// definition, shared by simulate_allreduce and the MPI ring of <cpd/mpi.hpp>.
+/// The stream of rounding k (0..7) of the addition that `rank` performs at `step` of an
+/// allreduce among w workers (step -1: the quantization of the inputs). The one definition,
+/// shared by simulate_allreduce and the MPI ring of <cpd/mpi.hpp>.
+template <class Key>
+[[nodiscard]] constexpr std::uint64_t allreduce_stream(const Key& key, int w, int step, int rank, int k) noexcept {
+  return key.stream + (static_cast<std::uint64_t>(step + 1) * static_cast<std::uint64_t>(w) +
+                       static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
+}
+
+/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...), i).
 template <class Key>
 [[nodiscard]] constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank, int k,
                                                             std::uint64_t i) noexcept {
-  const std::uint64_t s = (static_cast<std::uint64_t>(step + 1) * static_cast<std::uint64_t>(w) +
-                           static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
-  return reduce_random_bits(key.seed, key.stream + s, i);
+  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i);
 }
 
 /// One simulated allreduce with a known scale: the rounding order of docs/reduction.md.
@@ -170,31 +177,36 @@ class allreduce_engine {
   }
 
   /// q[i - lo] = Q(x_r[i] * scale); with error feedback, residual_r[i] = x_r[i] - unscale(q).
-  /// Deterministic modes run as simple passes over the block that the compiler vectorizes.
-  void load(int r, std::size_t lo, std::size_t hi, float* q) const noexcept {
+  /// The rounding runs in the bulk kernels (vectorized, dispatched at run time).
+  void load(int r, std::size_t lo, std::size_t hi, float* q) const {
     const float* x = x_[r] + lo;
     const std::size_t len = hi - lo;
-    bool exact = false;  // every x * scale is exact in float: round from float
-    if constexpr (!sr) {
-      if constexpr (std::is_same_v<Scale, float_scale>) {
-        const float v = sc_.value;
-        for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
-        exact = true;
-      } else if (sc_.exponent >= -126 && sc_.exponent <= 127) {
-        const float f = pow2<float>(sc_.exponent);
-        bool bad = false;
-        for (std::size_t j = 0; j < len; ++j) {
-          const float y = x[j] * f;
-          const float ay = y < 0 ? -y : y;
-          bad |= !((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x[j] == 0);
-          q[j] = y;
-        }
-        exact = !bad;
+    bulk_options bo;
+    bo.offset = lo;
+    if constexpr (sr) {
+      bo.seed = opt_.key.seed;
+      bo.stream = allreduce_stream(opt_.key, w_, -1, r, 0);
+    }
+    bool exact = true;  // q[j] = x[j] * scale exactly (float_scale: by definition, in float)
+    if constexpr (std::is_same_v<Scale, float_scale>) {
+      const float v = sc_.value;
+      for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
+    } else if (sc_.exponent >= -126 && sc_.exponent <= 127) {
+      const float f = pow2<float>(sc_.exponent);
+      bool bad = false;
+      for (std::size_t j = 0; j < len; ++j) {
+        const float y = x[j] * f;
+        const float ay = y < 0 ? -y : y;
+        bad |= !((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x[j] == 0);
+        q[j] = y;
       }
+      exact = !bad;
+    } else {
+      exact = false;
     }
     if (exact) {
-      for (std::size_t j = 0; j < len; ++j) q[j] = round_to<F, R, O>(q[j], 0u);
-    } else {
+      cpd::quantize<F, R, O>(execution::seq, q, q, len, bo);
+    } else {  // a product left float's normal range: round x * 2^k from double, element by element
       for (std::size_t j = 0; j < len; ++j) q[j] = scaled_quantize<F, R, O>(x[j], sc_, bits(-1, r, 0, lo + j));
     }
     if (res_) {
@@ -204,22 +216,20 @@ class allreduce_engine {
   }
 
   /// (s, c) += q: one rounded addition, or one Kahan step (four roundings).
-  void add(float* s, float* c, const float* q, std::size_t lo, std::size_t hi, int step, int rank) const noexcept {
+  void add(float* s, float* c, const float* q, std::size_t lo, std::size_t hi, int step, int rank) const {
     if (!opt_.kahan) {
       const std::size_t len = hi - lo;
       if constexpr (float_sum_path<F, R>) {
         // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does).
-        float t[block];
+        static thread_local float t[block];
         bool overflow = false;
         for (std::size_t j = 0; j < len; ++j) {
           t[j] = add_odd_float(s[j], q[j]);
           overflow |= !(t[j] - t[j] == 0) && s[j] - s[j] == 0 && q[j] - q[j] == 0;
         }
         if (!overflow) {
-          for (std::size_t j = 0; j < len; ++j) {
-            const float v = round_to<F, R, O>(t[j], 0u);
-            s[j] = v == v ? v : bit_cast<float>(0x7FC00000u);
-          }
+          cpd::quantize<F, R, O>(execution::seq, t, s, len);
+          for (std::size_t j = 0; j < len; ++j) s[j] = s[j] == s[j] ? s[j] : bit_cast<float>(0x7FC00000u);
           return;
         }
       }

@@ -13,6 +13,7 @@
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
+#include <cpd/random.hpp>
 #include <cpd/rounding.hpp>
 
 #include <cstddef>
@@ -22,18 +23,12 @@ namespace cpd {
 
 namespace detail {
 
-/// 32 random bits for one rounding, keyed by (seed, stream, index): a counter-based
-/// hash (two rounds of the SplitMix64 finalizer), the same for every thread count.
+/// 32 random bits for one rounding, keyed by (seed, stream, index): cpd::random_bits, the
+/// counter-based generator of the bulk kernels (docs/random.md), so that bulk rounding and
+/// these scalar loops draw the same bits.
 CPD_HOST_DEVICE constexpr std::uint32_t reduce_random_bits(std::uint64_t seed, std::uint64_t stream,
                                                            std::uint64_t index) noexcept {
-  auto mix = [](std::uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  std::uint64_t z = mix(seed + 0x9E3779B97F4A7C15ull * (stream + 1));
-  z = mix(z ^ (index * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull));
-  return static_cast<std::uint32_t>(z >> 32);
+  return ::cpd::random_bits(seed, stream, index);
 }
 
 /// Rounds a double to F, giving a float (F must fit float).
@@ -61,10 +56,10 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE float add_odd_float(float a, float b) noexcept
   return bit_cast<float>(away ? bits + 1 : bits - 1);
 }
 
-/// True when F's sums can go through float round-to-odd: p + 2 <= 24 bits, and two values of
-/// F add without overflowing float. Stochastic rounding always takes the (exact) double path.
+/// True when F's sums can go through float round-to-odd: p + 2 <= 24 bits (a float sum that
+/// overflows falls back to double). Stochastic rounding always takes the (exact) double path.
 template <class F, rounding R>
-inline constexpr bool float_sum_path = F::mantissa_bits <= 21 && F::spec.emax <= 126 && R != rounding::stochastic;
+inline constexpr bool float_sum_path = F::mantissa_bits <= 21 && R != rounding::stochastic;
 
 }  // namespace detail
 
