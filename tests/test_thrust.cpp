@@ -94,7 +94,13 @@ std::vector<T> to_host(const thrust::device_vector<T>& d) {
   cpd::float8_e4m3fn, cpd::float8_e4m3, cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float8_e5m2fnuz,         \
       cpd::float8_e4m3b11fnuz, cpd::float8_e3m4, cpd::float8_e8m0fnu, cpd::float6_e3m2fn, cpd::float6_e2m3fn, \
       cpd::float4_e2m1fn
+// Every format on the OMP system (the parallel one); on the sequential CPP system, one format
+// per encoding kind, to keep the build short (the functors are the same code on both).
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CPP
+#define CPD_FORMATS_ALL cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float4_e2m1fn, cpd::bfloat16
+#else
 #define CPD_FORMATS_ALL CPD_FORMATS_8BIT, cpd::float16, cpd::bfloat16
+#endif
 
 TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": quantize and encode equal the scalar core", F, CPD_FORMATS_ALL) {
   const std::vector<float> x = cpd_test::inputs<F>(1 << 14);
@@ -368,8 +374,7 @@ void check_against_bulk() {
 }
 
 TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": the same bits as the host bulk kernels", F, cpd::float8_e4m3fn,
-                   cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float8_e8m0fnu, cpd::float4_e2m1fn, cpd::bfloat16,
-                   cpd::float16) {
+                   cpd::float8_e5m2, cpd::float8_e8m0fnu, cpd::float4_e2m1fn, cpd::bfloat16) {
   check_against_bulk<F, rounding::nearest_even, overflow::infinity>();
   check_against_bulk<F, rounding::toward_zero, overflow::saturate>();
   check_against_bulk<F, rounding::odd, overflow::infinity>();
