@@ -8,6 +8,12 @@
 set(CPD_HEADERS
   include/cpd/allreduce_sim.hpp
   include/cpd/bulk.hpp
+  include/cpd/codec.hpp
+  include/cpd/codecs/dettmers.hpp
+  include/cpd/codecs/float_codec.hpp
+  include/cpd/codecs/interface.hpp
+  include/cpd/codecs/onebit.hpp
+  include/cpd/codecs/qsgd.hpp
   include/cpd/config.hpp
   include/cpd/cpd.hpp
   include/cpd/cuda.cuh
@@ -22,6 +28,7 @@ set(CPD_HEADERS
   include/cpd/io.hpp
   include/cpd/mx.hpp
   include/cpd/mpi.hpp
+  include/cpd/mpi_codec.hpp
   include/cpd/nccl.cuh
   include/cpd/pack.hpp
   include/cpd/random.hpp
@@ -38,6 +45,7 @@ set(CPD_HEADERS
 # treated as such.
 set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi.hpp
+  include/cpd/mpi_codec.hpp
   include/cpd/nccl.hpp
   include/cpd/thrust.hpp
 )

@@ -2,12 +2,13 @@
 #pragma once
 
 // The whole host library without optional dependencies: formats, rounding,
-// runtime formats, printing, bulk kernels and packing, scaling and low-precision
-// reduction. MPI, Thrust, CUDA and NCCL live in their own headers (cpd/mpi.hpp,
+// runtime formats, printing, bulk kernels and packing, scaling, low-precision
+// reduction and gradient codecs. MPI, Thrust, CUDA and NCCL live in their own headers (cpd/mpi.hpp,
 // cpd/thrust.hpp, cpd/cuda.cuh, cpd/nccl.cuh).
 
 #include <cpd/allreduce_sim.hpp>
 #include <cpd/bulk.hpp>
+#include <cpd/codec.hpp>
 #include <cpd/config.hpp>
 #include <cpd/diagnostics.hpp>
 #include <cpd/execution.hpp>

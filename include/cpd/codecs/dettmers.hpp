@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Dettmers' 8-bit approximations ("8-Bit Approximations for Parallelism in Deep
+// Learning", ICLR 2016): the dynamic tree data type and linear 8-bit quantization,
+// each with max-abs scaling per tensor or per block (docs/codecs.md).
+//
+// Payload of both: the scales of the blocks (float32 each, block order), then one
+// byte per value.
+
+#include <cpd/codecs/interface.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace cpd {
+
+namespace detail {
+
+/// The magnitude of dynamic-tree code c (the sign bit ignored) relative to the scale.
+/// Bits 6..0 of c: k zeros (the exponent: a factor 10^-k), an indicator 1, then 6-k
+/// fraction bits f: the midpoint of bin f of [0.1, 1] split into 2^(6-k) equal bins.
+/// Bits 6..0 all zero: 0 with the sign bit clear, 1 with it set (the scale itself).
+[[nodiscard]] inline double dynamic_tree_magnitude(unsigned c) noexcept {
+  const unsigned m = c & 0x7Fu;
+  if (m == 0) return (c & 0x80u) ? 1.0 : 0.0;
+  int top = 6;
+  while (!(m >> top)) --top;  // the indicator bit; k = 6 - top zeros above it
+  const int k = 6 - top;
+  const double bins = static_cast<double>(1u << top);
+  const double f = static_cast<double>(m & ((1u << top) - 1u));
+  return std::pow(10.0, -k) * (0.1 + 0.9 * (f + 0.5) / bins);
+}
+
+/// The tables of the dynamic tree: values of all 256 codes, and the nearest-code search.
+struct dynamic_tree_tables {
+  std::array<float, 256> value{};             ///< value of code c relative to the scale (signed)
+  std::array<double, 129> threshold{};        ///< midpoints between consecutive magnitudes, +inf padded
+  std::array<std::uint8_t, 129> code_of{};    ///< the code of the i-th smallest magnitude (0x80: 1.0)
+
+  dynamic_tree_tables() {
+    for (unsigned c = 0; c < 256; ++c) {
+      const double m = dynamic_tree_magnitude(c);
+      value[c] = static_cast<float>((c & 0x80u) && (c & 0x7Fu) ? -m : m);
+    }
+    // Magnitudes in increasing order: code 0 (0), codes 1..127 sorted by value, 0x80 (1.0).
+    std::array<std::pair<double, unsigned>, 129> mags{};
+    for (unsigned c = 0; c < 128; ++c) mags[c] = {dynamic_tree_magnitude(c), c};
+    mags[128] = {1.0, 0x80u};
+    for (std::size_t i = 1; i < mags.size(); ++i)  // insertion sort: 129 entries, once
+      for (std::size_t j = i; j > 0 && mags[j].first < mags[j - 1].first; --j) std::swap(mags[j], mags[j - 1]);
+    for (std::size_t i = 0; i < 129; ++i) code_of[i] = static_cast<std::uint8_t>(mags[i].second);
+    for (std::size_t i = 0; i < 128; ++i) threshold[i] = 0.5 * (mags[i].first + mags[i + 1].first);
+    threshold[128] = std::numeric_limits<double>::infinity();
+  }
+
+  /// The code of y = x / scale (|y| <= 1): the nearest value, ties to the larger magnitude.
+  [[nodiscard]] std::uint8_t encode(double y) const noexcept {
+    const double a = y < 0 ? -y : y;
+    std::size_t pos = 0;
+    for (std::size_t s = 64; s != 0; s >>= 1)
+      if (threshold[pos + s - 1] <= a) pos += s;
+    if (threshold[pos] <= a) ++pos;  // pos: how many thresholds are <= a, in [0, 128]
+    if (y < 0) {
+      if (pos == 128) pos = 127;  // -1.0 has no code: the largest negative value
+      return pos == 0 ? std::uint8_t{0} : static_cast<std::uint8_t>(code_of[pos] | 0x80u);
+    }
+    return code_of[pos];
+  }
+};
+
+inline const dynamic_tree_tables& dynamic_tree() {
+  static const dynamic_tree_tables t;
+  return t;
+}
+
+/// Checks a block size and returns the number of scales for n values.
+[[nodiscard]] inline std::size_t scale_count(std::size_t n, std::size_t block) noexcept {
+  return block_count(n, block);
+}
+
+}  // namespace detail
+
+/// Dettmers' dynamic tree 8-bit type with max-abs scaling: each block's scale is its
+/// element of largest magnitude (the first one, with its sign), so that element is code 0x80 (1.0).
+class dynamic_tree_codec final : public codec {
+ public:
+  /// block: values per scale; 0 scales the whole tensor at once.
+  explicit dynamic_tree_codec(std::size_t block = 0) : block_(block) {}
+
+  [[nodiscard]] std::size_t block() const noexcept { return block_; }
+  [[nodiscard]] std::string name() const override {
+    return block_ == 0 ? std::string("dyntree8") : "dyntree8:" + std::to_string(block_);
+  }
+  [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
+    return 4 * detail::scale_count(n, block_) + n;
+  }
+  [[nodiscard]] bool stochastic() const noexcept override { return false; }
+
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+    const auto& t = detail::dynamic_tree();
+    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
+    std::uint8_t* codes = payload + 4 * nb;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      float m = 0.0f, am = 0.0f;
+      for (std::size_t i = lo; i < hi; ++i) {
+        const float a = std::fabs(in[i]);
+        if (a > am) am = a, m = in[i];
+      }
+      detail::store_f32(payload + 4 * b, m);
+      const double inv = m == 0.0f ? 0.0 : 1.0 / static_cast<double>(m);
+      for (std::size_t i = lo; i < hi; ++i) codes[i] = t.encode(static_cast<double>(in[i]) * inv);
+    }
+  }
+
+  void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const auto& t = detail::dynamic_tree();
+    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
+    const std::uint8_t* codes = payload + 4 * nb;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const float m = detail::load_f32(payload + 4 * b);
+      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      // value * m: rounded once (the product of two floats is exact in double); the max is m exactly.
+      for (std::size_t i = lo; i < hi; ++i) out[i] = t.value[codes[i]] * m + 0.0f;  // + 0: no -0
+    }
+  }
+
+ private:
+  std::size_t block_;
+};
+
+/// Dettmers' linear 8-bit quantization: code c in [-127, 127] (an int8) stands for c / 127 of the
+/// block's max-abs scale; x is rounded to the nearest code (ties to even).
+class linear8_codec final : public codec {
+ public:
+  /// block: values per scale; 0 scales the whole tensor at once.
+  explicit linear8_codec(std::size_t block = 0) : block_(block) {}
+
+  [[nodiscard]] std::size_t block() const noexcept { return block_; }
+  [[nodiscard]] std::string name() const override {
+    return block_ == 0 ? std::string("linear8") : "linear8:" + std::to_string(block_);
+  }
+  [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
+    return 4 * detail::scale_count(n, block_) + n;
+  }
+  [[nodiscard]] bool stochastic() const noexcept override { return false; }
+
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
+    std::uint8_t* codes = payload + 4 * nb;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      float am = 0.0f;
+      for (std::size_t i = lo; i < hi; ++i) am = std::fmax(am, std::fabs(in[i]));
+      detail::store_f32(payload + 4 * b, am);
+      const double k = am == 0.0f ? 0.0 : 127.0 / static_cast<double>(am);
+      for (std::size_t i = lo; i < hi; ++i) {
+        double q = std::nearbyint(static_cast<double>(in[i]) * k);
+        q = q > 127.0 ? 127.0 : q < -127.0 ? -127.0 : q;
+        codes[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
+      }
+    }
+  }
+
+  void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
+    const std::uint8_t* codes = payload + 4 * nb;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const double am = static_cast<double>(detail::load_f32(payload + 4 * b));
+      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      // c * am is exact in double (8 + 24 bits); / 127 then float: c = +-127 gives +-am exactly.
+      for (std::size_t i = lo; i < hi; ++i)
+        out[i] = static_cast<float>(static_cast<double>(static_cast<std::int8_t>(codes[i])) * am / 127.0);
+    }
+  }
+
+ private:
+  std::size_t block_;
+};
+
+}  // namespace cpd

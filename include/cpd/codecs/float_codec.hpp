@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// A cpd float format as a codec: each payload carries its own power-of-two scale
+// (APS with one worker: the largest magnitude lands in F's top binade, the shift
+// clamped so that every scaled value of F is a float), then the
+// codes of F, packed as cpd::encode_packed packs them (4, 6 or 8 bits) or as
+// little-endian storage words (more than 8 bits).
+//
+// Payload: the scale exponent k (int32), then the codes of x * 2^k.
+
+#include <cpd/bulk.hpp>
+#include <cpd/codecs/interface.hpp>
+#include <cpd/pack.hpp>
+#include <cpd/runtime_format.hpp>
+#include <cpd/scaling.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace cpd {
+
+/// Float format F as a codec, rounded in mode R (saturating), with a per-payload APS scale.
+template <class F, rounding R = rounding::nearest_even>
+class float_codec final : public codec {
+  static_assert(is_float_format_v<F> && F::fits_float, "cpd::float_codec: F must be a cpd::float_t of float values");
+
+  static constexpr std::size_t word = packed_bits<F> != 0 ? 0 : sizeof(typename F::storage_type);
+
+ public:
+  [[nodiscard]] std::string name() const override { return "fp:" + format::of<F>().name(); }
+  [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
+    if constexpr (word == 0) {
+      return 4 + packed_size<F>(n);
+    } else {
+      return 4 + word * n;
+    }
+  }
+  [[nodiscard]] bool stochastic() const noexcept override { return R == rounding::stochastic; }
+
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const override {
+    const aps<F> a(1);
+    // Clamped so that every value of F times 2^-k is a float (decode returns floats).
+    constexpr int lowest = F::spec.emax - 127;
+    constexpr int highest = (F::spec.has_subnormals ? F::spec.emin - F::spec.M : F::spec.emin) + 149;
+    const int k = std::clamp(a.select(a.statistic(in, n)).exponent, lowest, highest);
+    detail::store_le32(payload, static_cast<std::uint32_t>(k));
+    bulk_options o;
+    o.scale_exponent = k;
+    o.seed = key.seed;
+    o.stream = key.stream;
+    if constexpr (word == 0) {
+      encode_packed<F, R, overflow::saturate>(in, payload + 4, n, o);
+    } else {
+      std::vector<typename F::storage_type> codes(n);
+      cpd::encode<F, R, overflow::saturate>(in, codes.data(), n, o);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < word; ++k) payload[4 + word * i + k] = static_cast<std::uint8_t>(codes[i] >> (8 * k));
+    }
+  }
+
+  void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    bulk_options o;
+    o.scale_exponent = static_cast<std::int32_t>(detail::load_le32(payload));
+    if constexpr (word == 0) {
+      decode_packed<F>(payload + 4, out, n, o);
+    } else {
+      std::vector<typename F::storage_type> codes(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t c = 0;
+        for (std::size_t k = 0; k < word; ++k) c |= static_cast<std::uint32_t>(payload[4 + word * i + k]) << (8 * k);
+        codes[i] = static_cast<typename F::storage_type>(c);
+      }
+      cpd::decode<F>(codes.data(), out, n, o);
+    }
+  }
+};
+
+}  // namespace cpd

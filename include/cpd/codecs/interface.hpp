@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The one interface of cpd's gradient codecs (docs/codecs.md): a codec turns n
+// floats into a packed byte payload of an exact, known size and back. Float
+// formats, Dettmers' 8-bit dynamic tree and linear 8-bit, QSGD and 1-bit SGD all
+// implement it, so that one exchange (cpd::simulate_codec_allreduce, the MPI
+// all-gather of <cpd/mpi_codec.hpp>, cpd-train's --codec) serves them all.
+//
+// Multi-byte header fields of every payload are little-endian.
+
+#include <cpd/config.hpp>
+#include <cpd/detail/bits.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace cpd {
+
+/// The random bits of a stochastic encode: element i draws cpd::random_bits(seed, stream, i).
+struct codec_key {
+  std::uint64_t seed = 0;    ///< the user's seed
+  std::uint64_t stream = 0;  ///< an independent stream (a tensor, a step, a worker...)
+};
+
+/// A gradient codec: n floats <-> payload_size(n) bytes. Implementations are immutable
+/// (const member functions, no state), so one object serves any number of threads.
+class codec {
+ public:
+  virtual ~codec() = default;
+
+  /// The codec's name with its parameters, in the syntax of cpd::make_codec (e.g. "qsgd:4bit:512").
+  [[nodiscard]] virtual std::string name() const = 0;
+  /// The exact size in bytes of the payload of n values.
+  [[nodiscard]] virtual std::size_t payload_size(std::size_t n) const = 0;
+  /// Whether encode draws random bits (then the payload depends on the key).
+  [[nodiscard]] virtual bool stochastic() const noexcept = 0;
+  /// Encodes in[0..n) into payload[0..payload_size(n)).
+  virtual void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const = 0;
+  /// Decodes the payload of n values into out[0..n).
+  virtual void decode(const std::uint8_t* payload, std::size_t n, float* out) const = 0;
+
+  /// Bits on the wire per value for a tensor of n values, headers included.
+  [[nodiscard]] double bits_per_value(std::size_t n) const {
+    return n == 0 ? 0.0 : 8.0 * static_cast<double>(payload_size(n)) / static_cast<double>(n);
+  }
+
+ protected:
+  codec() = default;
+  codec(const codec&) = default;
+  codec& operator=(const codec&) = default;
+};
+
+namespace detail {
+
+[[noreturn]] inline void codec_fail(const std::string& what) {
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+  throw std::invalid_argument(what);
+#else
+  (void)what;
+  std::abort();
+#endif
+}
+
+/// Writes v as 4 little-endian bytes.
+inline void store_le32(std::uint8_t* p, std::uint32_t v) noexcept {
+  p[0] = static_cast<std::uint8_t>(v);
+  p[1] = static_cast<std::uint8_t>(v >> 8);
+  p[2] = static_cast<std::uint8_t>(v >> 16);
+  p[3] = static_cast<std::uint8_t>(v >> 24);
+}
+/// Reads 4 little-endian bytes.
+[[nodiscard]] inline std::uint32_t load_le32(const std::uint8_t* p) noexcept {
+  return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) |
+         (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
+}
+/// Writes a float32 as 4 little-endian bytes (its IEEE bits).
+inline void store_f32(std::uint8_t* p, float v) noexcept { store_le32(p, bit_cast<std::uint32_t>(v)); }
+/// Reads a float32 written by store_f32.
+[[nodiscard]] inline float load_f32(const std::uint8_t* p) noexcept { return bit_cast<float>(load_le32(p)); }
+
+/// The number of blocks of `block` values (0: one block of all n) that cover n values.
+[[nodiscard]] constexpr std::size_t block_count(std::size_t n, std::size_t block) noexcept {
+  return block == 0 ? (n == 0 ? 0 : 1) : (n + block - 1) / block;
+}
+
+/// Packs codes of B bits (B in {1, 2, 4, 8}) LSB first: code i sits at bit (i * B) % 8 of byte i * B / 8.
+template <int B>
+void pack_bits(const std::uint8_t* codes, std::uint8_t* out, std::size_t n) noexcept {
+  static_assert(B == 1 || B == 2 || B == 4 || B == 8, "cpd: bit packing needs 1, 2, 4 or 8 bits");
+  constexpr std::size_t per = 8 / B;
+  const std::size_t full = n / per;
+  for (std::size_t j = 0; j < full; ++j) {
+    unsigned byte = 0;
+    for (std::size_t k = 0; k < per; ++k) byte |= static_cast<unsigned>(codes[j * per + k]) << (k * B);
+    out[j] = static_cast<std::uint8_t>(byte);
+  }
+  if (n % per) {
+    unsigned byte = 0;
+    for (std::size_t k = 0; k < n % per; ++k) byte |= static_cast<unsigned>(codes[full * per + k]) << (k * B);
+    out[full] = static_cast<std::uint8_t>(byte);
+  }
+}
+
+/// Code i of B bits from a buffer written by pack_bits.
+template <int B>
+[[nodiscard]] CPD_ALWAYS_INLINE unsigned unpack_bit_code(const std::uint8_t* in, std::size_t i) noexcept {
+  constexpr std::size_t per = 8 / B;
+  return (static_cast<unsigned>(in[i / per]) >> ((i % per) * B)) & ((1u << B) - 1u);
+}
+
+}  // namespace detail
+
+}  // namespace cpd
