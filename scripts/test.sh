@@ -3,8 +3,8 @@
 #
 # cpd's full test run, as CI does it:
 #   ci     Release, -Wall -Wextra -Wpedantic -Werror, every label but cuda
-#   asan   Debug with ASan + UBSan, label quick
-#   clang  Debug with clang++, label quick
+#   asan   RelWithDebInfo (-O2 -g) with ASan + UBSan, label quick
+#   clang  Release with clang++, label quick
 # usage: scripts/test.sh [preset...]     (default: ci asan clang)
 # env:   CPD_JOBS (default 2), CPD_SKIP_DEPS=1 to skip the dependency check
 set -euo pipefail
