@@ -62,10 +62,10 @@ struct dynamic_tree_tables {
   /// The code of y = x / scale (|y| <= 1): the nearest value, ties to the larger magnitude.
   [[nodiscard]] std::uint8_t encode(double y) const noexcept {
     const double a = y < 0 ? -y : y;
+    // Branch-free binary search (the comparisons are unpredictable: a branch would mispredict).
     std::size_t pos = 0;
-    for (std::size_t s = 64; s != 0; s >>= 1)
-      if (threshold[pos + s - 1] <= a) pos += s;
-    if (threshold[pos] <= a) ++pos;  // pos: how many thresholds are <= a, in [0, 128]
+    for (std::size_t s = 64; s != 0; s >>= 1) pos += s & (std::size_t(0) - std::size_t(threshold[pos + s - 1] <= a));
+    pos += std::size_t(threshold[pos] <= a);  // pos: how many thresholds are <= a, in [0, 128]
     if (y < 0) {
       if (pos == 128) pos = 127;  // -1.0 has no code: the largest negative value
       return pos == 0 ? std::uint8_t{0} : static_cast<std::uint8_t>(code_of[pos] | 0x80u);
@@ -161,8 +161,9 @@ class linear8_codec final : public codec {
       detail::store_f32(payload + 4 * b, am);
       const double k = am == 0.0f ? 0.0 : 127.0 / static_cast<double>(am);
       for (std::size_t i = lo; i < hi; ++i) {
-        double q = std::nearbyint(static_cast<double>(in[i]) * k);
+        double q = static_cast<double>(in[i]) * k;
         q = q > 127.0 ? 127.0 : q < -127.0 ? -127.0 : q;
+        q = (q + 0x1.8p52) - 0x1.8p52;  // to the nearest integer, ties to even (no libm call)
         codes[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
       }
     }

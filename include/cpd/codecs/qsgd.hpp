@@ -91,11 +91,11 @@ class qsgd_codec final : public codec {
           set_bucket();
         }
         const double r = std::fabs(static_cast<double>(in[i])) * k;  // in [0, s]
-        double l = std::floor(r);
+        double l = static_cast<double>(static_cast<std::uint32_t>(r));  // floor: r >= 0
         const std::uint32_t u = (i >> 32) == 0 ? random_bits(rk, static_cast<std::uint32_t>(i))
                                                : random_bits(key.seed, key.stream, i);
         // Up with probability r - l: u * 2^-32 < r - l.
-        if (static_cast<double>(u) * 0x1p-32 < r - l) l += 1.0;
+        l += static_cast<double>(static_cast<double>(u) * 0x1p-32 < r - l);  // branch-free: unpredictable
         const unsigned level = l > static_cast<double>(s) ? s : static_cast<unsigned>(l);
         codes[j] = static_cast<std::uint8_t>((std::signbit(in[i]) ? (1u << (B - 1)) : 0u) | level);
       }
