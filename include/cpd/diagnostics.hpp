@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace cpd {
 
@@ -51,52 +52,92 @@ struct quantization_stats {
 
 namespace detail {
 
-/// Classifies one quantization: input x (already scaled, exactly, as a double) and result q.
-template <class F>
-CPD_ALWAYS_INLINE void classify(quantization_stats& s, double x, double q) noexcept {
-  const double ax = x < 0 ? -x : x;
-  const double aq = q < 0 ? -q : q;
-  ++s.count;
-  if (!(ax - ax == 0)) ++s.nonfinite;
-  else if (ax == 0) ++s.zeros;
-  else if (!(aq - aq == 0)) ++s.overflowed;
-  else if (aq == 0) ++s.flushed;
-  else if (ax > F::spec.max_value && aq == F::spec.max_value) ++s.saturated;
+/// The magnitudes at which rounding to F changes class, for one sign: a finite v with
+/// 0 < |v| < flush_below rounds to zero, and |v| >= overflow_from rounds to inf or NaN.
+/// Rounding is monotone in |v| for every deterministic mode, so two bisections over the
+/// bits of |v| (each step one call of the core) find them exactly.
+struct class_thresholds {
+  double flush_below[2];    ///< [sign]: smallest |v| that does not round to zero
+  double overflow_from[2];  ///< [sign]: smallest finite |v| that rounds to inf or NaN (+inf if none)
+};
+
+template <class F, rounding R, overflow O>
+class_thresholds thresholds() noexcept {
+  constexpr rounding Rd = R == rounding::stochastic ? rounding::nearest_even : R;
+  constexpr spec s = F::spec;
+  constexpr std::uint64_t inf = source<double>::inf_bits, sign = std::uint64_t(1) << 63;
+  auto rounded = [&](std::uint64_t mag, bool neg) {
+    return bit_cast<double>(round_bits<Rd, O, double>(s, neg ? (mag | sign) : mag).value);
+  };
+  // The smallest magnitude in [lo, hi) whose rounding satisfies pred (hi when none).
+  auto first = [&](std::uint64_t lo, std::uint64_t hi, auto pred) {
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (pred(mid)) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  };
+  class_thresholds t{};
+  for (int neg = 0; neg < 2; ++neg) {
+    const std::uint64_t fb = first(0, inf, [&](std::uint64_t m) { return rounded(m, neg) != 0; });
+    const std::uint64_t ov = first(0, inf, [&](std::uint64_t m) {
+      const double q = rounded(m, neg);
+      return !(q - q == 0);
+    });
+    t.flush_below[neg] = bit_cast<double>(fb);
+    t.overflow_from[neg] = bit_cast<double>(ov);  // inf_bits when nothing finite overflows
+  }
+  return t;
+}
+
+/// Classifies n values v_i = value(i) (exact doubles) against the thresholds of F.
+template <class F, class Value>
+quantization_stats classify_all(std::size_t n, const class_thresholds& t, Value value) noexcept {
+  constexpr double maxv = F::spec.max_value;
+  const double fb0 = t.flush_below[0], fb1 = t.flush_below[1];
+  const double ov0 = t.overflow_from[0], ov1 = t.overflow_from[1];
+  std::uint64_t zeros = 0, flushed = 0, saturated = 0, overflowed = 0, nonfinite = 0;
+  for (std::size_t i = 0; i < n; ++i) {  // selects only, so that it vectorizes
+    const double v = value(i);
+    const bool neg = v < 0;
+    const double av = neg ? -v : v;
+    const double fb = neg ? fb1 : fb0, ov = neg ? ov1 : ov0;
+    const bool finite = av <= std::numeric_limits<double>::max();
+    nonfinite += finite ? 0 : 1;
+    zeros += av == 0 ? 1 : 0;
+    flushed += (av > 0 && av < fb) ? 1 : 0;
+    overflowed += (finite && av >= ov) ? 1 : 0;
+    saturated += (finite && av > maxv && av < ov) ? 1 : 0;
+  }
+  quantization_stats s;
+  s.count = n;
+  s.zeros = zeros;
+  s.flushed = flushed;
+  s.saturated = saturated;
+  s.overflowed = overflowed;
+  s.nonfinite = nonfinite;
+  return s;
 }
 
 }  // namespace detail
 
-/// What quantizing x[0..n) * 2^scale.exponent to F in mode R, overflow O, does (nothing is written).
+/// What quantizing x[0..n) * 2^scale.exponent to F in mode R, overflow O, does (nothing is
+/// written; stochastic rounding is counted as nearest_even would round).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 [[nodiscard]] quantization_stats measure_quantization(const float* x, std::size_t n, pow2_scale scale = {}) noexcept {
   static_assert(is_float_format_v<F>, "cpd::measure_quantization: F must be a cpd::float_t");
-  quantization_stats s;
   const double f = scale.factor();
-  for (std::size_t i = 0; i < n; ++i) {
-    const double v = static_cast<double>(x[i]) * f;
-    const double q = detail::bit_cast<double>(
-        detail::round_bits<R == rounding::stochastic ? rounding::nearest_even : R, O, double>(
-            F::spec, detail::bit_cast<std::uint64_t>(v))
-            .value);
-    detail::classify<F>(s, v, q);
-  }
-  return s;
+  return detail::classify_all<F>(n, detail::thresholds<F, R, O>(),
+                                 [&](std::size_t i) { return static_cast<double>(x[i]) * f; });
 }
 
 /// The same for a float scale: x[i] * scale.value is rounded to float first, as Transformer Engine does.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 [[nodiscard]] quantization_stats measure_quantization(const float* x, std::size_t n, float_scale scale) noexcept {
   static_assert(is_float_format_v<F>, "cpd::measure_quantization: F must be a cpd::float_t");
-  quantization_stats s;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i] * scale.value;
-    const double q = static_cast<double>(detail::bit_cast<float>(
-        detail::round_bits<R == rounding::stochastic ? rounding::nearest_even : R, O, float>(
-            F::spec, detail::bit_cast<std::uint32_t>(v))
-            .value));
-    detail::classify<F>(s, static_cast<double>(v), q);
-  }
-  return s;
+  return detail::classify_all<F>(n, detail::thresholds<F, R, O>(),
+                                 [&](std::size_t i) { return static_cast<double>(x[i] * scale.value); });
 }
 
 }  // namespace cpd

@@ -61,6 +61,13 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE float add_odd_float(float a, float b) noexcept
 template <class F, rounding R>
 inline constexpr bool float_sum_path = F::mantissa_bits <= 21 && R != rounding::stochastic;
 
+/// True when F is IEEE binary32 itself and the mode is the hardware's (nearest_even, inf on
+/// overflow): then the exact sum rounded to F is the float sum a + b (no FTZ/DAZ assumed).
+template <class F, rounding R, overflow O>
+inline constexpr bool native_float_sum = F::exponent_bits == 8 && F::mantissa_bits == 23 &&
+                                         F::encoding::kind == encoding_kind::ieee && F::bias == 127 &&
+                                         R == rounding::nearest_even && O == overflow::infinity;
+
 }  // namespace detail
 
 /// a + b rounded once to F (a and b are any floats; F must fit float). A NaN result is
@@ -70,7 +77,9 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
                                                                   std::uint32_t random_bits = 0) noexcept {
   static_assert(is_float_format_v<F> && F::fits_float, "cpd::rounded_add: F must be a cpd::float_t that fits float");
   float r;
-  if constexpr (detail::float_sum_path<F, R>) {
+  if constexpr (detail::native_float_sum<F, R, O>) {
+    r = a + b;
+  } else if constexpr (detail::float_sum_path<F, R>) {
     const float s = detail::add_odd_float(a, b);
     // Overflow of float itself (inputs outside F) falls back to the exact double path.
     if (s - s == 0 || !(a - a == 0) || !(b - b == 0)) r = detail::round_to<F, R, O>(s, random_bits);
