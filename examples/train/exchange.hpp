@@ -30,10 +30,9 @@ struct exchange_stats {
   }
 };
 
-/// 32 random bits for element i of step `step` (a counter-based hash).
+/// 32 random bits for element i of step `step`: cpd's counter-based generator.
 inline std::uint32_t hash_bits(std::uint64_t seed, std::uint64_t step, std::uint64_t i) {
-  splitmix64 g{seed ^ (step * 0xD1B54A32D192ED03ull) ^ (i * 0x9E3779B97F4A7C15ull)};
-  return static_cast<std::uint32_t>(g.next() >> 32);
+  return cpd::random_bits(seed, step, i);
 }
 
 /// The gradient formats cpd-train is compiled for (simulate_allreduce is a
