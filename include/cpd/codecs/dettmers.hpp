@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -42,6 +43,10 @@ struct dynamic_tree_tables {
   std::array<float, 256> value{};             ///< value of code c relative to the scale (signed)
   std::array<double, 129> threshold{};        ///< midpoints between consecutive magnitudes, +inf padded
   std::array<std::uint8_t, 129> code_of{};    ///< the code of the i-th smallest magnitude (0x80: 1.0)
+  /// Thresholds <= the lower edge of each bin of magnitudes in [2^-22, 2): 128 bins per binade
+  /// (the top 7 mantissa bits), each holding at most one threshold (checked when built).
+  std::array<std::uint8_t, 23 * 128 + 128> below{};
+  static constexpr int lowest_binade = -22;  ///< every magnitude below 2^-22 is below threshold[0]
 
   dynamic_tree_tables() {
     for (unsigned c = 0; c < 256; ++c) {
@@ -57,20 +62,37 @@ struct dynamic_tree_tables {
     for (std::size_t i = 0; i < 129; ++i) code_of[i] = static_cast<std::uint8_t>(mags[i].second);
     for (std::size_t i = 0; i < 128; ++i) threshold[i] = 0.5 * (mags[i].first + mags[i + 1].first);
     threshold[128] = std::numeric_limits<double>::infinity();
+    if (!(threshold[0] >= std::ldexp(1.0, lowest_binade))) std::abort();
+    for (std::size_t b = 0; b < below.size(); ++b) {
+      const int e = lowest_binade + static_cast<int>(b / 128);
+      const double lo = std::ldexp(1.0 + static_cast<double>(b % 128) / 128.0, e);
+      const double hi = std::ldexp(1.0 + static_cast<double>(b % 128 + 1) / 128.0, e);
+      std::size_t k = 0;
+      while (threshold[k] <= lo) ++k;
+      below[b] = static_cast<std::uint8_t>(k);
+      if (k < 128 && threshold[k] < hi && threshold[k + 1] < hi) std::abort();  // two thresholds in one bin
+    }
   }
 
   /// The code of y = x / scale (|y| <= 1): the nearest value, ties to the larger magnitude.
   [[nodiscard]] std::uint8_t encode(double y) const noexcept {
-    const double a = y < 0 ? -y : y;
-    // Branch-free binary search (the comparisons are unpredictable: a branch would mispredict).
+    const double a = std::fabs(y);  // +0 for -0: the bin is read from the bits
+    // pos: how many thresholds are <= a, in [0, 128]. The bin of a (its binade and top 7
+    // mantissa bits, read from the bits of the double) holds at most one threshold.
+    const std::uint64_t bits = bit_cast<std::uint64_t>(a);
+    const std::int64_t bin = static_cast<std::int64_t>(bits >> 45) - ((1023 + lowest_binade) << 7);
     std::size_t pos = 0;
-    for (std::size_t s = 64; s != 0; s >>= 1) pos += s & (std::size_t(0) - std::size_t(threshold[pos + s - 1] <= a));
-    pos += std::size_t(threshold[pos] <= a);  // pos: how many thresholds are <= a, in [0, 128]
-    if (y < 0) {
-      if (pos == 128) pos = 127;  // -1.0 has no code: the largest negative value
-      return pos == 0 ? std::uint8_t{0} : static_cast<std::uint8_t>(code_of[pos] | 0x80u);
+    if (bin >= static_cast<std::int64_t>(below.size())) {
+      pos = 128;  // a >= 2: only inf or NaN (unsupported inputs) get here
+    } else if (bin >= 0) {
+      pos = below[static_cast<std::size_t>(bin)];
+      pos += std::size_t(threshold[pos] <= a);
     }
-    return code_of[pos];
+    // Branch-free sign (it is unpredictable): -1.0 has no code, its neighbour is the largest
+    // negative value; a zero magnitude is code 0 whatever the sign.
+    const std::size_t neg = std::size_t(y < 0);
+    pos -= neg & std::size_t(pos == 128);
+    return static_cast<std::uint8_t>(code_of[pos] | ((neg & std::size_t(pos != 0)) << 7));
   }
 };
 
