@@ -359,3 +359,23 @@ TEST_CASE("make_codec: names round-trip, bad names are rejected") {
     CHECK_THROWS_AS((void)cpd::make_codec(s), std::invalid_argument);
   }
 }
+
+TEST_CASE("float codec: the APS scale puts amax in the top binade; half an ulp of F within the normal range") {
+  const std::size_t n = 2000;
+  const std::vector<float> x = normal_values(n, 31, 1e-3f);
+  const auto c = cpd::make_codec("fp:e4m3fn");
+  const std::vector<std::uint8_t> p = encode(*c, x);
+  const std::vector<float> y = decode(*c, p, n);
+  const double m = amax(x, 0, n);
+  const auto k = static_cast<std::int32_t>(cpd::detail::load_le32(p.data()));
+  // E4M3FN: max 448 = 1.75 * 2^8; the scaled amax lies in [2^7, 2^8] (APS: emax - ceil(log2 amax)).
+  CHECK(std::ldexp(m, k) <= 256.0);
+  CHECK(std::ldexp(m, k) > 128.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double s = std::fabs(std::ldexp(double(x[i]), k));
+    if (s >= 0x1p-6)  // E4M3's smallest normal: relative error <= 2^-4 (3 mantissa bits)
+      CHECK(std::fabs(double(y[i]) - x[i]) <= std::fabs(double(x[i])) * 0x1p-4);
+    else  // subnormal spacing 2^-9: half of it, unscaled
+      CHECK(std::fabs(double(y[i]) - x[i]) <= std::ldexp(0x1p-10, -k));
+  }
+}
