@@ -354,7 +354,8 @@ TEST_CASE("make_codec: names round-trip, bad names are rejected") {
   CHECK(cpd::make_codec("qsgd")->name() == "qsgd:4bit:512");
   CHECK(cpd::make_codec("qsgd:4bit:512")->bits_per_value(5120) == doctest::Approx(4.0625));
   CHECK(cpd::make_codec("onebit")->name() == "onebit:512");
-  for (const char* s : {"qsgd:3bit", "qsgd:4bit:0", "onebit:x", "nope", "fp", "fp:e9m9", "dyntree8:1:2", "fp:e4m3fn:up"}) {
+  for (const char* s :
+       {"qsgd:3bit", "qsgd:4bit:0", "onebit:x", "nope", "fp", "fp:e9m9", "dyntree8:1:2", "fp:e4m3fn:up"}) {
     CAPTURE(s);
     CHECK_THROWS_AS((void)cpd::make_codec(s), std::invalid_argument);
   }

@@ -30,7 +30,8 @@ TEST_CASE("mpi::codec_allreduce gives the bits of simulate_codec_allreduce, with
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w);
   const std::size_t n = 1500;
-  for (const char* name : {"qsgd:4bit:512", "qsgd:2bit:256", "onebit:512", "dyntree8:1024", "linear8", "fp:e4m3fn:sr"}) {
+  for (const char* name :
+       {"qsgd:4bit:512", "qsgd:2bit:256", "onebit:512", "dyntree8:1024", "linear8", "fp:e4m3fn:sr"}) {
     CAPTURE(name);
     const auto c = cpd::make_codec(name);
     std::vector<std::vector<float>> sim_res(static_cast<std::size_t>(w), std::vector<float>(n, 0.0f));

@@ -59,7 +59,8 @@ class float_codec final : public codec {
       std::vector<typename F::storage_type> codes(n);
       cpd::encode<F, R, overflow::saturate>(in, codes.data(), n, o);
       for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t k = 0; k < word; ++k) payload[4 + word * i + k] = static_cast<std::uint8_t>(codes[i] >> (8 * k));
+        for (std::size_t b = 0; b < word; ++b)
+          payload[4 + word * i + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
     }
   }
 
@@ -72,7 +73,7 @@ class float_codec final : public codec {
       std::vector<typename F::storage_type> codes(n);
       for (std::size_t i = 0; i < n; ++i) {
         std::uint32_t c = 0;
-        for (std::size_t k = 0; k < word; ++k) c |= static_cast<std::uint32_t>(payload[4 + word * i + k]) << (8 * k);
+        for (std::size_t b = 0; b < word; ++b) c |= static_cast<std::uint32_t>(payload[4 + word * i + b]) << (8 * b);
         codes[i] = static_cast<typename F::storage_type>(c);
       }
       cpd::decode<F>(codes.data(), out, n, o);
