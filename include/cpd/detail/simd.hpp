@@ -27,8 +27,14 @@
 /// Compiles a function for AVX2 (Haswell and later).
 #define CPD_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt,lzcnt")))
 /// Compiles a function for AVX-512 F/BW/VL/DQ/CD (Skylake-SP and later), 512-bit vectors.
+#if defined(__clang__)  // clang has no prefer-vector-width target option; min_vector_width says the same
+#define CPD_TARGET_AVX512                                                                          \
+  __attribute__((target("avx2,bmi,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd"), \
+                 min_vector_width(512)))
+#else
 #define CPD_TARGET_AVX512 \
   __attribute__((target("avx2,bmi,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,prefer-vector-width=512")))
+#endif
 #else
 #define CPD_ISA_DISPATCH 0
 #endif
