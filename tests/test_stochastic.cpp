@@ -30,7 +30,6 @@ using stochastic_formats = std::tuple<
     cpd::float4_e2m1fn, cpd::float16, cpd::bfloat16, cpd::float_t<3, 0, cpd::fn>, cpd::float_t<8, 23>,
     cpd::float_t<6, 20>, cpd::float_t<10, 30>, cpd::float_t<11, 52>, cpd::float_t<11, 40, cpd::fnuz>>;
 
-constexpr int max_random_bits = 32;
 
 /// The library's stochastic result for x with random word r and k bits, as a value
 /// (decoded by the oracle), checking that quantize<> gives the same value.

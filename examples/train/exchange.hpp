@@ -55,12 +55,13 @@ class exchanger {
  public:
   exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, int workers, std::uint64_t seed,
             std::vector<tensor_view> tensors, std::size_t n)
-      : tensors_(std::move(tensors)), n_(n), workers_(workers) {
+      : tensors_(std::move(tensors)), workers_(workers) {
     opt_.algorithm = cpd::allreduce_algorithm::ring;
     opt_.kahan = kahan;
     opt_.mean = true;
     opt_.diagnostics = true;
     (void)seed;  // nearest rounding needs no random bits
+    (void)n;
     const cpd::format f = fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>();
     const bool found = cpd::visit<train_formats>(f, [&](auto tag) {
       using F = decltype(tag);
@@ -97,7 +98,6 @@ class exchanger {
   }
 
   std::vector<tensor_view> tensors_;
-  std::size_t n_;
   int workers_;
   cpd::allreduce_options opt_;
   std::function<void(const float* const*, float*, std::size_t)> reduce_;
