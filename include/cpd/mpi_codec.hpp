@@ -40,7 +40,7 @@ inline codec_exchange_result codec_allreduce(const codec& c, const float* g, flo
   MPI_Comm_size(comm, &size);
   const std::size_t bytes = c.payload_size(n);
   if (bytes > static_cast<std::size_t>(INT_MAX))
-    detail::codec_fail("cpd::mpi::codec_allreduce: a payload of more than INT_MAX bytes; split the tensor");
+    cpd::detail::codec_fail("cpd::mpi::codec_allreduce: a payload of more than INT_MAX bytes; split the tensor");
   const float* x = g;
   if (opt.residual) {
     for (std::size_t i = 0; i < n; ++i) opt.residual[i] = g[i] + opt.residual[i];
