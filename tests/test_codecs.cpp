@@ -346,7 +346,7 @@ TEST_CASE("simulate_codec_allreduce: rank-order float sum, the same bits for eve
 
 TEST_CASE("make_codec: names round-trip, bad names are rejected") {
   for (const char* s : {"dyntree8", "dyntree8:4096", "linear8", "linear8:64", "qsgd:2bit:512", "qsgd:8bit:2048",
-                        "onebit:512", "fp:e4m3fn", "fp:e5m2"}) {
+                        "onebit:512", "fp:e4m3fn", "fp:e5m2", "fp:e4m3fn:sr"}) {
     CAPTURE(s);
     CHECK(cpd::make_codec(s)->name() == s);
     CHECK(cpd::make_codec(cpd::make_codec(s)->name())->name() == s);

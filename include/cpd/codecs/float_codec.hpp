@@ -32,7 +32,9 @@ class float_codec final : public codec {
   static constexpr std::size_t word = packed_bits<F> != 0 ? 0 : sizeof(typename F::storage_type);
 
  public:
-  [[nodiscard]] std::string name() const override { return "fp:" + format::of<F>().name(); }
+  [[nodiscard]] std::string name() const override {
+    return "fp:" + format::of<F>().name() + (R == rounding::stochastic ? ":sr" : "");
+  }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
     if constexpr (word == 0) {
       return 4 + packed_size<F>(n);
