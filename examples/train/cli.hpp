@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -25,12 +26,29 @@ struct grad_format {
   std::optional<cpd::format> fmt;   // empty for fp32
 };
 
+/// A gradient codec on the command line (--codec): one more run, next to the format x APS runs.
+struct codec_spec {
+  std::string name;  // as cpd::codec::name() gives it, with every parameter (e.g. "qsgd:4bit:512")
+  bool error_feedback = false;
+};
+
+/// Whether codec runs feed their quantization error back into the next step.
+enum class error_feedback { automatic, on, off };
+
+/// auto: as in each codec's paper, i.e. on for 1-bit SGD (Seide et al. need it to
+/// converge), off for QSGD (unbiased on its own), Dettmers' types and float formats.
+inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
+  if (mode != error_feedback::automatic) return mode == error_feedback::on;
+  return dynamic_cast<const cpd::onebit_codec*>(&c) != nullptr;
+}
+
 /// How the weights are updated when they are kept in a low-precision format.
 enum class update_rounding { nearest_even, stochastic, kahan };
 
 struct options {
   std::vector<grad_format> grad_formats;
   std::vector<bool> aps;  // runs with APS off and/or on
+  std::vector<codec_spec> codecs;
   bool kahan = false;
   int workers = 8;
   int epochs = 3;
@@ -71,8 +89,14 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 inline const char* usage_text() {
   return "usage: cpd-train [options]\n"
          "  --grad-formats LIST   gradient formats, comma-separated: fp32 or any cpd format name\n"
-         "                        (aliases such as e4m3fn, bf16, or eXmY[fn|fnuz|finite]); default fp32,e5m2,e4m3,e3m0\n"
+         "                        (aliases such as e4m3fn, bf16, or eXmY[fn|fnuz|finite]); default fp32,e5m2,e4m3,e3m0;\n"
+         "                        none: only the --codec runs\n"
          "  --aps LIST            off, on, or off,on (runs both); default off,on\n"
+         "  --codec LIST          also run each gradient codec of the comma-separated list, e.g.\n"
+         "                        dyntree8,linear8,qsgd:4bit:512,onebit (names as cpd::make_codec, docs/codecs.md):\n"
+         "                        every worker encodes, the payloads are all-gathered, decoded and summed in float\n"
+         "  --error-feedback M    auto, on or off: codec runs add each worker's quantization error to its\n"
+         "                        next gradient; auto (default): only onebit, as in its paper\n"
          "  --kahan               Kahan-compensated low-precision summation of gradients\n"
          "  --workers W           emulated data-parallel workers (default 8)\n"
          "  --epochs N            epochs per run (default 3)\n"
@@ -81,10 +105,11 @@ inline const char* usage_text() {
          "  --momentum X          SGD momentum (default 0.9)\n"
          "  --lars                layer-wise adaptive rate scaling (LARS) on top of momentum SGD\n"
          "  --weight-decay X      L2 weight decay (default 0)\n"
-         "  --seed S              seed of initialization, data order and stochastic rounding (default 1)\n"
+         "  --seed S              seed of initialization, data order, stochastic rounding and codecs (default 1)\n"
          "  --data DIR            directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
          "                        (default /usr/share/datasets/fashion-mnist)\n"
          "  --csv FILE            one row per run and epoch: run,grad_format,aps,epoch,train_loss,test_accuracy\n"
+         "                        (codec runs: grad_format is the codec, with +ef for error feedback; aps is -)\n"
          "  --plot FILE           PNG of test accuracy per epoch for every run (needs gnuplot)\n"
          "  --weights FORMAT      keep the weights themselves in FORMAT (default fp32)\n"
          "  --update-rounding M   nearest_even, stochastic or kahan: how weight updates are rounded to FORMAT\n"
@@ -120,10 +145,23 @@ inline grad_format parse_grad_format(const std::string& name) {
   return {name, f};
 }
 
+/// The codec named by spec, or a usage_error with make_codec's reason.
+inline std::unique_ptr<cpd::codec> parse_codec(const std::string& spec) {
+  try {
+    return cpd::make_codec(spec);
+  } catch (const std::invalid_argument& e) {
+    std::string why = e.what();
+    const std::string prefix = "cpd::make_codec: ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    throw usage_error("--codec: " + why);
+  }
+}
+
 /// Parses argv; throws usage_error with a clear message. Returns nullopt for --help.
 inline std::optional<options> parse(int argc, char** argv) {
   options o;
-  std::string formats = "fp32,e5m2,e4m3,e3m0", aps = "off,on";
+  std::string formats = "fp32,e5m2,e4m3,e3m0", aps = "off,on", codecs;
+  error_feedback feedback = error_feedback::automatic;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -133,7 +171,14 @@ inline std::optional<options> parse(int argc, char** argv) {
     if (a == "--help" || a == "-h") return std::nullopt;
     else if (a == "--grad-formats") formats = value();
     else if (a == "--aps") aps = value();
-    else if (a == "--kahan") o.kahan = true;
+    else if (a == "--codec") codecs = value();
+    else if (a == "--error-feedback") {
+      const std::string v = value();
+      if (v == "auto") feedback = error_feedback::automatic;
+      else if (v == "on") feedback = error_feedback::on;
+      else if (v == "off") feedback = error_feedback::off;
+      else throw usage_error("--error-feedback: '" + v + "' is not auto, on or off");
+    } else if (a == "--kahan") o.kahan = true;
     else if (a == "--workers") o.workers = static_cast<int>(parse_int(a, value(), 1, 4096));
     else if (a == "--epochs") o.epochs = static_cast<int>(parse_int(a, value(), 1, 100000));
     else if (a == "--batch") o.batch = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
@@ -167,7 +212,7 @@ inline std::optional<options> parse(int argc, char** argv) {
     else if (a == "--mpi") o.mpi = true;
     else throw usage_error("unknown option '" + a + "' (see --help)");
   }
-  for (const std::string& f : split(formats, ',')) {
+  for (const std::string& f : formats == "none" ? std::vector<std::string>{} : split(formats, ',')) {
     if (f.empty()) throw usage_error("--grad-formats: empty format name in '" + formats + "'");
     grad_format g = parse_grad_format(f);
     if (g.fmt && !g.fmt->spec().fits_float)
@@ -179,6 +224,13 @@ inline std::optional<options> parse(int argc, char** argv) {
     else if (v == "on") o.aps.push_back(true);
     else throw usage_error("--aps: '" + v + "' is not off or on");
   }
+  if (!codecs.empty())
+    for (const std::string& spec : split(codecs, ',')) {
+      if (spec.empty()) throw usage_error("--codec: empty codec name in '" + codecs + "'");
+      const std::unique_ptr<cpd::codec> c = parse_codec(spec);
+      o.codecs.push_back({c->name(), wants_error_feedback(*c, feedback)});
+    }
+  if (o.grad_formats.empty() && o.codecs.empty()) throw usage_error("--grad-formats none and no --codec: nothing to run");
   if (o.batch < o.workers)
     throw usage_error("--batch " + std::to_string(o.batch) + " is smaller than --workers " + std::to_string(o.workers));
   if (o.update != update_rounding::nearest_even && !o.weights)

@@ -7,12 +7,15 @@
 #include "mlp.hpp"
 
 #include <cpd/allreduce_sim.hpp>
+#include <cpd/codec.hpp>
 #include <cpd/cpd.hpp>
 #include <cpd/scaling.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +104,112 @@ class exchanger {
   int workers_;
   cpd::allreduce_options opt_;
   std::function<void(const float* const*, float*, std::size_t)> reduce_;
+  exchange_stats stats_;
+};
+
+/// The key stream of tensor t of T at a (global) step: every (step, tensor) pair draws
+/// its own random bits, and worker r encodes with cpd::codec_stream(key, W, r).
+inline std::uint64_t codec_tensor_stream(std::uint64_t step, std::size_t tensors, std::size_t t) {
+  return step * static_cast<std::uint64_t>(tensors) + static_cast<std::uint64_t>(t);
+}
+
+/// Bits on the wire per gradient value: one worker's payloads of all tensors, headers included.
+inline double codec_bits_per_value(const cpd::codec& c, const std::vector<tensor_view>& tensors) {
+  std::size_t bytes = 0, n = 0;
+  for (const tensor_view& t : tensors) {
+    bytes += c.payload_size(t.size());
+    n += t.size();
+  }
+  return n ? 8.0 * static_cast<double>(bytes) / static_cast<double>(n) : 0.0;
+}
+
+/// Before a codec exchange of one worker's n values: without error feedback, residual = -0
+/// everywhere, so that the exchange encodes x = g + (-0), which is g bit for bit (even -0);
+/// with it, x = g + residual (the exchange's own sum, repeated) is kept in `x` for count_codec.
+inline void prepare_codec_residual(bool feedback, const float* g, float* residual, float* x, std::size_t n) {
+  if (!feedback) {
+    std::fill(residual, residual + n, -0.0f);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) x[i] = g[i] + residual[i];
+}
+
+/// After the exchange: residual = x - decode(encode(x)). A value counts as flushed when
+/// x != 0 decoded to 0, i.e. when the residual is x itself (no codec here decodes a non-zero
+/// code to less than half an ulp of x: the nearest of its values, a QSGD level >= 1 of the
+/// bucket's norm, or 1-bit SGD's mean of at least |x| / bucket), and as overflowed when a
+/// finite x gave a non-finite residual (a non-finite decoded value).
+inline void count_codec(const float* x, const float* residual, std::size_t n, exchange_stats& s) {
+  std::uint64_t flushed = 0, overflowed = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    flushed += x[i] != 0.0f && residual[i] == x[i];
+    overflowed += std::isfinite(x[i]) && !std::isfinite(residual[i]);
+  }
+  s.values += n;
+  s.flushed += flushed;
+  s.overflowed += overflowed;
+}
+
+/// Sums the W workers' gradients tensor by tensor through a gradient codec with
+/// cpd::simulate_codec_allreduce (each worker encodes, the payloads are all-gathered,
+/// decoded and added in float in rank order) and writes their mean; optionally with
+/// error feedback (each worker's quantization error added to its next gradient).
+class codec_exchanger {
+ public:
+  codec_exchanger(const codec_spec& spec, int workers, std::uint64_t seed, std::vector<tensor_view> tensors,
+                  std::size_t n)
+      : codec_(cpd::make_codec(spec.name)),
+        feedback_(spec.error_feedback),
+        seed_(seed),
+        tensors_(std::move(tensors)),
+        residuals_(static_cast<std::size_t>(workers), std::vector<float>(n, 0.0f)),
+        inputs_(feedback_ ? static_cast<std::size_t>(workers) : 0, std::vector<float>(n)) {}
+
+  /// mean = the W-way mean of grads, per tensor, through the codec; `step` keys its random bits.
+  template <class Pool>
+  void allreduce_mean(std::vector<std::vector<float>>& grads, float* mean, std::uint64_t step, const Pool& pool) {
+    const std::size_t W = grads.size(), n = residuals_[0].size();
+    pool.parallel_for(W, [&](std::size_t w) {
+      prepare_codec_residual(feedback_, grads[w].data(), residuals_[w].data(), feedback_ ? inputs_[w].data() : nullptr,
+                             n);
+    });
+    cpd::codec_exchange_options opt;
+    opt.mean = true;
+    opt.threads = static_cast<unsigned>(pool.size());
+    opt.key.seed = seed_;
+    std::vector<const float*> ptrs(W);
+    std::vector<float*> res(W);
+    opt.residuals = res.data();
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const tensor_view& tv = tensors_[t];
+      for (std::size_t w = 0; w < W; ++w) {
+        ptrs[w] = grads[w].data() + tv.offset;
+        res[w] = residuals_[w].data() + tv.offset;
+      }
+      opt.key.stream = codec_tensor_stream(step, tensors_.size(), t);
+      cpd::simulate_codec_allreduce(*codec_, ptrs.data(), mean + tv.offset, tv.size(), static_cast<int>(W), opt);
+    }
+    std::vector<exchange_stats> per(W);
+    pool.parallel_for(W, [&](std::size_t w) {
+      count_codec(feedback_ ? inputs_[w].data() : grads[w].data(), residuals_[w].data(), n, per[w]);
+    });
+    for (const exchange_stats& s : per) {
+      stats_.values += s.values;
+      stats_.flushed += s.flushed;
+      stats_.overflowed += s.overflowed;
+    }
+    for (std::size_t i = 0; i < n; ++i) stats_.overflowed += !std::isfinite(mean[i]);
+  }
+
+  const exchange_stats& stats() const { return stats_; }
+
+ private:
+  std::unique_ptr<cpd::codec> codec_;
+  bool feedback_;
+  std::uint64_t seed_;
+  std::vector<tensor_view> tensors_;
+  std::vector<std::vector<float>> residuals_;  // per worker; -0 before every step without feedback
+  std::vector<std::vector<float>> inputs_;     // per worker: gradient + residual (feedback only)
   exchange_stats stats_;
 };
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // cpd-train: data-parallel training of an MLP on Fashion-MNIST with W emulated
 // workers whose gradients are exchanged in a low-precision format, with and
-// without APS. Answers "if my workers exchange gradients in format X, does
+// without APS, or through another gradient codec (--codec: Dettmers' 8-bit types,
+// QSGD, 1-bit SGD). Answers "if my workers exchange gradients in format X, does
 // training still work, and does APS save it?" (docs/results.md).
 
 #include "cli.hpp"
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -89,9 +91,23 @@ struct epoch_result {
   double train_loss = 0, test_accuracy = 0;
 };
 
+/// One run's gradient exchange: a format with or without APS, or a codec.
+struct run_config {
+  train::grad_format format;  // when there is no codec
+  bool aps = false;
+  std::optional<train::codec_spec> codec;
+  /// The grad_format column: the format as given, or the codec's full name (+ef: error feedback).
+  std::string name() const {
+    if (!codec) return format.name;
+    return codec->name + (codec->error_feedback ? "+ef" : "");
+  }
+};
+
 struct run_result {
   std::string grad_format;
   bool aps = false;
+  bool codec = false;          // a codec run: no APS (codecs scale by themselves)
+  double bits_per_value = 32;  // bits on the wire per gradient value
   std::vector<epoch_result> epochs;
   double best_accuracy = 0, seconds = 0;
   train::exchange_stats stats;
@@ -125,7 +141,7 @@ class progress_bar {
 
 /// One run. rank < 0: all W workers emulated in this process; else this process
 /// is worker `rank` of an MPI job of W ranks.
-run_result run_one(const options& o, const train::grad_format& gf, bool aps, const dataset& tr, const dataset& te,
+run_result run_one(const options& o, const run_config& rc, const dataset& tr, const dataset& te,
                    const thread_pool& pool, const std::string& label, int rank) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::size_t> widths{tr.dim};
@@ -137,12 +153,17 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
   train::weight_store weights(o.weights, o.update, o.seed, params);
 
   const std::size_t W = static_cast<std::size_t>(o.workers);
+  // Exactly one of these exchanges the gradients: a format (ex, mex) or a codec (cex, mcex).
   std::optional<train::exchanger> ex;
+  std::optional<train::codec_exchanger> cex;
 #if CPD_TRAIN_MPI
   std::optional<train::mpi_exchanger> mex;
-  if (rank >= 0) mex.emplace(gf.fmt, aps, o.kahan, net.tensors());
+  std::optional<train::mpi_codec_exchanger> mcex;
+  if (rank >= 0 && rc.codec) mcex.emplace(*rc.codec, o.seed, net.tensors(), net.size());
+  if (rank >= 0 && !rc.codec) mex.emplace(rc.format.fmt, rc.aps, o.kahan, net.tensors());
 #endif
-  if (rank < 0) ex.emplace(gf.fmt, aps, o.kahan, o.workers, o.seed, net.tensors(), net.size());
+  if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
+  if (rank < 0 && !rc.codec) ex.emplace(rc.format.fmt, rc.aps, o.kahan, o.workers, o.seed, net.tensors(), net.size());
   std::vector<std::vector<float>> grads(W, std::vector<float>(net.size()));
   std::vector<double> losses(W);
   std::vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
@@ -155,14 +176,18 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
   std::vector<std::uint8_t> batch_y(B);
 
   run_result res;
-  res.grad_format = gf.name;
-  res.aps = aps;
+  res.grad_format = rc.name();
+  res.aps = rc.aps;
+  res.codec = rc.codec.has_value();
+  if (rc.codec) res.bits_per_value = train::codec_bits_per_value(*cpd::make_codec(rc.codec->name), net.tensors());
+  else if (rc.format.fmt) res.bits_per_value = rc.format.fmt->spec().bits;
   progress_bar bar(o.progress, label);
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     const auto e0 = std::chrono::steady_clock::now();
     for (std::size_t i = tr.n; i > 1; --i) std::swap(order[i - 1], order[shuffle_rng.below(i)]);
     double loss_sum = 0;
     for (std::size_t step = 0; step < steps; ++step) {
+      const std::uint64_t global_step = static_cast<std::uint64_t>(epoch) * steps + step;
       for (std::size_t i = 0; i < B; ++i) {
         const std::size_t k = order[step * B + i];
         std::copy_n(tr.x.data() + k * tr.dim, tr.dim, batch_x.data() + i * tr.dim);
@@ -176,14 +201,16 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
       };
       if (rank < 0) {
         pool.parallel_for(W, worker);
-        ex->allreduce_mean(grads, mean.data(), pool);
+        if (cex) cex->allreduce_mean(grads, mean.data(), global_step, pool);
+        else ex->allreduce_mean(grads, mean.data(), pool);
       } else {
 #if CPD_TRAIN_MPI
         const auto r = static_cast<std::size_t>(rank);
         worker(r);
         // Every rank gets every worker's loss, summed below in rank order as in the emulation.
         MPI_Allgather(&losses[r], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
-        mex->allreduce_mean(grads[r].data(), mean.data());
+        if (mcex) mcex->allreduce_mean(grads[r].data(), mean.data(), global_step);
+        else mex->allreduce_mean(grads[r].data(), mean.data());
 #endif
       }
       for (double l : losses) loss_sum += l;
@@ -207,7 +234,7 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
           update[i] = -static_cast<float>(o.lr) * velocity[i];
         }
       }
-      weights.apply(update.data(), epoch * steps + step);
+      weights.apply(update.data(), global_step);
       bar.update(epoch, o.epochs, step, steps, loss_sum / static_cast<double>((step + 1) * B));
     }
     epoch_result er;
@@ -219,15 +246,19 @@ run_result run_one(const options& o, const train::grad_format& gf, bool aps, con
     bar.epoch_done(epoch, o.epochs, er,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count());
   }
+  if (cex) res.stats = cex->stats();
+  if (ex) res.stats = ex->stats();
 #if CPD_TRAIN_MPI
-  res.stats = rank < 0 ? ex->stats() : mex->stats();
-#else
-  res.stats = ex->stats();
+  if (mcex) res.stats = mcex->stats();
+  if (mex) res.stats = mex->stats();
 #endif
   res.hash = train::fnv1a64(weights.values(), net.size() * sizeof(float));
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
+
+/// The APS column: codecs bring their own scaling (max-abs, norms, means), so none applies.
+const char* aps_column(const run_result& r) { return r.codec ? "-" : r.aps ? "on" : "off"; }
 
 void write_csv(const std::string& path, const std::vector<run_result>& runs) {
   std::ofstream f(path);
@@ -237,7 +268,7 @@ void write_csv(const std::string& path, const std::vector<run_result>& runs) {
     for (std::size_t e = 0; e < runs[r].epochs.size(); ++e) {
       char line[256];
       std::snprintf(line, sizeof line, "%zu,%s,%s,%zu,%.6f,%.4f\n", r + 1, runs[r].grad_format.c_str(),
-                    runs[r].aps ? "on" : "off", e + 1, runs[r].epochs[e].train_loss, runs[r].epochs[e].test_accuracy);
+                    aps_column(runs[r]), e + 1, runs[r].epochs[e].train_loss, runs[r].epochs[e].test_accuracy);
       f << line;
     }
 }
@@ -260,8 +291,9 @@ void write_plot(const std::string& path, const std::vector<run_result>& runs) {
       << "set xlabel 'epoch'\nset ylabel 'test accuracy'\nset key outside right\nset grid\n"
       << "set yrange [0:1]\nset xtics 1\nplot ";
     for (std::size_t r = 0; r < runs.size(); ++r)
-      g << (r ? ", " : "") << "'" << dat << "' index " << r << " with linespoints lw 2 dt " << (runs[r].aps ? 1 : 2)
-        << " title '" << runs[r].grad_format << (runs[r].aps ? ", APS" : ", no APS") << "'";
+      g << (r ? ", " : "") << "'" << dat << "' index " << r << " with linespoints lw 2 dt "
+        << (runs[r].codec ? 4 : runs[r].aps ? 1 : 2) << " title '" << runs[r].grad_format
+        << (runs[r].codec ? "" : runs[r].aps ? ", APS" : ", no APS") << "'";
     g << "\n";
   }
   const std::string cmd = "gnuplot '" + gp + "' 2>&1";
@@ -363,24 +395,28 @@ int main(int argc, char** argv) {
   std::printf("-10, %d workers%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
               o.mpi ? " (MPI ranks)" : "", o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "", o.weights_name.c_str(), threads);
 
-  std::vector<run_result> runs;
-  const std::size_t total = o.grad_formats.size() * o.aps.size();
+  // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
+  std::vector<run_config> configs;
   for (const auto& gf : o.grad_formats)
-    for (bool aps : o.aps) {
-      const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(total) + " " + gf.name +
-                                (aps ? " aps" : " no-aps") + "]";
-      runs.push_back(run_one(o, gf, aps, tr, te, pool, label, rank));
-    }
+    for (bool aps : o.aps) configs.push_back({gf, aps, std::nullopt});
+  for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, false, c});
+  std::vector<run_result> runs;
+  for (const run_config& rc : configs) {
+    const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(configs.size()) + " " +
+                              rc.name() + (rc.codec ? "" : rc.aps ? " aps" : " no-aps") + "]";
+    runs.push_back(run_one(o, rc, tr, te, pool, label, rank));
+  }
 
-  std::printf("\n%-10s %-4s %10s %10s %12s %12s %9s\n", "format", "APS", "final acc", "best acc", "flushed-to-0",
-              "overflowed", "seconds");
+  // Codec runs: flushed-to-0 counts the values encoded (gradient + residual) that decoded to 0.
+  std::printf("\n%-16s %-4s %10s %10s %10s %12s %12s %9s\n", "format", "APS", "bits/value", "final acc", "best acc",
+              "flushed-to-0", "overflowed", "seconds");
   for (const run_result& r : runs)
-    std::printf("%-10s %-4s %10.4f %10.4f %12.3e %12.3e %9.1f\n", r.grad_format.c_str(), r.aps ? "on" : "off",
-                r.epochs.back().test_accuracy, r.best_accuracy, r.stats.flushed_fraction(),
+    std::printf("%-16s %-4s %10.4f %10.4f %10.4f %12.3e %12.3e %9.1f\n", r.grad_format.c_str(), aps_column(r),
+                r.bits_per_value, r.epochs.back().test_accuracy, r.best_accuracy, r.stats.flushed_fraction(),
                 r.stats.overflowed_fraction(), r.seconds);
   for (const run_result& r : runs)
     std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
-                r.grad_format.c_str(), r.aps ? "on" : "off");
+                r.grad_format.c_str(), aps_column(r));
   if (!printer) return 0;
   try {
     if (!o.csv.empty()) write_csv(o.csv, runs);

@@ -3,18 +3,22 @@
 
 // cpd-train --mpi: each MPI rank is one worker; gradients travel as packed
 // low-precision codes through cpd::mpi's ring, which sums in exactly the order
-// of the emulated exchange, so both give the same weights-hash.
+// of the emulated exchange, so both give the same weights-hash. Codec runs go
+// through cpd::mpi::codec_allreduce, whose bits are those of the emulated
+// cpd::simulate_codec_allreduce.
 
 #include "exchange.hpp"
 #include "mlp.hpp"
 
 #include <cpd/cpd.hpp>
 #include <cpd/mpi.hpp>
+#include <cpd/mpi_codec.hpp>
 
 #include <mpi.h>
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -78,6 +82,56 @@ class mpi_exchanger {
   bool quantized_;
   std::vector<tensor_view> tensors_;
   cpd::mpi::dynamic_plan<train_formats, false> plan_;
+  exchange_stats stats_;
+  std::uint64_t bytes_ = 0;
+};
+
+/// The codec exchange of one rank over MPI (the keys, residuals and statistics of codec_exchanger).
+class mpi_codec_exchanger {
+ public:
+  mpi_codec_exchanger(const codec_spec& spec, std::uint64_t seed, std::vector<tensor_view> tensors, std::size_t n)
+      : codec_(cpd::make_codec(spec.name)),
+        feedback_(spec.error_feedback),
+        seed_(seed),
+        tensors_(std::move(tensors)),
+        residual_(n, 0.0f),
+        input_(feedback_ ? n : 0) {}
+
+  /// mean = the mean over all ranks of this rank's gradient `local`, through the codec.
+  void allreduce_mean(const float* local, float* mean, std::uint64_t step) {
+    const std::size_t n = residual_.size();
+    prepare_codec_residual(feedback_, local, residual_.data(), input_.data(), n);
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const tensor_view& tv = tensors_[t];
+      const cpd::mpi::codec_options opt{/*mean=*/true, residual_.data() + tv.offset,
+                                        {seed_, codec_tensor_stream(step, tensors_.size(), t)}};
+      bytes_ += cpd::mpi::codec_allreduce(*codec_, local + tv.offset, mean + tv.offset, tv.size(), MPI_COMM_WORLD, opt)
+                    .payload_bytes;
+    }
+    count_codec(feedback_ ? input_.data() : local, residual_.data(), n, stats_);
+    // Non-finite means are the same on every rank: count them once, on rank 0.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+      for (std::size_t i = 0; i < n; ++i) stats_.overflowed += !std::isfinite(mean[i]);
+  }
+
+  /// The statistics of all ranks (collective).
+  exchange_stats stats() const {
+    std::uint64_t local[3] = {stats_.values, stats_.flushed, stats_.overflowed}, total[3] = {};
+    MPI_Allreduce(local, total, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return {total[0], total[1], total[2]};
+  }
+
+  /// Bytes of the payloads this rank sent.
+  std::uint64_t bytes_sent() const { return bytes_; }
+
+ private:
+  std::unique_ptr<cpd::codec> codec_;
+  bool feedback_;
+  std::uint64_t seed_;
+  std::vector<tensor_view> tensors_;
+  std::vector<float> residual_, input_;
   exchange_stats stats_;
   std::uint64_t bytes_ = 0;
 };
