@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // cpd-train: the IDX reader on files this test writes (good, gzip, truncated,
 // wrong magic), the command line's errors, and short training runs on a
-// synthetic data set checking that the loss decreases and that the
-// weights-hash is reproducible for any thread count.
+// synthetic data set (gradient formats and --codec runs) checking that the loss
+// decreases and that the weights-hash is reproducible for any thread count.
 
 #include "../examples/train/cli.hpp"
 #include "../examples/train/idx.hpp"
@@ -95,6 +95,17 @@ std::vector<std::string> hashes(const std::string& out) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("weights-hash: ", 0) == 0) h.push_back(line.substr(14, 16));
   return h;
+}
+
+/// The rows of a CSV file written by --csv, split at the commas (header checked, not returned).
+std::vector<std::vector<std::string>> csv_rows(const std::string& csv) {
+  std::ifstream f(csv);
+  std::string line;
+  std::getline(f, line);
+  CHECK(line == "run,grad_format,aps,epoch,train_loss,test_accuracy");
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(f, line)) rows.push_back(train::split(line, ','));
+  return rows;
 }
 
 /// train_loss of each epoch of run 1 from a CSV file.
@@ -198,6 +209,81 @@ TEST_CASE("command line: unknown formats and flags are rejected with a clear mes
   const run_output h = run("--help");
   CHECK(h.status == 0);
   CHECK(h.out.find("--grad-formats") != std::string::npos);
+  CHECK(h.out.find("--codec") != std::string::npos);
+}
+
+TEST_CASE("command line: bad codec names and parameters give one clear line") {
+  struct bad {
+    const char* args;
+    const char* message;
+  };
+  const bad cases[] = {
+      {"--codec nope", "cpd-train: --codec: unknown codec 'nope' (dyntree8, linear8, qsgd, onebit, fp)\n"},
+      {"--codec onebit,qsgd:3bit", "cpd-train: --codec: 'qsgd:3bit': QSGD bits must be 2, 4 or 8\n"},
+      {"--codec qsgd:4bit:0", "cpd-train: --codec: 'qsgd:4bit:0': the bucket must be >= 1\n"},
+      {"--codec dyntree8:1:2", "cpd-train: --codec: 'dyntree8:1:2': too many parameters\n"},
+      {"--codec onebit,", "cpd-train: --codec: empty codec name in 'onebit,'\n"},
+      {"--codec onebit --error-feedback sometimes", "cpd-train: --error-feedback: 'sometimes' is not auto, on or off\n"},
+      {"--grad-formats none", "cpd-train: --grad-formats none and no --codec: nothing to run\n"},
+  };
+  for (const bad& b : cases) {
+    const std::string args = b.args;
+    CAPTURE(args);
+    const run_output r = run(b.args);
+    CHECK(r.status == 2);
+    CHECK(r.out == b.message);
+  }
+}
+
+TEST_CASE("codec runs: loss decreases, the hash is the same for any thread count, the CSV names the codec") {
+  const std::string common = "--data " + data_dir() + " --epochs 3 --batch 64 --workers 4 --hidden 32 --lr 0.05";
+  struct path {
+    const char* args;
+    const char* name;  // the grad_format column
+  };
+  const path paths[] = {
+      {"--grad-formats none --codec qsgd:4bit:512", "qsgd:4bit:512"},
+      {"--grad-formats none --codec onebit", "onebit:512+ef"},  // error feedback: on for onebit by default
+      // Error feedback asked for: fine with 8-bit QSGD (with 2 bits its variance makes the residual grow).
+      {"--grad-formats none --codec qsgd:8bit:256 --error-feedback on", "qsgd:8bit:256+ef"},
+  };
+  for (const path& p : paths) {
+    const std::string args = p.args;
+    CAPTURE(args);
+    const std::string csv1 = temp_dir() + "/codec1.csv";
+    const run_output one = run(common + " " + p.args + " --threads 1 --csv " + csv1);
+    REQUIRE_MESSAGE(one.status == 0, one.out);
+    const run_output two = run(common + " " + p.args + " --threads 2");
+    REQUIRE_MESSAGE(two.status == 0, two.out);
+    const std::vector<std::string> h1 = hashes(one.out), h2 = hashes(two.out);
+    REQUIRE(h1.size() == 1);
+    CHECK(h1 == h2);
+    const std::vector<double> l = losses(csv1);
+    REQUIRE(l.size() == 3);
+    CHECK(l[2] < l[0]);
+    for (const std::vector<std::string>& row : csv_rows(csv1)) {
+      REQUIRE(row.size() == 6);
+      CHECK(row[1] == p.name);
+      CHECK(row[2] == "-");  // codecs scale by themselves: no APS
+    }
+    CHECK(one.out.find(std::string(p.name) + " ") != std::string::npos);  // the table's row
+  }
+
+  // A codec run next to a format run: the format run is the same as alone (shared seed and data
+  // order, nothing carried over), and error feedback changes the 1-bit run.
+  const run_output both = run(common + " --grad-formats fp32 --aps off --codec onebit");
+  const run_output fp32 = run(common + " --grad-formats fp32 --aps off");
+  const run_output no_ef = run(common + " --grad-formats none --codec onebit --error-feedback off");
+  REQUIRE(both.status == 0);
+  REQUIRE(fp32.status == 0);
+  REQUIRE(no_ef.status == 0);
+  const std::vector<std::string> hb = hashes(both.out), hf = hashes(fp32.out), hn = hashes(no_ef.out);
+  REQUIRE(hb.size() == 2);
+  REQUIRE(hf.size() == 1);
+  REQUIRE(hn.size() == 1);
+  CHECK(hb[0] == hf[0]);
+  CHECK(hb[1] != hn[0]);
+  CHECK(no_ef.out.find("onebit:512 ") != std::string::npos);
 }
 
 TEST_CASE("training runs: loss decreases and the hash is the same for any thread count") {
