@@ -13,6 +13,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/fast_avx512.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/detail/simd.hpp>
 #include <cpd/execution.hpp>
@@ -470,9 +471,46 @@ constexpr bool normal_for(const spec& s) noexcept {
   return s.emin >= source<T>::emin && (sizeof(T) == 8 || (s.fits_float && s.E <= 8 && s.M <= 23));
 }
 
+/// The encoding of a spec provider (compile-time in both).
+template <class SP>
+struct spec_encoding;
+template <class F>
+struct spec_encoding<fixed_spec<F>> : std::integral_constant<encoding_kind, F::encoding::kind> {};
+template <encoding_kind K, class T>
+struct spec_encoding<encoding_spec<K, T>> : std::integral_constant<encoding_kind, K> {};
+
+/// Below this many values a call keeps the generic kernel (the fast kernel's
+/// plan costs a few dozen scalar roundings).
+inline constexpr std::size_t fast_min_values = 256;
+
+/// Runs the AVX-512 fast kernel (cpd/detail/fast_avx512.hpp) when it applies:
+/// float in, float or code out, no statistics, an AVX-512 CPU, no FTZ/DAZ, and
+/// a format the kernel handles. Returns false when it did not run.
+template <rounding R, overflow O, class T, class Out, class SP, class Policy>
+bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
+#if CPD_ISA_DISPATCH
+  constexpr encoding_kind K = spec_encoding<SP>::value;
+  if constexpr (std::is_same_v<T, float> && K != encoding_kind::fnu &&
+                (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> ||
+                 std::is_same_v<Out, std::uint16_t> || std::is_same_v<Out, std::uint32_t>)) {
+    if (o.stats != nullptr || n < fast_min_values || active_isa() != isa::avx512 || fast::mxcsr_flushes())
+      return false;
+    const fast::plan p = fast::make_plan<R, O>(sp.get(), o.random_bits);
+    if (p.how == fast::method::none) return false;
+    const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
+    const bool stream = !same && n * sizeof(Out) >= fast::stream_threshold_bytes;
+    run_kernel(policy, fast::kernel<R, K, Out>{p, stream}, in, out, n, o);
+    return true;
+  }
+#endif
+  (void)policy, (void)sp, (void)in, (void)out, (void)n, (void)o;
+  return false;
+}
+
 /// Runs a kernel over the spec provider SP, with or without statistics.
 template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, class Policy>
 void round_with(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
+  if (round_fast<R, O>(policy, sp, in, out, n, o)) return;
   if (o.stats) {
     *o.stats = run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, true>{sp, {}, o.random_bits}, in, out, n, o);
   } else {

@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// AVX-512 kernels for the bulk calls' common case: float input, rounded to a
+// format whose values are all normal floats or zero, quantized (float out) or
+// encoded (8/16/32-bit codes out), without statistics. They give exactly the
+// bits of detail::round_bits (tests/test_bulk_fast.cpp compares them on every
+// mode, encoding and overflow rule); what differs is the arithmetic:
+//
+//  * integer method, formats with float's emin (-126: bfloat16, E = 8): every
+//    finite float rounds at the same bit position d0 = 23 - M of its bits, so
+//    rounding is an add and a mask on the bits (float subnormals included).
+//  * fp method, formats with a smaller range (float16, FP8, FP6, FP4): x is
+//    rounded by a float addition of C = 2^(max(e, emin) + 23 - M), whose ulp is
+//    the format's quantum at x's exponent, in the rounding mode of the
+//    instruction (AVX-512 embedded rounding, which ignores MXCSR.RC); subtracting
+//    C back is exact. Modes without a hardware rounding (nearest_away, odd,
+//    stochastic) start from the truncated value and add one quantum where the
+//    core would.
+//
+// Everything the core decides for overflow, infinities and NaN is read off the
+// core itself once per call (detail::fast::make_plan): the smallest magnitude
+// that overflows, and the value and code each special input gets. The kernels
+// are used only when MXCSR has no DAZ/FTZ (which would change the float
+// arithmetic on tiny values); otherwise the generic kernels run.
+
+#include <cpd/config.hpp>
+#include <cpd/detail/bits.hpp>
+#include <cpd/detail/round.hpp>
+#include <cpd/detail/simd.hpp>
+#include <cpd/format.hpp>
+#include <cpd/random.hpp>
+#include <cpd/rounding.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#if CPD_ISA_DISPATCH
+#include <immintrin.h>
+#endif
+
+// GCC 12 reports its own AVX-512 intrinsics (_mm512_undefined_* in their
+// masked forms) as "may be used uninitialized" once inlined (GCC bug 105593,
+// fixed in 12.3 and 13); the diagnostic is about the compiler's header.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace cpd::detail::fast {
+
+/// How a format is rounded by the fast kernels (none: not by them).
+enum class method : unsigned char { none, integer, fp };
+
+/// Output bytes from which the fast kernels store with non-temporal (streaming)
+/// stores: an output this large is not read back from the cache anyway, and
+/// streaming stores skip the read-for-ownership of each destination line.
+inline constexpr std::size_t stream_threshold_bytes = std::size_t(4) << 20;
+
+/// The per-call constants of a fast kernel, computed from the spec and the core.
+struct plan {
+  method how = method::none;
+  int M = 0;
+  int d0 = 0;                   ///< 23 - M: the dropped bits of a normal float
+  int rbits = 32;               ///< stochastic: random bits per value
+  std::uint32_t emin_bits = 0;  ///< float bits of 2^emin
+  std::uint32_t c_shift = 0;    ///< (23 - M) << 23: from 2^e to C = 2^(e + 23 - M)
+  std::uint32_t max_bits = 0;   ///< float bits of the largest finite value
+  std::uint32_t above = 0;      ///< float bits of 2^(emax + 1) (inf's when not a float)
+  std::uint32_t code_normal = 0;  ///< (bits >> d0) - code_normal is the code of a normal value
+  std::uint32_t sign_code = 0;    ///< the sign bit of a code
+  std::uint32_t thr[2] = {};      ///< deterministic modes: |x| bits >= thr[neg] overflow (or inf, NaN)
+  std::uint32_t big_value[2] = {}, big_code[2] = {};  ///< what an overflowing x of each sign gives
+  std::uint32_t inf_value[2] = {}, inf_code[2] = {};  ///< what +-inf give
+  std::uint32_t nan_value[2] = {}, nan_code[2] = {};  ///< what a NaN gives (value: finite encoding only)
+};
+
+/// The plan for rounding floats to s in mode R, overflow O (method none when the
+/// fast kernels do not handle s).
+template <rounding R, overflow O>
+plan make_plan(const spec& s, int rbits) noexcept {
+  plan p;
+  const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
+                     s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 32;
+  if (!shape) return p;
+  if (s.emin == -126) p.how = method::integer;
+  else if (s.emax + 23 - s.M <= 127 && s.emin - s.M >= -126) p.how = method::fp;
+  else return p;
+  p.M = s.M;
+  p.d0 = 23 - s.M;
+  p.rbits = clamp_random_bits(rbits);
+  p.emin_bits = static_cast<std::uint32_t>(s.emin + 127) << 23;
+  p.c_shift = static_cast<std::uint32_t>(23 - s.M) << 23;
+  p.max_bits = s.max_bits_f32;
+  p.above = s.emax + 1 <= 127 ? static_cast<std::uint32_t>(s.emax + 1 + 127) << 23 : 0x7F800000u;
+  p.code_normal = static_cast<std::uint32_t>(s.emin + 126) << s.M;
+  p.sign_code = static_cast<std::uint32_t>(s.sign_bit);
+  constexpr bool stochastic = R == rounding::stochastic;
+  for (int neg = 0; neg < 2; ++neg) {
+    const std::uint32_t sg = neg != 0 ? 0x80000000u : 0u;
+    // The smallest magnitude whose rounding overflows: the core's overflow flag
+    // is monotone in |x|, false at max and true at 2^(emax + 1).
+    std::uint32_t lo = p.max_bits, hi = p.above;
+    if (!stochastic) {
+      while (hi - lo > 1) {
+        const std::uint32_t mid = lo + (hi - lo) / 2;
+        if (round_bits<R, O, float>(s, mid | sg, 0u, 32).overflow != 0) hi = mid;
+        else lo = mid;
+      }
+    }
+    p.thr[neg] = hi;
+    // An overflowing value (stochastic: one that does round up past max).
+    const auto big = round_bits<R, O, float>(s, (stochastic ? 0x7F7FFFFFu : hi) | sg, 0xFFFFFFFFu, 32);
+    p.big_value[neg] = big.value;
+    p.big_code[neg] = big.code;
+    const auto inf = round_bits<R, O, float>(s, 0x7F800000u | sg, 0u, 32);
+    p.inf_value[neg] = inf.value;
+    p.inf_code[neg] = inf.code;
+    const auto nan = round_bits<R, O, float>(s, 0x7FC00000u | sg, 0u, 32);
+    p.nan_value[neg] = nan.value;
+    p.nan_code[neg] = nan.code;
+  }
+  return p;
+}
+
+#if CPD_ISA_DISPATCH
+
+/// True when MXCSR flushes or treats tiny floats as zero (FTZ or DAZ set).
+inline bool mxcsr_flushes() noexcept { return (_mm_getcsr() & 0x8040u) != 0; }
+
+/// The constants of a plan in vector registers.
+struct vconsts {
+  __m512i abs_mask, sign_mask, exp_mask, quiet, one;
+  __m512i low, half_minus_one, half;  // integer method
+  __m512i emin_bits, c_shift, max_bits, above;
+  __m512i thr0, thr1, big0, big1, inf0, inf1, nan0, nan1;
+  __m512i code_normal, sign_code, code_one;  // code_one: 1 << M
+  __m512i kmask;
+  __m128i d0, ksh_right, ksh_left;  // shift counts
+};
+
+/// The stores of 16 results to Out (float or a code type), plain, streaming or masked.
+template <class Out>
+struct store16;
+
+template <>
+struct store16<float> {
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void plain(float* p, __m512i v) noexcept { _mm512_storeu_si512(p, v); }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void stream(float* p, __m512i v) noexcept {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void masked(float* p, __mmask16 m, __m512i v) noexcept {
+    _mm512_mask_storeu_epi32(p, m, v);
+  }
+};
+
+template <>
+struct store16<std::uint32_t> {
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void plain(std::uint32_t* p, __m512i v) noexcept {
+    _mm512_storeu_si512(p, v);
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void stream(std::uint32_t* p, __m512i v) noexcept {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void masked(std::uint32_t* p, __mmask16 m, __m512i v) noexcept {
+    _mm512_mask_storeu_epi32(p, m, v);
+  }
+};
+
+template <>
+struct store16<std::uint16_t> {
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void plain(std::uint16_t* p, __m512i v) noexcept {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void stream(std::uint16_t* p, __m512i v) noexcept {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void masked(std::uint16_t* p, __mmask16 m, __m512i v) noexcept {
+    _mm512_mask_cvtepi32_storeu_epi16(p, m, v);
+  }
+};
+
+template <>
+struct store16<std::uint8_t> {
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void plain(std::uint8_t* p, __m512i v) noexcept {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void stream(std::uint8_t* p, __m512i v) noexcept {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void masked(std::uint8_t* p, __mmask16 m, __m512i v) noexcept {
+    _mm512_mask_cvtepi32_storeu_epi8(p, m, v);
+  }
+};
+
+/// The embedded-rounding constant of a directed mode (fp method).
+template <rounding R>
+constexpr int embedded_rounding() noexcept {
+  if constexpr (R == rounding::nearest_even) return _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  else if constexpr (R == rounding::upward) return _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC;
+  else if constexpr (R == rounding::downward) return _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
+  else return _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;  // toward_zero, and the truncation of the others
+}
+
+/// Rounds 16 floats (bits x; stochastic: random bits rnd) and returns 16 values
+/// (Code false) or codes (Code true), exactly as round_bits would.
+template <rounding R, encoding_kind K, method H, bool Code>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x, __m512i rnd) noexcept {
+  constexpr bool stochastic = R == rounding::stochastic;
+  const __m512i a = _mm512_and_si512(x, c.abs_mask);
+  const __mmask16 neg = _mm512_movepi32_mask(x);
+  __m512i v;  // the rounded magnitude, exponent unbounded (garbage where |x| >= thr)
+  if constexpr (H == method::integer) {
+    __m512i t;
+    if constexpr (R == rounding::nearest_even) {
+      const __m512i lsb = _mm512_and_si512(_mm512_srl_epi32(a, c.d0), c.one);
+      t = _mm512_add_epi32(_mm512_add_epi32(a, c.half_minus_one), lsb);
+    } else if constexpr (R == rounding::nearest_away) {
+      t = _mm512_add_epi32(a, c.half);
+    } else if constexpr (R == rounding::upward) {
+      t = _mm512_mask_add_epi32(a, static_cast<__mmask16>(~neg), a, c.low);
+    } else if constexpr (R == rounding::downward) {
+      t = _mm512_mask_add_epi32(a, neg, a, c.low);
+    } else if constexpr (stochastic) {
+      const __m512i rk = _mm512_and_si512(rnd, c.kmask);
+      // The k random bits aligned with the d0 dropped bits: the carry out of
+      // the dropped field is the core's "remk > kmask ^ rnd".
+      t = _mm512_add_epi32(a, _mm512_sll_epi32(_mm512_srl_epi32(rk, c.ksh_right), c.ksh_left));
+    } else {
+      t = a;  // toward_zero, odd
+    }
+    v = _mm512_andnot_si512(c.low, t);
+    if constexpr (R == rounding::odd) {
+      const __mmask16 inexact = _mm512_test_epi32_mask(a, c.low);
+      v = _mm512_mask_or_epi32(v, inexact, v, _mm512_add_epi32(c.low, c.one));
+    }
+  } else {
+    constexpr int er = embedded_rounding<R>();
+    const __m512i E = _mm512_max_epu32(_mm512_and_si512(a, c.exp_mask), c.emin_bits);
+    const __m512i C = _mm512_add_epi32(E, c.c_shift);
+    const __m512 Cs = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(C, x, c.sign_mask, 0xF8));
+    const __m512 xf = _mm512_castsi512_ps(x);
+    const __m512 y = _mm512_add_round_ps(xf, Cs, er);
+    const __m512 r = _mm512_sub_round_ps(y, Cs, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);  // exact
+    v = _mm512_and_si512(_mm512_castps_si512(r), c.abs_mask);
+    if constexpr (R == rounding::nearest_away || R == rounding::odd || stochastic) {
+      // r is x truncated; q is the quantum (C * 2^-23), up says where to add it.
+      const __m512 q = _mm512_castsi512_ps(_mm512_sub_epi32(C, _mm512_set1_epi32(23 << 23)));
+      __mmask16 up;
+      if constexpr (R == rounding::nearest_away) {
+        const __m512i rem = _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask);
+        up = _mm512_cmpge_epu32_mask(rem, _mm512_sub_epi32(C, _mm512_set1_epi32(24 << 23)));
+      } else if constexpr (R == rounding::odd) {
+        const __mmask16 inexact = _mm512_cmp_ps_mask(r, xf, _CMP_NEQ_UQ);
+        const __mmask16 odd = _mm512_test_epi32_mask(_mm512_castps_si512(y), c.one);
+        up = _kandn_mask16(odd, inexact);
+      } else {
+        const __m512 rem = _mm512_castsi512_ps(
+            _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
+        // |rem| / q * 2^32, an integer below 2^32 (truncated where rem is finer).
+        const __m512 scale = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(static_cast<int>(309u << 23)), C));
+        const __m512i u = _mm512_cvtt_roundps_epu32(_mm512_mul_round_ps(rem, scale, er), _MM_FROUND_NO_EXC);
+        const __m512i remk = _mm512_srl_epi32(u, c.ksh_right);
+        const __m512i rk = _mm512_and_si512(rnd, c.kmask);
+        up = _mm512_cmpgt_epu32_mask(remk, _mm512_xor_si512(rk, c.kmask));
+      }
+      v = _mm512_castps_si512(_mm512_mask_add_round_ps(_mm512_castsi512_ps(v), up, _mm512_castsi512_ps(v), q, er));
+    }
+  }
+
+  // Overflow: deterministic modes from the threshold, stochastic from the result.
+  __mmask16 big;
+  if constexpr (stochastic) {
+    big = _mm512_cmpge_epu32_mask(a, c.above) | _mm512_cmpgt_epu32_mask(v, c.max_bits);
+  } else {
+    big = _mm512_cmpge_epu32_mask(a, _mm512_mask_blend_epi32(neg, c.thr0, c.thr1));
+  }
+  const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, c.exp_mask);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
+  if constexpr (Code) {
+    __m512i code;
+    if constexpr (H == method::integer) {
+      code = _mm512_srl_epi32(v, c.d0);
+    } else {
+      const __mmask16 sub = _mm512_cmplt_epu32_mask(v, c.emin_bits);
+      const __m512 w = _mm512_mask_add_round_ps(_mm512_castsi512_ps(v), sub, _mm512_castsi512_ps(v),
+                                                _mm512_castsi512_ps(c.emin_bits), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      code = _mm512_sub_epi32(_mm512_srl_epi32(_mm512_castps_si512(w), c.d0), c.code_normal);
+      code = _mm512_mask_sub_epi32(code, sub, code, c.code_one);
+    }
+    if constexpr (K == encoding_kind::fnuz) {
+      code = _mm512_mask_or_epi32(code, neg & _mm512_test_epi32_mask(code, code), code, c.sign_code);
+    } else {
+      code = _mm512_mask_or_epi32(code, neg, code, c.sign_code);
+    }
+    code = _mm512_mask_mov_epi32(code, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
+    code = _mm512_mask_mov_epi32(code, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
+    code = _mm512_mask_mov_epi32(code, nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+    return code;
+  } else {
+    if constexpr (K == encoding_kind::fnuz) {
+      v = _mm512_mask_or_epi32(v, neg & _mm512_test_epi32_mask(v, v), v, c.sign_mask);
+    } else {
+      v = _mm512_ternarylogic_epi32(v, x, c.sign_mask, 0xF8);  // v | (x & sign)
+    }
+    v = _mm512_mask_mov_epi32(v, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
+    v = _mm512_mask_mov_epi32(v, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
+    if constexpr (K == encoding_kind::ieee || K == encoding_kind::fn) {
+      v = _mm512_mask_or_epi32(v, nan, x, c.quiet);  // quiet, payload and sign kept
+    } else if constexpr (K == encoding_kind::fnuz) {
+      v = _mm512_mask_or_epi32(v, nan, a, c.quiet);  // quiet, payload kept, positive
+    } else {
+      v = _mm512_mask_mov_epi32(v, nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+    }
+    return v;
+  }
+}
+
+/// A vector of 16 copies of u.
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
+  return _mm512_set1_epi32(static_cast<int>(u));
+}
+
+/// The fast kernel (run_kernel's interface): rounds floats to Out, values or codes.
+template <rounding R, encoding_kind K, class Out>
+struct kernel {
+  using in_type = float;
+  using out_type = Out;
+  static constexpr bool stochastic = R == rounding::stochastic;
+  static constexpr bool dispatch = false;  // run() is AVX-512 code itself
+  static constexpr bool quantizes = std::is_same_v<Out, float>;
+  static constexpr bool codes = !quantizes;
+
+  plan p;
+  bool stream = false;
+  random_key key{};
+
+  template <method H>
+  CPD_TARGET_AVX512 CPD_NOINLINE void loop(const float* in, Out* out, std::size_t n, std::uint32_t lo0) const noexcept {
+    vconsts c;
+    c.abs_mask = splat(0x7FFFFFFFu);
+    c.sign_mask = splat(0x80000000u);
+    c.exp_mask = splat(0x7F800000u);
+    c.quiet = splat(0x00400000u);
+    c.one = splat(1u);
+    const std::uint32_t low = (std::uint32_t(1) << p.d0) - 1;
+    c.low = splat(low);
+    c.half_minus_one = splat(low >> 1);
+    c.half = splat((low >> 1) + 1);
+    c.emin_bits = splat(p.emin_bits);
+    c.c_shift = splat(p.c_shift);
+    c.max_bits = splat(p.max_bits);
+    c.above = splat(p.above);
+    c.thr0 = splat(p.thr[0]);
+    c.thr1 = splat(p.thr[1]);
+    c.big0 = splat(codes ? p.big_code[0] : p.big_value[0]);
+    c.big1 = splat(codes ? p.big_code[1] : p.big_value[1]);
+    c.inf0 = splat(codes ? p.inf_code[0] : p.inf_value[0]);
+    c.inf1 = splat(codes ? p.inf_code[1] : p.inf_value[1]);
+    c.nan0 = splat(codes ? p.nan_code[0] : p.nan_value[0]);
+    c.nan1 = splat(codes ? p.nan_code[1] : p.nan_value[1]);
+    c.code_normal = splat(p.code_normal);
+    c.sign_code = splat(p.sign_code);
+    c.code_one = splat(std::uint32_t(1) << p.M);
+    const int k = p.rbits;
+    c.kmask = splat(k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1));
+    c.d0 = _mm_cvtsi32_si128(p.d0);
+    if constexpr (H == method::integer) {
+      c.ksh_right = _mm_cvtsi32_si128(k >= p.d0 ? k - p.d0 : 0);
+      c.ksh_left = _mm_cvtsi32_si128(k >= p.d0 ? 0 : p.d0 - k);
+    } else {
+      c.ksh_right = _mm_cvtsi32_si128(32 - k);
+      c.ksh_left = _mm_cvtsi32_si128(0);
+    }
+
+    constexpr std::size_t block = stochastic ? 1024 : ~std::size_t(0) / 2;
+    alignas(64) std::uint32_t rb[stochastic ? 1024 : 16];
+    std::size_t i = 0;
+    // Streaming stores need an aligned destination: the first values up to the
+    // next 16-value boundary of out go through a masked store.
+    std::size_t head = 0;
+    const bool streaming = stream && reinterpret_cast<std::uintptr_t>(out) % sizeof(Out) == 0;
+    if (streaming) {
+      constexpr std::size_t line = 16 * sizeof(Out);
+      const std::size_t mis = reinterpret_cast<std::uintptr_t>(out) % line;
+      head = mis == 0 ? 0 : (line - mis) / sizeof(Out);
+      if (head > n) head = n;
+    }
+    while (i < n) {
+      // (the first block ends where out is aligned: head + a multiple of 16)
+      const std::size_t bl = i == 0 && head != 0 ? head + block - 16 : block;
+      const std::size_t m = n - i < bl ? n - i : bl;
+      if constexpr (stochastic) {
+        for (std::size_t j = 0; j < m; ++j) rb[j] = random_bits(key, lo0 + static_cast<std::uint32_t>(i + j));
+      }
+      std::size_t j = 0;
+      const __m512i zero = _mm512_setzero_si512();
+      if (i == 0 && head != 0) {
+        const __mmask16 mk = static_cast<__mmask16>((1u << head) - 1);
+        const __m512i x = _mm512_maskz_loadu_epi32(mk, in);
+        const __m512i r = stochastic ? _mm512_maskz_loadu_epi32(mk, rb) : zero;
+        store16<Out>::masked(out, mk, round16<R, K, H, codes>(c, x, r));
+        j = head;
+      }
+      if (streaming) {
+        for (; j + 16 <= m; j += 16) {
+          const __m512i x = _mm512_loadu_si512(in + i + j);
+          const __m512i r = stochastic ? _mm512_loadu_si512(rb + j) : zero;
+          store16<Out>::stream(out + i + j, round16<R, K, H, codes>(c, x, r));
+        }
+      } else {
+        for (; j + 16 <= m; j += 16) {
+          const __m512i x = _mm512_loadu_si512(in + i + j);
+          const __m512i r = stochastic ? _mm512_loadu_si512(rb + j) : zero;
+          store16<Out>::plain(out + i + j, round16<R, K, H, codes>(c, x, r));
+        }
+      }
+      if (j < m) {
+        const __mmask16 mk = static_cast<__mmask16>((1u << (m - j)) - 1);
+        const __m512i x = _mm512_maskz_loadu_epi32(mk, in + i + j);
+        const __m512i r = stochastic ? _mm512_maskz_loadu_epi32(mk, rb + j) : zero;
+        store16<Out>::masked(out + i + j, mk, round16<R, K, H, codes>(c, x, r));
+      }
+      i += m;
+    }
+    if (streaming) _mm_sfence();
+  }
+
+  template <class Counts>  // (detail::bulk_counts; the fast kernels count nothing)
+  void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& c) const noexcept {
+    if (p.how == method::integer) loop<method::integer>(in, out, n, lo0);
+    else loop<method::fp>(in, out, n, lo0);
+    c = Counts{};
+  }
+};
+
+#endif  // CPD_ISA_DISPATCH
+
+}  // namespace cpd::detail::fast
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
