@@ -246,6 +246,42 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void f16c512_quantize(
   for (; i < n; ++i) out[i] = cpd::quantize<cpd::float16>(in[i]);
 }
 
+/// The 512-bit F16C round trip with streaming stores: what cpd's kernels do for
+/// outputs of 4 MiB or more, so the CPU's conversion gets the same stores.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void f16c512_quantize_nt(const float* in, float* out,
+                                                                                 std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(out + i) % 64 != 0; ++i) out[i] = cpd::quantize<cpd::float16>(in[i]);
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_stream_ps(out + i, _mm512_cvtph_ps(h));
+  }
+  _mm_sfence();
+  for (; i < n; ++i) out[i] = cpd::quantize<cpd::float16>(in[i]);
+}
+
+/// float16 codes with the 512-bit F16C conversion and streaming stores.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void f16c512_encode_nt(const float* in, std::uint16_t* out,
+                                                                               std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(out + i) % 32 != 0; ++i) out[i] = cpd::float16(in[i]).bits();
+  for (; i + 16 <= n; i += 16)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  _mm_sfence();
+  for (; i < n; ++i) out[i] = cpd::float16(in[i]).bits();
+}
+
+/// A copy with streaming stores (no conversion): the fastest copy loop here, to
+/// show how far the memcpy yardstick is from what streaming stores allow.
+__attribute__((target("avx512f"))) void copy_nt(const float* in, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(out + i) % 64 != 0; ++i) out[i] = in[i];
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(out + i, _mm512_loadu_ps(in + i));
+  _mm_sfence();
+  for (; i < n; ++i) out[i] = in[i];
+}
+
 /// bfloat16 round-to-nearest-even without AVX512-BF16: the usual integer sequence
 /// x + 0x7FFF + ((x >> 16) & 1), high half kept, NaN made quiet (AVX-512).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_quantize(const float* in, float* out, std::size_t n) {
@@ -356,6 +392,9 @@ BENCHMARK(BM_decode_packed_fp4)->Arg(n);
 BENCHMARK_TEMPLATE(BM_intrinsic_quantize, f16c_quantize, has_f16c)->Arg(n);
 BENCHMARK_TEMPLATE(BM_intrinsic_quantize, f16c512_quantize, has_avx512)->Arg(n);
 BENCHMARK_TEMPLATE(BM_intrinsic_quantize, bf16_quantize, has_avx512)->Arg(n);
+BENCHMARK_TEMPLATE(BM_intrinsic_quantize, f16c512_quantize_nt, has_avx512)->Arg(n);
+BENCHMARK_TEMPLATE(BM_intrinsic_encode16, f16c512_encode_nt, has_avx512)->Arg(n);
+BENCHMARK_TEMPLATE(BM_intrinsic_quantize, copy_nt, has_avx512)->Arg(n);
 BENCHMARK_TEMPLATE(BM_intrinsic_encode16, f16c_encode, has_f16c)->Arg(n);
 BENCHMARK_TEMPLATE(BM_intrinsic_encode16, bf16_encode, has_avx512)->Arg(n);
 #endif

@@ -14,6 +14,7 @@
 
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <tuple>
 
 namespace {
@@ -156,4 +157,51 @@ TEST_CASE("fast kernels step aside under FTZ/DAZ and for statistics") {
   cpd::quantize<F, rounding::upward>(in.data(), out.data(), n, o);
   CHECK(std::memcmp(out.data(), ref.data(), n * sizeof(float)) == 0);
   CHECK(st.overflow > 0);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("fast decode equals decode_bits on every code", F, fast_decode) {
+  using Code = typename F::storage_type;
+  constexpr std::size_t codes = std::size_t(1) << F::spec.bits;
+  // Every code, four times, shuffled, so that each sits in every lane and tail.
+  std::vector<Code> in;
+  for (int rep = 0; rep < 4; ++rep)
+    for (std::size_t c = 0; c < codes; ++c) in.push_back(static_cast<Code>(c));
+  std::shuffle(in.begin(), in.end(), std::mt19937(4));
+  in.resize(in.size() - 5);  // a length that is no multiple of 16
+  on_every_isa([&] {
+    for (std::size_t shift : {0u, 3u}) {  // an unaligned output too
+      std::vector<float> out(in.size() + shift);
+      cpd::decode<F>(in.data(), out.data() + shift, in.size());
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const std::uint32_t want = cd::decode_bits<float>(F::spec, in[i]);
+        if (bits(out[i + shift]) != want && ++bad <= 3) {
+          CAPTURE(static_cast<unsigned>(in[i]));
+          CHECK(bits(out[i + shift]) == want);
+        }
+      }
+      CHECK(bad == 0);
+    }
+  });
+}
+TEST_CASE_TEMPLATE_APPLY(fast_decode, fast_formats);
+
+TEST_CASE("fast decode: streaming stores and in place") {
+  using F = cpd::float8_e5m2;
+  const std::size_t n = (std::size_t(3) << 20) + 7;  // 12 MiB of floats out
+  std::vector<std::uint8_t> in(n);
+  std::mt19937 g(8);
+  for (auto& c : in) c = static_cast<std::uint8_t>(g());
+  std::vector<float> out(n + 1);
+  cpd::decode<F>(cpd::execution::par(2), in.data(), out.data() + 1, n);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += bits(out[i + 1]) != cd::decode_bits<float>(F::spec, in[i]);
+  CHECK(bad == 0);
+  // in place: the codes at the front of a float buffer
+  std::vector<float> buf(4096);
+  std::memcpy(buf.data(), in.data(), 4096);
+  cpd::decode<F>(reinterpret_cast<const std::uint8_t*>(buf.data()), buf.data(), 4096);
+  bad = 0;
+  for (std::size_t i = 0; i < 4096; ++i) bad += bits(buf[i]) != cd::decode_bits<float>(F::spec, in[i]);
+  CHECK(bad == 0);
 }

@@ -588,6 +588,21 @@ void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::si
   const double inv = fs.inverse;
   bulk_options oo = o;
   oo.stats = nullptr;
+#if CPD_ISA_DISPATCH
+  if constexpr (std::is_same_v<T, float> && sizeof(Code) <= 2) {
+    // Arithmetic decoding (cpd/detail/fast_avx512.hpp) instead of table gathers.
+    if (!fs.any && n >= fast_min_values && active_isa() == isa::avx512) {
+      const fast::decode_plan dp = fast::make_decode_plan(s);
+      if (dp.how != fast::method::none) {
+        const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
+        const bool stream = !same && n * sizeof(T) >= fast::stream_threshold_bytes;
+        run_kernel(policy, fast::decode_kernel<Code>{dp, stream}, in, out, n, oo);
+        if (o.stats) *o.stats = bulk_stats{};
+        return;
+      }
+    }
+  }
+#endif
   if (sizeof(Code) == 1) {
     std::array<uint_of<T>, 256> local{};
     const uint_of<T>* table = cached_table;
