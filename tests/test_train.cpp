@@ -223,7 +223,8 @@ TEST_CASE("command line: bad codec names and parameters give one clear line") {
       {"--codec qsgd:4bit:0", "cpd-train: --codec: 'qsgd:4bit:0': the bucket must be >= 1\n"},
       {"--codec dyntree8:1:2", "cpd-train: --codec: 'dyntree8:1:2': too many parameters\n"},
       {"--codec onebit,", "cpd-train: --codec: empty codec name in 'onebit,'\n"},
-      {"--codec onebit --error-feedback sometimes", "cpd-train: --error-feedback: 'sometimes' is not auto, on or off\n"},
+      {"--codec onebit --error-feedback sometimes",
+       "cpd-train: --error-feedback: 'sometimes' is not auto, on or off\n"},
       {"--grad-formats none", "cpd-train: --grad-formats none and no --codec: nothing to run\n"},
   };
   for (const bad& b : cases) {

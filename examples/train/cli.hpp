@@ -89,8 +89,8 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 inline const char* usage_text() {
   return "usage: cpd-train [options]\n"
          "  --grad-formats LIST   gradient formats, comma-separated: fp32 or any cpd format name\n"
-         "                        (aliases such as e4m3fn, bf16, or eXmY[fn|fnuz|finite]); default fp32,e5m2,e4m3,e3m0;\n"
-         "                        none: only the --codec runs\n"
+         "                        (aliases such as e4m3fn, bf16, or eXmY[fn|fnuz|finite]);\n"
+         "                        default fp32,e5m2,e4m3,e3m0; none: only the --codec runs\n"
          "  --aps LIST            off, on, or off,on (runs both); default off,on\n"
          "  --codec LIST          also run each gradient codec of the comma-separated list, e.g.\n"
          "                        dyntree8,linear8,qsgd:4bit:512,onebit (names as cpd::make_codec, docs/codecs.md):\n"
@@ -230,7 +230,8 @@ inline std::optional<options> parse(int argc, char** argv) {
       const std::unique_ptr<cpd::codec> c = parse_codec(spec);
       o.codecs.push_back({c->name(), wants_error_feedback(*c, feedback)});
     }
-  if (o.grad_formats.empty() && o.codecs.empty()) throw usage_error("--grad-formats none and no --codec: nothing to run");
+  if (o.grad_formats.empty() && o.codecs.empty())
+    throw usage_error("--grad-formats none and no --codec: nothing to run");
   if (o.batch < o.workers)
     throw usage_error("--batch " + std::to_string(o.batch) + " is smaller than --workers " + std::to_string(o.workers));
   if (o.update != update_rounding::nearest_even && !o.weights)
