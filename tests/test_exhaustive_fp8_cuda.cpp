@@ -31,6 +31,10 @@
 //     +-max; NaN gives +max whatever its sign. cpd gives +-max with the NaN's
 //     sign: for negative NaNs the codes differ (counted), DESIGN is asserted.
 // All other inputs must match bit for bit.
+//
+// cpd's side is computed a block of consecutive inputs at a time by the same
+// scalar calls, compiled for the CPU's vector instruction set (exhaustive.hpp);
+// the comparisons, element by element, are unchanged.
 
 #include "exhaustive.hpp"
 
@@ -49,6 +53,7 @@
 namespace {
 
 using cpd_test::bits_of;
+using cpd_test::block_size;
 using cpd_test::float_of;
 using cpd_test::is_nan_bits;
 using cpd_test::sign_bit;
@@ -90,13 +95,34 @@ std::vector<std::uint32_t> decode_table(const format_desc& d, Decode decode) {
 // Tallies for one (format, mode) comparison.
 enum channel { code_mismatch, value_mismatch, nan_design, nan_code_differs, n_channels };
 
-/// Compares cpd's F in overflow mode O with the toolkit's code `ref` for x.
+/// cpd's results for the inputs [begin, begin + block_size): [0] overflow::saturate,
+/// [1] overflow::infinity.
+struct cpd_block {
+  std::uint32_t begin;
+  std::uint8_t code[2][block_size];    ///< cpd::convert<F, rne, O>(x).bits()
+  std::uint32_t value[2][block_size];  ///< cpd::quantize<F, rne, O>(x), as bits
+};
+
+/// Fills a cpd_block with cpd's scalar convert and quantize of F (isa_variants).
+template <class F>
+struct cpd_side {
+  static CPD_TEST_ALWAYS_INLINE void run(cpd_block& r) {
+    for (std::uint32_t i = 0; i < block_size; ++i) {
+      const float x = float_of(r.begin + i);
+      r.code[0][i] = static_cast<std::uint8_t>(cpd::convert<F, rne, cpd::overflow::saturate>(x).bits());
+      r.value[0][i] = bits_of(cpd::quantize<F, rne, cpd::overflow::saturate>(x));
+      r.code[1][i] = static_cast<std::uint8_t>(cpd::convert<F, rne, cpd::overflow::infinity>(x).bits());
+      r.value[1][i] = bits_of(cpd::quantize<F, rne, cpd::overflow::infinity>(x));
+    }
+  }
+};
+
+/// Compares cpd's F in overflow mode O, code c = convert<F, rne, O>(x).bits() and
+/// value bits q = quantize<F, rne, O>(x), with the toolkit's code `ref` for x.
 template <class F, cpd::overflow O>
 inline void check_one(std::uint32_t u, const format_desc& d, std::uint8_t ref, const std::uint32_t* ref_values,
-                      tally* tl) {
+                      std::uint8_t c, std::uint32_t q, tally* tl) {
   const float x = float_of(u);
-  const auto c = static_cast<std::uint8_t>(cpd::convert<F, rne, O>(x).bits());
-  const std::uint32_t q = bits_of(cpd::quantize<F, rne, O>(x));
 
   if (is_nan_bits(u)) {
     const bool s = sign_bit(u);
@@ -162,16 +188,24 @@ template <class F, class RefSat, class RefNoSat>
 void check_all_floats(const char* name, const format_desc& d, const std::vector<std::uint32_t>& ref_values,
                       RefSat ref_sat, RefNoSat ref_nosat) {
   const std::uint32_t* values = ref_values.data();
-  const auto t = cpd_test::for_each_float32<2 * n_channels>(
-      name, [&d, values, ref_sat, ref_nosat](std::uint32_t u, auto& tl) {
-        const float x = float_of(u);
-        const std::uint8_t sat = ref_sat(x);
-        // One reference for both modes (FP6, FP4): call it once.
-        std::uint8_t nosat = sat;
-        if constexpr (std::is_same_v<RefSat, RefNoSat>) static_cast<void>(ref_nosat);
-        else nosat = ref_nosat(x);
-        check_one<F, cpd::overflow::saturate>(u, d, sat, values, tl.data());
-        check_one<F, cpd::overflow::infinity>(u, d, nosat, values, tl.data() + n_channels);
+  cpd_test::report_isa();
+  const auto t = cpd_test::for_each_float32_block<2 * n_channels>(
+      name, [&d, values, ref_sat, ref_nosat](std::uint32_t begin, auto& tl) {
+        cpd_block r;
+        r.begin = begin;
+        cpd_test::isa_variants<cpd_side<F>>::run(r);
+        for (std::uint32_t i = 0; i < block_size; ++i) {
+          const std::uint32_t u = begin + i;
+          const float x = float_of(u);
+          const std::uint8_t sat = ref_sat(x);
+          // One reference for both modes (FP6, FP4): call it once.
+          std::uint8_t nosat = sat;
+          if constexpr (std::is_same_v<RefSat, RefNoSat>) static_cast<void>(ref_nosat);
+          else nosat = ref_nosat(x);
+          check_one<F, cpd::overflow::saturate>(u, d, sat, values, r.code[0][i], r.value[0][i], tl.data());
+          check_one<F, cpd::overflow::infinity>(u, d, nosat, values, r.code[1][i], r.value[1][i],
+                                                tl.data() + n_channels);
+        }
       });
   report(std::string(name) + " overflow::saturate", t.data());
   report(std::string(name) + " overflow::infinity", t.data() + n_channels);
