@@ -495,7 +495,7 @@ bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_
                  std::is_same_v<Out, std::uint16_t> || std::is_same_v<Out, std::uint32_t>)) {
     if (o.stats != nullptr || n < fast_min_values || active_isa() != isa::avx512 || fast::mxcsr_flushes())
       return false;
-    const fast::plan p = fast::make_plan<R, O>(sp.get(), o.random_bits);
+    const fast::plan p = fast::cached_plan<R, O>(sp.get(), o.random_bits);
     if (p.how == fast::method::none) return false;
     const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
     const bool stream = !same && n * sizeof(Out) >= fast::stream_threshold_bytes;

@@ -52,7 +52,7 @@
 namespace cpd::detail::fast {
 
 /// How a format is rounded by the fast kernels (none: not by them).
-enum class method : unsigned char { none, integer, fp };
+enum class method : unsigned char { none, integer, fp, f16c };
 
 /// Output bytes from which the fast kernels store with non-temporal (streaming)
 /// stores: an output this large is not read back from the cache anyway, and
@@ -90,7 +90,11 @@ plan make_plan(const spec& s, int rbits) noexcept {
   const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
                      s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 32;
   if (!shape) return p;
+  constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
+                                 R == rounding::upward || R == rounding::downward;
   if (s.emin == -126) p.how = method::integer;
+  else if (hardware_mode && s.E == 5 && s.M == 10 && s.bias == 15 && s.enc == encoding_kind::ieee)
+    p.how = method::f16c;  // IEEE binary16: the CPU's own conversion (vcvtps2ph)
   else if (s.emax + 23 - s.M <= 127 && s.emin - s.M >= -126) p.how = method::fp;
   else return p;
   p.M = s.M;
@@ -128,6 +132,27 @@ plan make_plan(const spec& s, int rbits) noexcept {
     p.nan_code[neg] = nan.code;
   }
   return p;
+}
+
+/// make_plan, remembered per thread for the last format and random-bit count
+/// (small arrays would otherwise pay the plan's bisection on every call).
+template <rounding R, overflow O>
+plan cached_plan(const spec& s, int rbits) noexcept {
+  struct entry {
+    int E = -1, M = 0, bias = 0, rbits = 0;
+    encoding_kind enc{};
+    plan p;
+  };
+  thread_local entry last;
+  if (last.E != s.E || last.M != s.M || last.bias != s.bias || last.enc != s.enc || last.rbits != rbits) {
+    last.p = make_plan<R, O>(s, rbits);
+    last.E = s.E;
+    last.M = s.M;
+    last.bias = s.bias;
+    last.enc = s.enc;
+    last.rbits = rbits;
+  }
+  return last.p;
 }
 
 #if CPD_ISA_DISPATCH
@@ -191,6 +216,23 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
   constexpr bool stochastic = R == rounding::stochastic;
   const __m512i a = _mm512_and_si512(x, c.abs_mask);
   const __mmask16 neg = _mm512_movepi32_mask(x);
+  if constexpr (H == method::f16c) {
+    if constexpr (!stochastic && R != rounding::nearest_away && R != rounding::odd) {
+      // IEEE binary16 in a hardware mode: vcvtps2ph rounds finite values as the
+      // core does (signs and zeros included); overflow in saturate mode, NaN
+      // payloads and codes are blended in from the plan as below.
+      constexpr int er = embedded_rounding<R>();
+      const __m256i h = _mm512_cvtps_ph(_mm512_castsi512_ps(x), er);
+      const __mmask16 big = _mm512_cmpge_epu32_mask(a, _mm512_mask_blend_epi32(neg, c.thr0, c.thr1));
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
+      __m512i r = Code ? _mm512_cvtepu16_epi32(h) : _mm512_castps_si512(_mm512_cvtph_ps(h));
+      const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, c.exp_mask);
+      r = _mm512_mask_mov_epi32(r, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
+      r = _mm512_mask_mov_epi32(r, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
+      if constexpr (Code) return _mm512_mask_mov_epi32(r, nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+      else return _mm512_mask_or_epi32(r, nan, x, c.quiet);
+    }
+  }
   __m512i v;  // the rounded magnitude, exponent unbounded (garbage where |x| >= thr)
   if constexpr (H == method::integer) {
     __m512i t;
@@ -312,6 +354,8 @@ struct kernel {
   static constexpr bool dispatch = false;  // run() is AVX-512 code itself
   static constexpr bool quantizes = std::is_same_v<Out, float>;
   static constexpr bool codes = !quantizes;
+  static constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
+                                        R == rounding::upward || R == rounding::downward;
 
   plan p;
   bool stream = false;
@@ -414,6 +458,7 @@ struct kernel {
   template <class Counts>  // (detail::bulk_counts; the fast kernels count nothing)
   void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& c) const noexcept {
     if (p.how == method::integer) loop<method::integer>(in, out, n, lo0);
+    else if (hardware_mode && p.how == method::f16c) loop<hardware_mode ? method::f16c : method::fp>(in, out, n, lo0);
     else loop<method::fp>(in, out, n, lo0);
     c = Counts{};
   }
