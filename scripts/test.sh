@@ -5,6 +5,8 @@
 #   ci     Release, -Wall -Wextra -Wpedantic -Werror, every label but cuda
 #   asan   RelWithDebInfo (-O2 -g) with ASan + UBSan, label quick
 #   clang  Release with clang++, label quick
+# asan and clang build only what their tests run (CPD_TEST_LABELS=quick: no
+# exhaustive or MPI tests, no benchmarks, no nvcc); ci builds everything.
 # usage: scripts/test.sh [preset...]     (default: ci asan clang)
 # env:   CPD_JOBS (default 2), CPD_SKIP_DEPS=1 to skip the dependency check
 set -euo pipefail
