@@ -80,6 +80,7 @@ struct plan {
   std::uint32_t big_value[2] = {}, big_code[2] = {};  ///< what an overflowing x of each sign gives
   std::uint32_t inf_value[2] = {}, inf_code[2] = {};  ///< what +-inf give
   std::uint32_t nan_value[2] = {}, nan_code[2] = {};  ///< what a NaN gives (value: finite encoding only)
+  bool hardware_overflow = false;  ///< f16c with overflow::infinity: the conversion's overflow is the core's
 };
 
 /// The plan for rounding floats to s in mode R, overflow O (method none when the
@@ -131,6 +132,10 @@ plan make_plan(const spec& s, int rbits) noexcept {
     p.nan_value[neg] = nan.value;
     p.nan_code[neg] = nan.code;
   }
+  // vcvtps2ph overflows to +-inf where the mode rounds away from zero and to
+  // +-max where it does not, and keeps infinities: IEEE's rule, and the core's
+  // under overflow::infinity (test_bulk_fast checks it on every binade).
+  p.hardware_overflow = p.how == method::f16c && O == overflow::infinity;
   return p;
 }
 
@@ -169,6 +174,7 @@ struct vconsts {
   __m512i code_normal, sign_code, code_one;  // code_one: 1 << M
   __m512i kmask;
   __m128i d0, ksh_right, ksh_left;  // shift counts
+  bool hardware_overflow;           // f16c: vcvtps2ph's overflow and infinities are the core's
 };
 
 /// Stores the first lanes (mask m) of 16 32-bit results to Out (narrowed for codes).
@@ -223,6 +229,12 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
       // payloads and codes are blended in from the plan as below.
       constexpr int er = embedded_rounding<R>();
       const __m256i h = _mm512_cvtps_ph(_mm512_castsi512_ps(x), er);
+      if (c.hardware_overflow) {
+        // overflow::infinity: the conversion's own overflow and infinities are the core's.
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
+        if constexpr (Code) return _mm512_mask_mov_epi32(_mm512_cvtepu16_epi32(h), nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+        else return _mm512_mask_or_epi32(_mm512_castps_si512(_mm512_cvtph_ps(h)), nan, x, c.quiet);
+      }
       const __mmask16 big = _mm512_cmpge_epu32_mask(a, _mm512_mask_blend_epi32(neg, c.thr0, c.thr1));
       const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
       __m512i r = Code ? _mm512_cvtepu16_epi32(h) : _mm512_castps_si512(_mm512_cvtph_ps(h));
@@ -391,6 +403,7 @@ struct kernel {
     const int k = p.rbits;
     c.kmask = splat(k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1));
     c.d0 = _mm_cvtsi32_si128(p.d0);
+    c.hardware_overflow = p.hardware_overflow;
     if constexpr (H == method::integer) {
       c.ksh_right = _mm_cvtsi32_si128(k >= p.d0 ? k - p.d0 : 0);
       c.ksh_left = _mm_cvtsi32_si128(k >= p.d0 ? 0 : p.d0 - k);
