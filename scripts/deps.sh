@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # Installs cpd's build and test dependencies (Debian packages only) when any
-# is missing; with --force, runs apt-get update/install regardless.
+# is missing; with --force, runs apt-get update/install regardless. With --tests,
+# only what building and testing need: gnuplot (the main job's plots,
+# scripts/train.sh) is left out.
 # Needs root, or passwordless sudo, to install.
 set -euo pipefail
 
@@ -10,15 +12,23 @@ packages=(
   build-essential cmake clang
   doctest-dev libmpfr-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libthrust-dev libeigen3-dev zlib1g-dev
-  dataset-fashion-mnist gnuplot-nox
+  dataset-fashion-mnist
 )
+# Only cpd-train --plot (scripts/train.sh) runs gnuplot; it brings ~60 packages.
+plot_packages=(gnuplot-nox)
 
 force=0
-case "${1:-}" in
-  --force) force=1 ;;
-  "") ;;
-  *) echo "usage: $0 [--force]" >&2; exit 2 ;;
-esac
+tests_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    --tests) tests_only=1 ;;
+    *) echo "usage: $0 [--force] [--tests]" >&2; exit 2 ;;
+  esac
+done
+if [[ $tests_only -eq 0 ]]; then
+  packages+=("${plot_packages[@]}")
+fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "deps.sh: not a Debian system; install the equivalents of: ${packages[*]}" >&2

@@ -19,7 +19,7 @@ if [[ ${#presets[@]} -eq 0 ]]; then
 fi
 
 if [[ "${CPD_SKIP_DEPS:-0}" != 1 ]]; then
-  scripts/deps.sh
+  scripts/deps.sh --tests
 fi
 
 summary=()
