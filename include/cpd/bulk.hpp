@@ -496,7 +496,8 @@ bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_
     if (o.stats != nullptr || n < fast_min_values || active_isa() != isa::avx512 || fast::mxcsr_flushes())
       return false;
     const fast::plan p = fast::cached_plan<R, O>(sp.get(), o.random_bits);
-    if (p.how == fast::method::none) return false;
+    // (the integer method's formats, E = 8, never have 8-bit codes; be safe)
+    if (p.how == fast::method::none || (p.how == fast::method::integer && sizeof(Out) == 1)) return false;
     const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
     const bool stream = !same && n * sizeof(Out) >= fast::stream_threshold_bytes;
     run_kernel(policy, fast::kernel<R, K, Out>{p, stream}, in, out, n, o);

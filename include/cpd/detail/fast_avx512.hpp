@@ -4,7 +4,7 @@
 // AVX-512 kernels for the bulk calls' common case: float input, rounded to a
 // format whose values are all normal floats or zero, quantized (float out) or
 // encoded (8/16/32-bit codes out), without statistics. They give exactly the
-// bits of detail::round_bits (tests/test_bulk_fast.cpp compares them on every
+// bits of detail::round_bits (tests/test_bulk.cpp compares them on every
 // mode, encoding and overflow rule); what differs is the arithmetic:
 //
 //  * integer method, formats with float's emin (-126: bfloat16, E = 8): every
@@ -134,7 +134,7 @@ plan make_plan(const spec& s, int rbits) noexcept {
   }
   // vcvtps2ph overflows to +-inf where the mode rounds away from zero and to
   // +-max where it does not, and keeps infinities: IEEE's rule, and the core's
-  // under overflow::infinity (test_bulk_fast checks it on every binade).
+  // under overflow::infinity (tests/test_bulk.cpp checks it on every binade).
   p.hardware_overflow = p.how == method::f16c && O == overflow::infinity;
   return p;
 }
@@ -470,8 +470,14 @@ struct kernel {
 
   template <class Counts>  // (detail::bulk_counts; the fast kernels count nothing)
   void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& c) const noexcept {
-    if (p.how == method::integer) loop<method::integer>(in, out, n, lo0);
-    else if (hardware_mode && p.how == method::f16c) loop<hardware_mode ? method::f16c : method::fp>(in, out, n, lo0);
+    // Only the loops a (K, R, Out) can need are compiled: the integer method
+    // serves E = 8 formats, whose codes have 16 bits or more; vcvtps2ph serves
+    // IEEE binary16 in the hardware modes, to floats or 16-bit codes (binary16
+    // also meets the fp method's conditions, which serves the other cases).
+    constexpr bool integer_ok = sizeof(Out) >= 2;
+    constexpr bool f16c_ok = hardware_mode && K == encoding_kind::ieee && (quantizes || sizeof(Out) == 2);
+    if (integer_ok && p.how == method::integer) loop<integer_ok ? method::integer : method::fp>(in, out, n, lo0);
+    else if (f16c_ok && p.how == method::f16c) loop<f16c_ok ? method::f16c : method::fp>(in, out, n, lo0);
     else loop<method::fp>(in, out, n, lo0);
     c = Counts{};
   }
