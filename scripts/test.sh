@@ -37,18 +37,69 @@ print_summary() {
 }
 trap print_summary EXIT
 
+# Every preset is configured, then all are built, then each is tested, in order.
 for preset in "${presets[@]}"; do
   echo
-  echo "==== ${preset}: configure, build, test ===="
+  echo "==== ${preset}: configure ===="
+  start=$SECONDS
   cmake --preset "$preset"
-  cmake --build --preset "$preset" -j "$jobs"
+  summary+=("${preset}: configured in $((SECONDS - start)) s")
+done
+
+# The builds are compile-bound, and each ends with its longest compile running
+# alone. With Makefiles, one make jobserver shares the $jobs slots among all the
+# presets' builds, so a free slot takes the next preset's work; output lines are
+# prefixed with [preset]. Otherwise the presets are built one after another.
+echo
+echo "==== build: ${presets[*]} ===="
+start=$SECONDS
+shared=0
+if [[ ${#presets[@]} -gt 1 ]] && command -v make >/dev/null 2>&1; then
+  shared=1
+  for preset in "${presets[@]}"; do
+    if ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Unix Makefiles' "build/${preset}/CMakeCache.txt" 2>/dev/null; then
+      shared=0
+    fi
+  done
+fi
+if [[ $shared -eq 1 ]]; then
+  makefile="$(mktemp)"
+  {
+    echo 'SHELL := /bin/bash'
+    echo '.SHELLFLAGS := -o pipefail -c'
+    echo ".PHONY: all ${presets[*]}"
+    echo "all: ${presets[*]}"
+    for preset in "${presets[@]}"; do
+      printf '%s:\n\t+@$(MAKE) --no-print-directory -C build/%s all 2>&1 | sed -u "s/^/[%s] /"\n' \
+        "$preset" "$preset" "$preset"
+    done
+  } >"$makefile"
+  set +e
+  make -j "$jobs" -f "$makefile"
+  status=$?
+  set -e
+  rm -f "$makefile"
+  if [[ $status -ne 0 ]]; then
+    exit "$status"
+  fi
+else
+  for preset in "${presets[@]}"; do
+    cmake --build --preset "$preset" -j "$jobs"
+  done
+fi
+summary+=("build (${presets[*]}): $((SECONDS - start)) s")
+
+for preset in "${presets[@]}"; do
+  echo
+  echo "==== ${preset}: test ===="
+  start=$SECONDS
   log="build/${preset}/ctest-summary.log"
   set +e
   ctest --preset "$preset" -j "$jobs" --output-on-failure 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   set -e
   result="$(grep -E 'tests passed|No tests were found' "$log" | tail -n 1 || true)"
-  summary+=("${preset}: ${result:-no ctest summary}")
+  summary+=("${preset}: ${result:-no ctest summary} ($((SECONDS - start)) s)")
   if [[ $status -ne 0 ]]; then
     exit "$status"
   fi
