@@ -484,7 +484,7 @@ struct spec_encoding<encoding_spec<K, T>> : std::integral_constant<encoding_kind
 inline constexpr std::size_t fast_min_values = 256;
 
 /// Runs the AVX-512 fast kernel (cpd/detail/fast_avx512.hpp) when it applies:
-/// float in, float or code out, no statistics, an AVX-512 CPU, no FTZ/DAZ, and
+/// float in, float or 8/16-bit codes out, no statistics, an AVX-512 CPU, no FTZ/DAZ, and
 /// a format the kernel handles. Returns false when it did not run.
 template <rounding R, overflow O, class T, class Out, class SP, class Policy>
 bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
@@ -492,7 +492,7 @@ bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_
   constexpr encoding_kind K = spec_encoding<SP>::value;
   if constexpr (std::is_same_v<T, float> && K != encoding_kind::fnu &&
                 (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> ||
-                 std::is_same_v<Out, std::uint16_t> || std::is_same_v<Out, std::uint32_t>)) {
+                 std::is_same_v<Out, std::uint16_t>)) {
     if (o.stats != nullptr || n < fast_min_values || active_isa() != isa::avx512 || fast::mxcsr_flushes())
       return false;
     const fast::plan p = fast::cached_plan<R, O>(sp.get(), o.random_bits);

@@ -3,7 +3,7 @@
 
 // AVX-512 kernels for the bulk calls' common case: float input, rounded to a
 // format whose values are all normal floats or zero, quantized (float out) or
-// encoded (8/16/32-bit codes out), without statistics. They give exactly the
+// encoded (8- or 16-bit codes out), without statistics. They give exactly the
 // bits of detail::round_bits (tests/test_bulk.cpp compares them on every
 // mode, encoding and overflow rule); what differs is the arithmetic:
 //
@@ -161,6 +161,13 @@ plan cached_plan(const spec& s, int rbits) noexcept {
 }
 
 #if CPD_ISA_DISPATCH
+
+/// The fast loops are not instrumented by ASan/UBSan: their memory accesses are
+/// whole vectors and masked vectors whose bounds the loop computes (checked under
+/// the sanitizers once: tests/test_bulk.cpp, clean), and instrumenting hundreds
+/// of intrinsic loops made a sanitizer build of the bulk tests take many minutes
+/// and gigabytes. The scalar core and the generic loops stay instrumented.
+#define CPD_FAST_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 
 /// True when MXCSR flushes or treats tiny floats as zero (FTZ or DAZ set).
 inline bool mxcsr_flushes() noexcept { return (_mm_getcsr() & 0x8040u) != 0; }
@@ -374,7 +381,8 @@ struct kernel {
   random_key key{};
 
   template <method H>
-  CPD_TARGET_AVX512 CPD_NOINLINE void loop(const float* in, Out* out, std::size_t n, std::uint32_t lo0) const noexcept {
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
+                                                              std::uint32_t lo0) const noexcept {
     vconsts c;
     c.abs_mask = splat(0x7FFFFFFFu);
     c.sign_mask = splat(0x80000000u);
@@ -563,7 +571,8 @@ struct decode_kernel {
   }
 
   template <method H>
-  CPD_TARGET_AVX512 CPD_NOINLINE void loop(const Code* in, float* out, std::size_t n) const noexcept {
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const Code* in, float* out,
+                                                              std::size_t n) const noexcept {
     const __m128i d0 = _mm_cvtsi32_si128(p.d0);
     std::size_t i = 0;
     const bool streaming = stream && reinterpret_cast<std::uintptr_t>(out) % sizeof(float) == 0;
