@@ -488,7 +488,7 @@ inline constexpr std::size_t fast_min_values = 256;
 /// a format the kernel handles. Returns false when it did not run.
 template <rounding R, overflow O, class T, class Out, class SP, class Policy>
 bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
-#if CPD_ISA_DISPATCH
+#if CPD_FAST_KERNELS
   constexpr encoding_kind K = spec_encoding<SP>::value;
   if constexpr (std::is_same_v<T, float> && K != encoding_kind::fnu &&
                 (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> ||
@@ -589,7 +589,7 @@ void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::si
   const double inv = fs.inverse;
   bulk_options oo = o;
   oo.stats = nullptr;
-#if CPD_ISA_DISPATCH
+#if CPD_FAST_KERNELS
   if constexpr (std::is_same_v<T, float> && sizeof(Code) <= 2) {
     // Arithmetic decoding (cpd/detail/fast_avx512.hpp) instead of table gathers.
     if (!fs.any && n >= fast_min_values && active_isa() == isa::avx512) {

@@ -36,8 +36,23 @@
 #include <cstdint>
 #include <type_traits>
 
-#if CPD_ISA_DISPATCH
+// CPD_FAST_KERNELS: 1 when the fast kernels are compiled. Not under ASan (the
+// instrumented intrinsic loops, hundreds of them in a test of the runtime-format
+// calls, took gigabytes and many minutes to compile; the tests were run under
+// ASan+UBSan with them once, clean), nor with -DCPD_NO_FAST_KERNELS.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CPD_DETAIL_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CPD_DETAIL_ASAN 1
+#endif
+#if CPD_ISA_DISPATCH && !defined(CPD_NO_FAST_KERNELS) && !defined(CPD_DETAIL_ASAN)
+#define CPD_FAST_KERNELS 1
 #include <immintrin.h>
+#else
+#define CPD_FAST_KERNELS 0
 #endif
 
 // GCC 12 reports its own AVX-512 intrinsics (_mm512_undefined_* in their
@@ -160,7 +175,7 @@ plan cached_plan(const spec& s, int rbits) noexcept {
   return last.p;
 }
 
-#if CPD_ISA_DISPATCH
+#if CPD_FAST_KERNELS
 
 /// The fast loops are not instrumented by ASan/UBSan: their memory accesses are
 /// whole vectors and masked vectors whose bounds the loop computes (checked under
@@ -605,7 +620,7 @@ struct decode_kernel {
   }
 };
 
-#endif  // CPD_ISA_DISPATCH
+#endif  // CPD_FAST_KERNELS
 
 }  // namespace cpd::detail::fast
 
