@@ -3,7 +3,8 @@
 #
 # cpd's full test run, as CI does it:
 #   ci     Release, -Wall -Wextra -Wpedantic -Werror, every label but cuda
-#   asan   RelWithDebInfo (-O2 -g) with ASan + UBSan, label quick
+#   asan   RelWithDebInfo (-O2 -g1: line tables, all a sanitizer report needs) with
+#          ASan + UBSan, label quick
 #   clang  Release with clang++, label quick
 # asan and clang build only what their tests run (CPD_TEST_LABELS=quick: no
 # exhaustive or MPI tests, no benchmarks, no nvcc); ci builds everything.
