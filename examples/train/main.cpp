@@ -39,7 +39,7 @@ using train::options;
 /// The data as floats, scaled to [0, 1].
 struct dataset {
   std::size_t n = 0, dim = 0;
-  std::vector<float> x;
+  train::aligned_vector<float> x;
   std::vector<std::uint8_t> y;
 };
 
@@ -148,7 +148,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
   widths.push_back(10);
   const train::mlp net(widths);
-  std::vector<float> params;
+  train::aligned_vector<float> params;
   net.init(params, o.seed);
   train::weight_store weights(o.weights, o.update, o.seed, params);
 
@@ -164,15 +164,15 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
 #endif
   if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
   if (rank < 0 && !rc.codec) ex.emplace(rc.format.fmt, rc.aps, o.kahan, o.workers, o.seed, net.tensors(), net.size());
-  std::vector<std::vector<float>> grads(W, std::vector<float>(net.size()));
+  std::vector<train::aligned_vector<float>> grads(W, train::aligned_vector<float>(net.size()));
   std::vector<double> losses(W);
-  std::vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
+  train::aligned_vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
   std::vector<std::size_t> order(tr.n);
   for (std::size_t i = 0; i < tr.n; ++i) order[i] = i;
   train::splitmix64 shuffle_rng{o.seed ^ 0x5DEECE66Dull};
   const std::size_t B = static_cast<std::size_t>(o.batch);
   const std::size_t steps = tr.n / B;
-  std::vector<float> batch_x(B * tr.dim);
+  train::aligned_vector<float> batch_x(B * tr.dim);
   std::vector<std::uint8_t> batch_y(B);
 
   run_result res;
