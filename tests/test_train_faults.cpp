@@ -70,7 +70,8 @@ std::string data_dir_for(const std::string& name, std::uint32_t labels) {
   const std::string d = temp_dir() + "/" + name;
   REQUIRE(std::system(("mkdir -p " + d).c_str()) == 0);
   write_synthetic(d, "t10k", 100, 2);
-  write_gzip(d + "/train-labels-idx1-ubyte.gz", idx_bytes({labels}, std::vector<std::uint8_t>(std::min(labels, 16u), 1)));
+  const std::vector<std::uint8_t> some(std::min(labels, 16u), 1);
+  write_gzip(d + "/train-labels-idx1-ubyte.gz", idx_bytes({labels}, some));
   return d;
 }
 
@@ -126,7 +127,8 @@ TEST_CASE("IDX reader: the header is checked first and bounds every allocation")
   }
   SUBCASE("gzip: members concatenate, anything else after the stream is an error, a cut stream too") {
     const std::vector<std::uint8_t> b = idx_bytes({3, 2, 2}, img);
-    const std::vector<std::uint8_t> two = cat(gzip_member({b.begin(), b.begin() + 10}), gzip_member({b.begin() + 10, b.end()}));
+    const std::vector<std::uint8_t> two =
+        cat(gzip_member({b.begin(), b.begin() + 10}), gzip_member({b.begin() + 10, b.end()}));
     const train::idx_array a = train::parse_idx(two.data(), two.size(), 3, {});
     CHECK(a.dims == std::vector<std::uint32_t>{3, 2, 2});
     CHECK(a.data == img);

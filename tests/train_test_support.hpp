@@ -35,7 +35,8 @@ inline std::string temp_dir() {
   return dir;
 }
 
-inline std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data) {
+inline std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dims,
+                                           const std::vector<std::uint8_t>& data) {
   std::vector<std::uint8_t> b = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
   for (std::uint32_t d : dims)
     for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(d >> s));

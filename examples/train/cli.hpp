@@ -134,7 +134,9 @@ inline const char* usage_text() {
 /// Exit statuses of cpd-train (usage_text and docs/results.md say the same).
 enum exit_status : int { exit_ok = 0, exit_failure = 1, exit_usage = 2, exit_diverged = 3 };
 
-inline bool starts_with_space(const std::string& v) { return !v.empty() && std::isspace(static_cast<unsigned char>(v[0])); }
+inline bool starts_with_space(const std::string& v) {
+  return !v.empty() && std::isspace(static_cast<unsigned char>(v[0]));
+}
 
 /// A finite number, the whole of v (no leading blanks, no trailing characters).
 inline double parse_double(const std::string& flag, const std::string& v) {

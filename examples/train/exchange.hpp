@@ -229,7 +229,8 @@ class codec_exchanger {
 /// The weights, kept in float or in a low-precision format with a chosen update rounding.
 class weight_store {
  public:
-  weight_store(std::optional<cpd::format> fmt, update_rounding mode, std::uint64_t seed, const aligned_vector<float>& init)
+  weight_store(std::optional<cpd::format> fmt, update_rounding mode, std::uint64_t seed,
+               const aligned_vector<float>& init)
       : fmt_(fmt), mode_(mode), seed_(seed), w_(init), c_(init.size(), 0.0f) {
     if (fmt_)
       for (float& x : w_) x = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::saturate, x);

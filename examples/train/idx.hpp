@@ -205,14 +205,16 @@ inline std::vector<std::uint32_t> read_idx_header(inflating_reader& r, int expec
     throw data_error(path + ": IDX element type " + std::to_string(magic[2]) + " is not unsigned byte (8)");
   const int ndims = magic[3];
   if (ndims != expected_dims)
-    throw data_error(path + ": has " + std::to_string(ndims) + " dimensions, expected " + std::to_string(expected_dims));
+    throw data_error(path + ": has " + std::to_string(ndims) + " dimensions, expected " +
+                     std::to_string(expected_dims));
   std::uint8_t raw[4 * 255];
   detail::read_exact(r, raw, 4 * static_cast<std::size_t>(ndims), "IDX header");
   std::vector<std::uint32_t> dims;
   std::uint64_t count = 1;
   for (int i = 0; i < ndims; ++i) {
     const std::uint8_t* p = raw + 4 * i;
-    const std::uint32_t d = (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | p[3];
+    const std::uint32_t d =
+        (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | p[3];
     if (d == 0) throw data_error(path + ": dimension " + std::to_string(i) + " is zero");
     dims.push_back(d);
     if (count > limits.max_bytes / d)  // also keeps the product from overflowing

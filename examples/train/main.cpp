@@ -224,8 +224,9 @@ void write_csv(train::output_file& f, const std::vector<run_result>& runs) {
   for (std::size_t r = 0; r < runs.size(); ++r)
     for (std::size_t e = 0; e < runs[r].epochs.size(); ++e) {
       char line[256];
+      const epoch_result& er = runs[r].epochs[e];
       std::snprintf(line, sizeof line, "%zu,%s,%s,%zu,%.6f,%.4f\n", r + 1, runs[r].grad_format.c_str(),
-                    aps_column(runs[r]), e + 1, printable(runs[r].epochs[e].train_loss), runs[r].epochs[e].test_accuracy);
+                    aps_column(runs[r]), e + 1, printable(er.train_loss), er.test_accuracy);
       f.write(line);
     }
   f.close();
