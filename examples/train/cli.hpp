@@ -5,10 +5,15 @@
 
 #include <cpd/cpd.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -98,13 +103,13 @@ inline const char* usage_text() {
          "  --error-feedback M    auto, on or off: codec runs add each worker's quantization error to its\n"
          "                        next gradient; auto (default): only onebit, as in its paper\n"
          "  --kahan               Kahan-compensated low-precision summation of gradients\n"
-         "  --workers W           emulated data-parallel workers (default 8)\n"
-         "  --epochs N            epochs per run (default 3)\n"
+         "  --workers W           emulated data-parallel workers, 1 to 4096 (default 8)\n"
+         "  --epochs N            epochs per run, 1 to 100000 (default 3)\n"
          "  --batch B             global batch size, split over the workers (default 256)\n"
-         "  --lr X                learning rate (default 0.05)\n"
-         "  --momentum X          SGD momentum (default 0.9)\n"
+         "  --lr X                learning rate, > 0 (default 0.05)\n"
+         "  --momentum X          SGD momentum, in [0, 1) (default 0.9)\n"
          "  --lars                layer-wise adaptive rate scaling (LARS) on top of momentum SGD\n"
-         "  --weight-decay X      L2 weight decay (default 0)\n"
+         "  --weight-decay X      L2 weight decay, >= 0 (default 0)\n"
          "  --seed S              seed of initialization, data order, stochastic rounding and codecs (default 1)\n"
          "  --data DIR            directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
          "                        (default /usr/share/datasets/fashion-mnist)\n"
@@ -113,35 +118,83 @@ inline const char* usage_text() {
          "  --plot FILE           PNG of test accuracy per epoch for every run (needs gnuplot)\n"
          "  --weights FORMAT      keep the weights themselves in FORMAT (default fp32)\n"
          "  --update-rounding M   nearest_even, stochastic or kahan: how weight updates are rounded to FORMAT\n"
-         "  --threads T           threads (default: all cores); results do not depend on it\n"
-         "  --hidden LIST         hidden layer widths (default 256,128)\n"
+         "  --threads T           threads, 0 to 1024 (default 0: all cores); results do not depend on it\n"
+         "  --hidden LIST         hidden layer widths, 1 to 65536 each (default 256,128)\n"
          "  --train-limit N       use only the first N training images (for quick checks)\n"
          "  --no-progress         no progress bar\n"
          "  --mpi                 run as one MPI rank per worker (mpirun -np W cpd-train --mpi --workers W)\n"
-         "  --help                this text\n";
+         "  --help                this text\n"
+         "Outputs (--csv, --plot) are opened before training; a run whose loss or weights become\n"
+         "NaN or infinite is marked 'diverged' in the table.\n"
+         "Exit status: 0 every run trained and every output was written; 1 a file could not be\n"
+         "read or written, gnuplot failed, or memory ran out; 2 the command line was rejected (or\n"
+         "asks for more memory than there is); 3 everything was written but a run diverged.\n";
 }
 
+/// Exit statuses of cpd-train (usage_text and docs/results.md say the same).
+enum exit_status : int { exit_ok = 0, exit_failure = 1, exit_usage = 2, exit_diverged = 3 };
+
+inline bool starts_with_space(const std::string& v) {
+  return !v.empty() && std::isspace(static_cast<unsigned char>(v[0]));
+}
+
+/// A finite number, the whole of v (no leading blanks, no trailing characters).
 inline double parse_double(const std::string& flag, const std::string& v) {
   char* end = nullptr;
+  errno = 0;
   const double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') throw usage_error(flag + ": '" + v + "' is not a number");
+  if (v.empty() || starts_with_space(v) || *end != '\0') throw usage_error(flag + ": '" + v + "' is not a number");
+  if (!std::isfinite(d) || (errno == ERANGE && std::fabs(d) > 1))
+    throw usage_error(flag + ": '" + v + "' is not a finite number");
   return d;
 }
 
+/// A number that is used as a float: > 0 (or >= 0 when zero_ok), and finite and
+/// (unless 0) not 0 as a float.
+inline double parse_float_in(const std::string& flag, const std::string& v, bool zero_ok) {
+  const double d = parse_double(flag, v);
+  const float f = static_cast<float>(d);
+  if (d < 0 || (!zero_ok && d == 0)) throw usage_error(flag + ": " + v + (zero_ok ? " is negative" : " is not > 0"));
+  if (!std::isfinite(f)) throw usage_error(flag + ": " + v + " does not fit a float");
+  if (d != 0 && f == 0) throw usage_error(flag + ": " + v + " is 0 as a float");
+  return d;
+}
+
+/// An integer in [lo, hi], the whole of v.
 inline long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi) {
   char* end = nullptr;
+  errno = 0;
   const long long d = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') throw usage_error(flag + ": '" + v + "' is not an integer");
-  if (d < lo || d > hi)
+  if (v.empty() || starts_with_space(v) || *end != '\0') throw usage_error(flag + ": '" + v + "' is not an integer");
+  if (errno == ERANGE || d < lo || d > hi)
     throw usage_error(flag + ": " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return d;
 }
 
-inline grad_format parse_grad_format(const std::string& name) {
+/// The items of a comma-separated list: none empty, the list not empty.
+inline std::vector<std::string> parse_list(const std::string& flag, const std::string& v) {
+  if (v.empty()) throw usage_error(flag + ": empty list");
+  std::vector<std::string> items = split(v, ',');
+  for (const std::string& i : items)
+    if (i.empty()) throw usage_error(flag + ": empty item in '" + v + "'");
+  return items;
+}
+
+/// Why values in format f cannot be trained with (as `what`), or "".
+inline std::string cannot_train(const cpd::format& f) {
+  if (!f.spec().fits_float) return "has values that are not floats";
+  if (!f.spec().has_sign) return "has no sign bit (it cannot hold a negative value)";
+  if (!f.spec().has_zero) return "has no zero";
+  return "";
+}
+
+inline grad_format parse_grad_format(const std::string& flag, const std::string& name) {
   if (name == "fp32" || name == "float32") return {name, std::nullopt};
   std::string why;
   auto f = cpd::format::try_parse(name, &why);
-  if (!f) throw usage_error("unknown format " + why);
+  if (!f) throw usage_error(flag + ": unknown format " + why);
+  const std::string no = cannot_train(*f);
+  if (!no.empty()) throw usage_error(flag + ": " + name + " " + no);
   return {name, f};
 }
 
@@ -160,8 +213,10 @@ inline std::unique_ptr<cpd::codec> parse_codec(const std::string& spec) {
 /// Parses argv; throws usage_error with a clear message. Returns nullopt for --help.
 inline std::optional<options> parse(int argc, char** argv) {
   options o;
-  std::string formats = "fp32,e5m2,e4m3,e3m0", aps = "off,on", codecs;
+  std::string formats = "fp32,e5m2,e4m3,e3m0", aps = "off,on";
+  std::optional<std::string> codecs, feedback_flag;
   error_feedback feedback = error_feedback::automatic;
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -169,11 +224,13 @@ inline std::optional<options> parse(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--help" || a == "-h") return std::nullopt;
-    else if (a == "--grad-formats") formats = value();
+    if (a.rfind("--", 0) == 0 && !seen.insert(a).second) throw usage_error(a + " given twice");
+    if (a == "--grad-formats") formats = value();
     else if (a == "--aps") aps = value();
     else if (a == "--codec") codecs = value();
     else if (a == "--error-feedback") {
       const std::string v = value();
+      feedback_flag = v;
       if (v == "auto") feedback = error_feedback::automatic;
       else if (v == "on") feedback = error_feedback::on;
       else if (v == "off") feedback = error_feedback::off;
@@ -182,20 +239,22 @@ inline std::optional<options> parse(int argc, char** argv) {
     else if (a == "--workers") o.workers = static_cast<int>(parse_int(a, value(), 1, 4096));
     else if (a == "--epochs") o.epochs = static_cast<int>(parse_int(a, value(), 1, 100000));
     else if (a == "--batch") o.batch = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
-    else if (a == "--lr") o.lr = parse_double(a, value());
-    else if (a == "--momentum") o.momentum = parse_double(a, value());
+    else if (a == "--lr") o.lr = parse_float_in(a, value(), false);
+    else if (a == "--momentum") {
+      const std::string v = value();
+      o.momentum = parse_float_in(a, v, true);
+      if (o.momentum >= 1) throw usage_error("--momentum: " + v + " is not below 1 (the velocity would never decay)");
+    }
     else if (a == "--lars") o.lars = true;
-    else if (a == "--weight-decay") o.weight_decay = parse_double(a, value());
+    else if (a == "--weight-decay") o.weight_decay = parse_float_in(a, value(), true);
     else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, (1ll << 62)));
-    else if (a == "--data") o.data_dir = value();
-    else if (a == "--csv") o.csv = value();
-    else if (a == "--plot") o.plot = value();
-    else if (a == "--weights") {
+    else if (a == "--data" || a == "--csv" || a == "--plot") {
+      std::string& target = a == "--data" ? o.data_dir : a == "--csv" ? o.csv : o.plot;
+      target = value();
+      if (target.empty()) throw usage_error(a + ": empty path");
+    } else if (a == "--weights") {
       o.weights_name = value();
-      const grad_format w = parse_grad_format(o.weights_name);
-      o.weights = w.fmt;
-      if (o.weights && !o.weights->spec().fits_float)
-        throw usage_error("--weights: " + o.weights_name + " has values that are not floats");
+      o.weights = parse_grad_format(a, o.weights_name).fmt;
     } else if (a == "--update-rounding") {
       const std::string v = value();
       if (v == "nearest_even") o.update = update_rounding::nearest_even;
@@ -206,36 +265,42 @@ inline std::optional<options> parse(int argc, char** argv) {
     else if (a == "--train-limit") o.train_limit = static_cast<std::size_t>(parse_int(a, value(), 1, 1ll << 40));
     else if (a == "--hidden") {
       o.hidden.clear();
-      for (const std::string& h : split(value(), ','))
-        o.hidden.push_back(static_cast<std::size_t>(parse_int("--hidden", h, 1, 1 << 16)));
+      for (const std::string& h : parse_list(a, value()))
+        o.hidden.push_back(static_cast<std::size_t>(parse_int(a, h, 1, 1 << 16)));
+      if (o.hidden.size() > 64) throw usage_error("--hidden: more than 64 hidden layers");
     } else if (a == "--no-progress") o.progress = false;
     else if (a == "--mpi") o.mpi = true;
     else throw usage_error("unknown option '" + a + "' (see --help)");
   }
-  for (const std::string& f : formats == "none" ? std::vector<std::string>{} : split(formats, ',')) {
-    if (f.empty()) throw usage_error("--grad-formats: empty format name in '" + formats + "'");
-    grad_format g = parse_grad_format(f);
-    if (g.fmt && !g.fmt->spec().fits_float)
-      throw usage_error("--grad-formats: " + f + " has values that are not floats");
-    o.grad_formats.push_back(std::move(g));
+  if (formats != "none")
+    for (const std::string& f : parse_list("--grad-formats", formats)) {
+      grad_format g = parse_grad_format("--grad-formats", f);
+      for (const grad_format& h : o.grad_formats)
+        if (h.fmt == g.fmt)
+          throw usage_error("--grad-formats: " + (h.name == f ? f + " twice" : f + " is the same format as " + h.name));
+      o.grad_formats.push_back(std::move(g));
+    }
+  for (const std::string& v : parse_list("--aps", aps)) {
+    if (v != "off" && v != "on") throw usage_error("--aps: '" + v + "' is not off or on");
+    if (std::find(o.aps.begin(), o.aps.end(), v == "on") != o.aps.end()) throw usage_error("--aps: " + v + " twice");
+    o.aps.push_back(v == "on");
   }
-  for (const std::string& v : split(aps, ',')) {
-    if (v == "off") o.aps.push_back(false);
-    else if (v == "on") o.aps.push_back(true);
-    else throw usage_error("--aps: '" + v + "' is not off or on");
-  }
-  if (!codecs.empty())
-    for (const std::string& spec : split(codecs, ',')) {
-      if (spec.empty()) throw usage_error("--codec: empty codec name in '" + codecs + "'");
+  if (codecs)
+    for (const std::string& spec : parse_list("--codec", *codecs)) {
       const std::unique_ptr<cpd::codec> c = parse_codec(spec);
+      for (const codec_spec& d : o.codecs)
+        if (d.name == c->name()) throw usage_error("--codec: " + d.name + " twice");
       o.codecs.push_back({c->name(), wants_error_feedback(*c, feedback)});
     }
   if (o.grad_formats.empty() && o.codecs.empty())
     throw usage_error("--grad-formats none and no --codec: nothing to run");
+  if (feedback_flag && o.codecs.empty())
+    throw usage_error("--error-feedback " + *feedback_flag + " without --codec: only codec runs have error feedback");
   if (o.batch < o.workers)
     throw usage_error("--batch " + std::to_string(o.batch) + " is smaller than --workers " + std::to_string(o.workers));
   if (o.update != update_rounding::nearest_even && !o.weights)
     throw usage_error("--update-rounding needs --weights FORMAT (weights are fp32 otherwise)");
+  if (!o.csv.empty() && o.csv == o.plot) throw usage_error("--csv and --plot name the same file " + o.csv);
   return o;
 }
 

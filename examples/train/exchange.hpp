@@ -3,6 +3,7 @@
 
 // The gradient exchange of cpd-train and the low-precision weight store.
 
+#include "aligned.hpp"
 #include "cli.hpp"
 #include "mlp.hpp"
 
@@ -81,7 +82,7 @@ class exchanger {
 
   /// mean = the W-way mean of grads, per tensor, through the low-precision ring.
   template <class Pool>
-  void allreduce_mean(std::vector<std::vector<float>>& grads, float* mean, const Pool& pool) {
+  void allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, const Pool& pool) {
     opt_.threads = static_cast<unsigned>(pool.size());
     std::vector<const float*> ptrs(grads.size());
     for (const tensor_view& t : tensors_) {
@@ -139,15 +140,27 @@ inline void prepare_codec_residual(bool feedback, const float* g, float* residua
 /// code to less than half an ulp of x: the nearest of its values, a QSGD level >= 1 of the
 /// bucket's norm, or 1-bit SGD's mean of at least |x| / bucket), and as overflowed when a
 /// finite x gave a non-finite residual (a non-finite decoded value).
-inline void count_codec(const float* x, const float* residual, std::size_t n, exchange_stats& s) {
+/// Counted over the tensors of the flat arrays x and residual (not the gaps between them).
+inline void count_codec(const float* x, const float* residual, const std::vector<tensor_view>& tensors,
+                        exchange_stats& s) {
   std::uint64_t flushed = 0, overflowed = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    flushed += x[i] != 0.0f && residual[i] == x[i];
-    overflowed += std::isfinite(x[i]) && !std::isfinite(residual[i]);
+  for (const tensor_view& t : tensors) {
+    for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
+      flushed += x[i] != 0.0f && residual[i] == x[i];
+      overflowed += std::isfinite(x[i]) && !std::isfinite(residual[i]);
+    }
+    s.values += t.size();
   }
-  s.values += n;
   s.flushed += flushed;
   s.overflowed += overflowed;
+}
+
+/// Non-finite values in the tensors of the flat array x.
+inline std::uint64_t count_nonfinite(const float* x, const std::vector<tensor_view>& tensors) {
+  std::uint64_t n = 0;
+  for (const tensor_view& t : tensors)
+    for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) n += !std::isfinite(x[i]);
+  return n;
 }
 
 /// Sums the W workers' gradients tensor by tensor through a gradient codec with
@@ -162,12 +175,12 @@ class codec_exchanger {
         feedback_(spec.error_feedback),
         seed_(seed),
         tensors_(std::move(tensors)),
-        residuals_(static_cast<std::size_t>(workers), std::vector<float>(n, 0.0f)),
-        inputs_(feedback_ ? static_cast<std::size_t>(workers) : 0, std::vector<float>(n)) {}
+        residuals_(static_cast<std::size_t>(workers), aligned_vector<float>(n, 0.0f)),
+        inputs_(feedback_ ? static_cast<std::size_t>(workers) : 0, aligned_vector<float>(n)) {}
 
   /// mean = the W-way mean of grads, per tensor, through the codec; `step` keys its random bits.
   template <class Pool>
-  void allreduce_mean(std::vector<std::vector<float>>& grads, float* mean, std::uint64_t step, const Pool& pool) {
+  void allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, std::uint64_t step, const Pool& pool) {
     const std::size_t W = grads.size(), n = residuals_[0].size();
     pool.parallel_for(W, [&](std::size_t w) {
       prepare_codec_residual(feedback_, grads[w].data(), residuals_[w].data(), feedback_ ? inputs_[w].data() : nullptr,
@@ -191,14 +204,14 @@ class codec_exchanger {
     }
     std::vector<exchange_stats> per(W);
     pool.parallel_for(W, [&](std::size_t w) {
-      count_codec(feedback_ ? inputs_[w].data() : grads[w].data(), residuals_[w].data(), n, per[w]);
+      count_codec(feedback_ ? inputs_[w].data() : grads[w].data(), residuals_[w].data(), tensors_, per[w]);
     });
     for (const exchange_stats& s : per) {
       stats_.values += s.values;
       stats_.flushed += s.flushed;
       stats_.overflowed += s.overflowed;
     }
-    for (std::size_t i = 0; i < n; ++i) stats_.overflowed += !std::isfinite(mean[i]);
+    stats_.overflowed += count_nonfinite(mean, tensors_);
   }
 
   const exchange_stats& stats() const { return stats_; }
@@ -208,15 +221,16 @@ class codec_exchanger {
   bool feedback_;
   std::uint64_t seed_;
   std::vector<tensor_view> tensors_;
-  std::vector<std::vector<float>> residuals_;  // per worker; -0 before every step without feedback
-  std::vector<std::vector<float>> inputs_;     // per worker: gradient + residual (feedback only)
+  std::vector<aligned_vector<float>> residuals_;  // per worker; -0 before every step without feedback
+  std::vector<aligned_vector<float>> inputs_;     // per worker: gradient + residual (feedback only)
   exchange_stats stats_;
 };
 
 /// The weights, kept in float or in a low-precision format with a chosen update rounding.
 class weight_store {
  public:
-  weight_store(std::optional<cpd::format> fmt, update_rounding mode, std::uint64_t seed, std::vector<float>& init)
+  weight_store(std::optional<cpd::format> fmt, update_rounding mode, std::uint64_t seed,
+               const aligned_vector<float>& init)
       : fmt_(fmt), mode_(mode), seed_(seed), w_(init), c_(init.size(), 0.0f) {
     if (fmt_)
       for (float& x : w_) x = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::saturate, x);
@@ -256,7 +270,7 @@ class weight_store {
   std::optional<cpd::format> fmt_;
   update_rounding mode_;
   std::uint64_t seed_;
-  std::vector<float> w_, c_;
+  aligned_vector<float> w_, c_;
 };
 
 }  // namespace train

@@ -5,10 +5,13 @@
 // QSGD, 1-bit SGD). Answers "if my workers exchange gradients in format X, does
 // training still work, and does APS save it?" (docs/results.md).
 
+#include "mlp.hpp"  // first: it sets Eigen's alignment
 #include "cli.hpp"
 #include "exchange.hpp"
 #include "idx.hpp"
-#include "mlp.hpp"
+#include "memory.hpp"
+#include "output.hpp"
+#include "thread_pool.hpp"
 #if CPD_TRAIN_MPI
 #include "mpi_exchange.hpp"
 #endif
@@ -18,16 +21,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <fstream>
-#include <functional>
-#include <iostream>
+#include <new>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,7 +42,7 @@ using train::options;
 /// The data as floats, scaled to [0, 1].
 struct dataset {
   std::size_t n = 0, dim = 0;
-  std::vector<float> x;
+  train::aligned_vector<float> x;
   std::vector<std::uint8_t> y;
 };
 
@@ -61,31 +64,6 @@ std::string find_file(const std::string& dir, const std::string& stem) {
   }
   return "";
 }
-
-/// A fixed pool of threads running one parallel-for at a time; the work split
-/// never changes results (each index is computed by exactly one thread, alone).
-class thread_pool {
- public:
-  explicit thread_pool(int n) : n_(n < 1 ? 1 : n) {}
-  int size() const { return n_; }
-  void parallel_for(std::size_t count, const std::function<void(std::size_t)>& f) const {
-    if (n_ == 1 || count <= 1) {
-      for (std::size_t i = 0; i < count; ++i) f(i);
-      return;
-    }
-    std::atomic<std::size_t> next{0};
-    auto body = [&] {
-      for (std::size_t i; (i = next.fetch_add(1)) < count;) f(i);
-    };
-    std::vector<std::thread> ts;
-    for (int t = 1; t < n_; ++t) ts.emplace_back(body);
-    body();
-    for (auto& t : ts) t.join();
-  }
-
- private:
-  int n_;
-};
 
 struct epoch_result {
   double train_loss = 0, test_accuracy = 0;
@@ -112,43 +90,19 @@ struct run_result {
   double best_accuracy = 0, seconds = 0;
   train::exchange_stats stats;
   std::uint64_t hash = 0;
-};
-
-/// The progress bar: redrawn in place on a terminal, a line per epoch otherwise.
-class progress_bar {
- public:
-  progress_bar(bool enabled, std::string label) : on_(enabled), tty_(isatty(2) != 0), label_(std::move(label)) {}
-  void update(int epoch, int epochs, std::size_t step, std::size_t steps, double loss) {
-    if (!on_ || !tty_) return;
-    const int width = 30;
-    const double frac = (static_cast<double>(epoch) + static_cast<double>(step) / static_cast<double>(steps)) / epochs;
-    const int fill = static_cast<int>(frac * width);
-    std::fprintf(stderr, "\r%s [%.*s%*s] %3d%% epoch %d/%d loss %.4f ", label_.c_str(), fill,
-                 "##############################", width - fill, "", static_cast<int>(frac * 100), epoch + 1, epochs,
-                 loss);
-    std::fflush(stderr);
-  }
-  void epoch_done(int epoch, int epochs, const epoch_result& r, double seconds) {
-    if (!on_) return;
-    std::fprintf(stderr, "%s%s epoch %d/%d: train loss %.4f, test accuracy %.4f (%.1f s)\n", tty_ ? "\r" : "",
-                 label_.c_str(), epoch + 1, epochs, r.train_loss, r.test_accuracy, seconds);
-  }
-
- private:
-  bool on_, tty_;
-  std::string label_;
+  bool diverged = false;  // a train loss or a final weight that is NaN or infinite
 };
 
 /// One run. rank < 0: all W workers emulated in this process; else this process
 /// is worker `rank` of an MPI job of W ranks.
 run_result run_one(const options& o, const run_config& rc, const dataset& tr, const dataset& te,
-                   const thread_pool& pool, const std::string& label, int rank) {
+                   const train::thread_pool& pool, const std::string& label, int rank) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::size_t> widths{tr.dim};
   widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
   widths.push_back(10);
   const train::mlp net(widths);
-  std::vector<float> params;
+  train::aligned_vector<float> params;
   net.init(params, o.seed);
   train::weight_store weights(o.weights, o.update, o.seed, params);
 
@@ -164,15 +118,15 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
 #endif
   if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
   if (rank < 0 && !rc.codec) ex.emplace(rc.format.fmt, rc.aps, o.kahan, o.workers, o.seed, net.tensors(), net.size());
-  std::vector<std::vector<float>> grads(W, std::vector<float>(net.size()));
+  std::vector<train::aligned_vector<float>> grads(W, train::aligned_vector<float>(net.size()));
   std::vector<double> losses(W);
-  std::vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
+  train::aligned_vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
   std::vector<std::size_t> order(tr.n);
   for (std::size_t i = 0; i < tr.n; ++i) order[i] = i;
   train::splitmix64 shuffle_rng{o.seed ^ 0x5DEECE66Dull};
   const std::size_t B = static_cast<std::size_t>(o.batch);
   const std::size_t steps = tr.n / B;
-  std::vector<float> batch_x(B * tr.dim);
+  train::aligned_vector<float> batch_x(B * tr.dim);
   std::vector<std::uint8_t> batch_y(B);
 
   run_result res;
@@ -181,7 +135,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   res.codec = rc.codec.has_value();
   if (rc.codec) res.bits_per_value = train::codec_bits_per_value(*cpd::make_codec(rc.codec->name), net.tensors());
   else if (rc.format.fmt) res.bits_per_value = rc.format.fmt->spec().bits;
-  progress_bar bar(o.progress, label);
+  train::progress_bar bar(o.progress, label);
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     const auto e0 = std::chrono::steady_clock::now();
     for (std::size_t i = tr.n; i > 1; --i) std::swap(order[i - 1], order[shuffle_rng.below(i)]);
@@ -243,7 +197,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
                        static_cast<double>(te.n);
     res.best_accuracy = std::max(res.best_accuracy, er.test_accuracy);
     res.epochs.push_back(er);
-    bar.epoch_done(epoch, o.epochs, er,
+    bar.epoch_done(epoch, o.epochs, er.train_loss, er.test_accuracy,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count());
   }
   if (cex) res.stats = cex->stats();
@@ -253,6 +207,8 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   if (mex) res.stats = mex->stats();
 #endif
   res.hash = train::fnv1a64(weights.values(), net.size() * sizeof(float));
+  for (const epoch_result& e : res.epochs) res.diverged |= !std::isfinite(e.train_loss);
+  for (std::size_t i = 0; i < net.size(); ++i) res.diverged |= !std::isfinite(weights.values()[i]);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
@@ -260,70 +216,156 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
 /// The APS column: codecs bring their own scaling (max-abs, norms, means), so none applies.
 const char* aps_column(const run_result& r) { return r.codec ? "-" : r.aps ? "on" : "off"; }
 
-void write_csv(const std::string& path, const std::vector<run_result>& runs) {
-  std::ofstream f(path);
-  if (!f) throw train::usage_error("--csv: cannot write " + path);
-  f << "run,grad_format,aps,epoch,train_loss,test_accuracy\n";
+/// x with a NaN's sign dropped: every NaN prints as "nan".
+double printable(double x) { return std::isnan(x) ? std::fabs(x) : x; }
+
+void write_csv(train::output_file& f, const std::vector<run_result>& runs) {
+  f.write("run,grad_format,aps,epoch,train_loss,test_accuracy\n");
   for (std::size_t r = 0; r < runs.size(); ++r)
     for (std::size_t e = 0; e < runs[r].epochs.size(); ++e) {
       char line[256];
+      const epoch_result& er = runs[r].epochs[e];
       std::snprintf(line, sizeof line, "%zu,%s,%s,%zu,%.6f,%.4f\n", r + 1, runs[r].grad_format.c_str(),
-                    aps_column(runs[r]), e + 1, runs[r].epochs[e].train_loss, runs[r].epochs[e].test_accuracy);
-      f << line;
+                    aps_column(runs[r]), e + 1, printable(er.train_loss), er.test_accuracy);
+      f.write(line);
     }
+  f.close();
 }
 
-void write_plot(const std::string& path, const std::vector<run_result>& runs) {
-  const std::string dat = path + ".dat", gp = path + ".gp";
-  {
-    std::ofstream d(dat);
-    for (const run_result& r : runs) {
-      d << "# " << r.grad_format << (r.aps ? " aps" : "") << "\n";
-      for (std::size_t e = 0; e < r.epochs.size(); ++e) d << e + 1 << ' ' << r.epochs[e].test_accuracy << "\n";
-      d << "\n\n";
-    }
+void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
+  std::vector<train::plot_curve> curves;
+  for (const run_result& r : runs) {
+    train::plot_curve c{r.grad_format + (r.codec ? "" : r.aps ? ", APS" : ", no APS"), r.codec ? 4 : r.aps ? 1 : 2, {}};
+    for (const epoch_result& e : r.epochs) c.y.push_back(e.test_accuracy);
+    curves.push_back(std::move(c));
   }
-  {
-    std::ofstream g(gp);
-    g << "set terminal pngcairo size 900,600 noenhanced\n"
-      << "set output '" << path << "'\n"
-      << "set title 'Fashion-MNIST MLP: test accuracy with low-precision gradient exchange'\n"
-      << "set xlabel 'epoch'\nset ylabel 'test accuracy'\nset key outside right\nset grid\n"
-      << "set yrange [0:1]\nset xtics 1\nplot ";
-    for (std::size_t r = 0; r < runs.size(); ++r)
-      g << (r ? ", " : "") << "'" << dat << "' index " << r << " with linespoints lw 2 dt "
-        << (runs[r].codec ? 4 : runs[r].aps ? 1 : 2) << " title '" << runs[r].grad_format
-        << (runs[r].codec ? "" : runs[r].aps ? ", APS" : ", no APS") << "'";
-    g << "\n";
-  }
-  const std::string cmd = "gnuplot '" + gp + "' 2>&1";
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    std::fprintf(stderr, "cpd-train: --plot needs gnuplot (Debian: apt-get install gnuplot-nox); data left in %s\n",
-                 dat.c_str());
-    return;
-  }
-  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "cpd-train: gnuplot failed on %s\n", gp.c_str());
-  std::remove(gp.c_str());
-  std::remove(dat.c_str());
+  train::write_plot(f, curves);
 }
 
-}  // namespace
+/// The table of runs: one row each, a loss column, and the mark `diverged`.
+void print_table(const std::vector<run_result>& runs) {
+  // Codec runs: flushed-to-0 counts the values encoded (gradient + residual) that decoded to 0.
+  std::printf("\n%-16s %-4s %10s %10s %10s %10s %12s %12s %9s\n", "format", "APS", "bits/value", "final loss",
+              "final acc", "best acc", "flushed-to-0", "overflowed", "seconds");
+  for (const run_result& r : runs)
+    std::printf("%-16s %-4s %10.4f %10.4f %10.4f %10.4f %12.3e %12.3e %9.1f%s\n", r.grad_format.c_str(),
+                aps_column(r), r.bits_per_value, printable(r.epochs.back().train_loss), r.epochs.back().test_accuracy,
+                r.best_accuracy, r.stats.flushed_fraction(), r.stats.overflowed_fraction(), r.seconds,
+                r.diverged ? "  diverged" : "");
+  for (const run_result& r : runs)
+    std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
+                r.grad_format.c_str(), aps_column(r));
+}
 
-int main(int argc, char** argv) {
+/// The parts of one process's work that can fail, each with an exit status and a message.
+struct failure {
+  int status = train::exit_ok;
+  std::string message;
+};
+
+/// MPI: every rank learns whether any failed, and the lowest failing rank prints its message;
+/// returns the highest status. Without MPI: prints the message when there is one.
+int agree(const failure& f, bool mpi, int rank) {
+  int status = f.status;
+  int first = f.status ? rank : INT_MAX;
+#if CPD_TRAIN_MPI
+  if (mpi) {
+    MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
+#else
+  (void)mpi;
+#endif
+  if (f.status && first == rank) std::fprintf(stderr, "cpd-train: %s\n", f.message.c_str());
+  return status;
+}
+
+/// The files --csv and --plot name, opened (rank 0 only) before anything is trained.
+struct outputs {
+  train::output_file csv, plot;
+};
+
+failure open_outputs(const options& o, bool printer, outputs& out) {
+  if (!printer) return {};
+  try {
+    if (!o.plot.empty() && train::find_program("gnuplot").empty())
+      return {train::exit_failure, "--plot needs gnuplot, which is not on PATH (Debian: apt-get install gnuplot-nox)"};
+    if (!o.csv.empty()) out.csv = train::output_file("--csv", o.csv);
+    if (!o.plot.empty()) out.plot = train::output_file("--plot", o.plot);
+  } catch (const train::io_error& e) {
+    return {train::exit_failure, e.what()};
+  }
+  return {};
+}
+
+failure load_data(const options& o, dataset& tr, dataset& te) {
+  try {
+    const std::string files[4] = {find_file(o.data_dir, "train-images-idx3-ubyte"),
+                                  find_file(o.data_dir, "train-labels-idx1-ubyte"),
+                                  find_file(o.data_dir, "t10k-images-idx3-ubyte"),
+                                  find_file(o.data_dir, "t10k-labels-idx1-ubyte")};
+    for (const std::string& f : files)
+      if (f.empty())
+        return {train::exit_failure, "no Fashion-MNIST data in " + o.data_dir +
+                                         ": install it with 'apt-get install dataset-fashion-mnist' or pass --data "
+                                         "DIR with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"};
+    tr = to_floats(train::read_image_set(files[0], files[1]), o.train_limit);
+    te = to_floats(train::read_image_set(files[2], files[3]), 0);
+    if (tr.dim != te.dim) return {train::exit_failure, "training and test images differ in size"};
+  } catch (const train::data_error& e) {
+    return {train::exit_failure, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {train::exit_failure, "out of memory while reading the data in " + o.data_dir};
+  }
+  if (tr.n < static_cast<std::size_t>(o.batch))
+    return {train::exit_usage,
+            "--batch " + std::to_string(o.batch) + " exceeds the " + std::to_string(tr.n) + " training images"};
+  return {};
+}
+
+/// Whether the runs that the flags ask for fit in memory (checked before the first allocation).
+failure check_memory(const options& o, const std::vector<run_config>& configs, std::size_t dim, int threads) {
+  train::memory_plan p;
+  p.widths.push_back(dim);
+  p.widths.insert(p.widths.end(), o.hidden.begin(), o.hidden.end());
+  p.widths.push_back(10);
+  p.workers = o.mpi ? 1 : static_cast<std::size_t>(o.workers);
+  p.batch = static_cast<std::size_t>(o.batch);
+  p.worker_batch = (p.batch + static_cast<std::size_t>(o.workers) - 1) / static_cast<std::size_t>(o.workers);
+  p.threads = static_cast<std::size_t>(threads);
+  for (const run_config& rc : configs) p.codec |= rc.codec.has_value();
+  const double need = train::memory_needed(p);
+  std::string bound;
+  const double have = train::memory_available(&bound);
+  if (need <= have) return {};
+  std::string shape;
+  for (std::size_t w : p.widths) shape += (shape.empty() ? "" : "-") + std::to_string(w);
+  return {train::exit_usage, "these flags need about " + train::human_bytes(need) + " of memory (MLP " + shape + ", " +
+                                 std::to_string(p.workers) + " worker gradient(s) in this process, batch " +
+                                 std::to_string(o.batch) + ") but " + bound + " " + train::human_bytes(have) +
+                                 ": use fewer --workers, a smaller --batch or narrower --hidden layers"};
+}
+
+int run_main(int argc, char** argv, int& rank) {
   options o;
   try {
     auto parsed = train::parse(argc, argv);
     if (!parsed) {
-      std::cout << train::usage_text();
-      return 0;
+      std::fputs(train::usage_text(), stdout);
+      return std::fflush(stdout) == 0 ? train::exit_ok : train::exit_failure;
     }
     o = *parsed;
   } catch (const train::usage_error& e) {
     std::fprintf(stderr, "cpd-train: %s\n", e.what());
-    return 2;
+    return train::exit_usage;
   }
+  for (const auto& gf : o.grad_formats)
+    if (gf.fmt && !cpd::visit<train::train_formats>(*gf.fmt, [](auto) {})) {
+      std::fprintf(stderr, "cpd-train: gradient format %s is not compiled into cpd-train; use one of %s\n",
+                   gf.name.c_str(), train::train_format_names().c_str());
+      return train::exit_usage;
+    }
 
-  int rank = -1;
   if (o.mpi) {
 #if CPD_TRAIN_MPI
     MPI_Init(&argc, &argv);
@@ -335,12 +377,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cpd-train: --mpi needs --workers equal to the number of ranks (%d, not %d)\n", size,
                      o.workers);
       MPI_Finalize();
-      return 2;
+      return train::exit_usage;
     }
     if (rank != 0) o.progress = false;
 #else
     std::fprintf(stderr, "cpd-train: built without MPI (Debian: libopenmpi-dev), so --mpi is not available\n");
-    return 2;
+    return train::exit_usage;
 #endif
   }
   const bool printer = rank <= 0;
@@ -348,82 +390,80 @@ int main(int argc, char** argv) {
     bool on;
     ~mpi_finalizer() {
 #if CPD_TRAIN_MPI
-      if (on) MPI_Finalize();
+      if (on && std::uncaught_exceptions() == 0) MPI_Finalize();  // else main's MPI_Abort
 #endif
     }
   } finalize_mpi{o.mpi};
 
-  for (const auto& gf : o.grad_formats)
-    if (gf.fmt && !cpd::visit<train::train_formats>(*gf.fmt, [](auto) {})) {
-      std::fprintf(stderr, "cpd-train: gradient format %s is not compiled into cpd-train; use one of %s\n",
-                   gf.name.c_str(), train::train_format_names().c_str());
-      return 2;
-    }
-
+  outputs out;
+  if (const int st = agree(open_outputs(o, printer, out), o.mpi, rank)) return st;
   dataset tr, te;
-  try {
-    const std::string files[4] = {find_file(o.data_dir, "train-images-idx3-ubyte"),
-                                  find_file(o.data_dir, "train-labels-idx1-ubyte"),
-                                  find_file(o.data_dir, "t10k-images-idx3-ubyte"),
-                                  find_file(o.data_dir, "t10k-labels-idx1-ubyte")};
-    for (const std::string& f : files)
-      if (f.empty()) {
-        std::fprintf(stderr,
-                     "cpd-train: no Fashion-MNIST data in %s: install it with 'apt-get install dataset-fashion-mnist' "
-                     "or pass --data DIR with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n",
-                     o.data_dir.c_str());
-        return 1;
-      }
-    tr = to_floats(train::read_image_set(files[0], files[1]), o.train_limit);
-    te = to_floats(train::read_image_set(files[2], files[3]), 0);
-    if (tr.dim != te.dim) throw train::data_error("training and test images differ in size");
-  } catch (const train::data_error& e) {
-    std::fprintf(stderr, "cpd-train: %s\n", e.what());
-    return 1;
-  }
-  if (tr.n < static_cast<std::size_t>(o.batch)) {
-    std::fprintf(stderr, "cpd-train: --batch %d exceeds the %zu training images\n", o.batch, tr.n);
-    return 2;
-  }
-
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const thread_pool pool(threads);
-  if (!printer && !std::freopen("/dev/null", "w", stdout)) return 1;  // only rank 0 reports
-  std::printf("cpd-train: %zu training and %zu test images of %zu pixels, MLP", tr.n, te.n, tr.dim);
-  std::printf(" %zu", tr.dim);
-  for (std::size_t h : o.hidden) std::printf("-%zu", h);
-  std::printf("-10, %d workers%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
-              o.mpi ? " (MPI ranks)" : "", o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "", o.weights_name.c_str(), threads);
+  if (const int st = agree(load_data(o, tr, te), o.mpi, rank)) return st;
 
   // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
   std::vector<run_config> configs;
   for (const auto& gf : o.grad_formats)
     for (bool aps : o.aps) configs.push_back({gf, aps, std::nullopt});
   for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, false, c});
+
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
+  const train::thread_pool pool(threads);
+  if (!printer && !std::freopen("/dev/null", "w", stdout)) return train::exit_failure;  // only rank 0 reports
+  std::printf("cpd-train: %zu training and %zu test images of %zu pixels, MLP", tr.n, te.n, tr.dim);
+  std::printf(" %zu", tr.dim);
+  for (std::size_t h : o.hidden) std::printf("-%zu", h);
+  std::printf("-10, %d workers%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
+              o.mpi ? " (MPI ranks)" : "", o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
+              o.weights_name.c_str(), threads);
+
   std::vector<run_result> runs;
   for (const run_config& rc : configs) {
     const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(configs.size()) + " " +
                               rc.name() + (rc.codec ? "" : rc.aps ? " aps" : " no-aps") + "]";
     runs.push_back(run_one(o, rc, tr, te, pool, label, rank));
   }
+  print_table(runs);
+  if (!printer) return train::exit_ok;
 
-  // Codec runs: flushed-to-0 counts the values encoded (gradient + residual) that decoded to 0.
-  std::printf("\n%-16s %-4s %10s %10s %10s %12s %12s %9s\n", "format", "APS", "bits/value", "final acc", "best acc",
-              "flushed-to-0", "overflowed", "seconds");
-  for (const run_result& r : runs)
-    std::printf("%-16s %-4s %10.4f %10.4f %10.4f %12.3e %12.3e %9.1f\n", r.grad_format.c_str(), aps_column(r),
-                r.bits_per_value, r.epochs.back().test_accuracy, r.best_accuracy, r.stats.flushed_fraction(),
-                r.stats.overflowed_fraction(), r.seconds);
-  for (const run_result& r : runs)
-    std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
-                r.grad_format.c_str(), aps_column(r));
-  if (!printer) return 0;
+  int status = train::exit_ok;
   try {
-    if (!o.csv.empty()) write_csv(o.csv, runs);
-  } catch (const train::usage_error& e) {
+    if (out.csv.is_open()) write_csv(out.csv, runs);
+    if (out.plot.is_open()) write_plot(out.plot, runs);
+  } catch (const train::io_error& e) {
     std::fprintf(stderr, "cpd-train: %s\n", e.what());
-    return 1;
+    status = train::exit_failure;
   }
-  if (!o.plot.empty()) write_plot(o.plot, runs);
-  return 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "cpd-train: writing the table to standard output failed (%s)\n", std::strerror(errno));
+    status = train::exit_failure;
+  }
+  std::size_t diverged = 0;
+  std::string which;
+  for (const run_result& r : runs)
+    if (r.diverged) which += std::string(diverged++ ? ", " : "") + r.grad_format + " (aps " + aps_column(r) + ")";
+  if (diverged) {
+    std::fprintf(stderr, "cpd-train: %zu of %zu runs diverged (a loss or weight became NaN or infinite): %s\n",
+                 diverged, runs.size(), which.c_str());
+    if (status == train::exit_ok) status = train::exit_diverged;
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rank = -1;
+  try {
+    return run_main(argc, argv, rank);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "cpd-train: out of memory%s (use fewer --workers, a smaller --batch or --hidden)\n",
+                 rank >= 0 ? (" on rank " + std::to_string(rank)).c_str() : "");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cpd-train: %s\n", e.what());
+  }
+#if CPD_TRAIN_MPI
+  if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, train::exit_failure);  // the other ranks wait in a collective
+#endif
+  return train::exit_failure;
 }

@@ -5,7 +5,16 @@
 // parameters in one flat float array so that gradients can be exchanged and
 // weights hashed as plain bytes.
 
+#include "aligned.hpp"
+
+// Eigen allocates its own matrices (activations, deltas) on 64-byte boundaries
+// too, whatever vector width the build targets (aligned.hpp says why).
+#ifndef EIGEN_MAX_ALIGN_BYTES
+#define EIGEN_MAX_ALIGN_BYTES 64
+#endif
 #include <Eigen/Core>
+static_assert(EIGEN_DEFAULT_ALIGN_BYTES == train::buffer_alignment,
+              "cpd-train: include mlp.hpp before any other Eigen header (EIGEN_MAX_ALIGN_BYTES must be 64)");
 
 #include <cmath>
 #include <cstdint>
@@ -49,27 +58,39 @@ struct splitmix64 {
   }
 };
 
-/// The network's shape and its parameters in one flat array.
+/// The network's shape and its parameters in one flat array, every tensor starting
+/// on a buffer_alignment boundary (the gaps between tensors stay zero).
 class mlp {
  public:
   explicit mlp(std::vector<std::size_t> widths) : widths_(std::move(widths)) {
+    constexpr std::size_t align = buffer_alignment / sizeof(float);
     std::size_t off = 0;
+    auto add = [&](std::string name, std::size_t rows, std::size_t cols) {
+      off = (off + align - 1) / align * align;
+      tensors_.push_back({std::move(name), off, rows, cols});
+      off += rows * cols;
+    };
     for (std::size_t l = 0; l + 1 < widths_.size(); ++l) {
-      tensors_.push_back({"W" + std::to_string(l + 1), off, widths_[l + 1], widths_[l]});
-      off += widths_[l + 1] * widths_[l];
-      tensors_.push_back({"b" + std::to_string(l + 1), off, 1, widths_[l + 1]});
-      off += widths_[l + 1];
+      add("W" + std::to_string(l + 1), widths_[l + 1], widths_[l]);
+      add("b" + std::to_string(l + 1), 1, widths_[l + 1]);
     }
     size_ = off;
   }
 
+  /// Floats in the flat array, gaps included.
   std::size_t size() const { return size_; }
+  /// Parameters: the tensors' sizes summed.
+  std::size_t parameters() const {
+    std::size_t n = 0;
+    for (const tensor_view& t : tensors_) n += t.size();
+    return n;
+  }
   std::size_t layers() const { return widths_.size() - 1; }
   const std::vector<tensor_view>& tensors() const { return tensors_; }
   const std::vector<std::size_t>& widths() const { return widths_; }
 
   /// He-uniform weights, zero biases.
-  void init(std::vector<float>& params, std::uint64_t seed) const {
+  void init(aligned_vector<float>& params, std::uint64_t seed) const {
     params.assign(size_, 0.0f);
     splitmix64 rng{seed};
     for (std::size_t l = 0; l < layers(); ++l) {

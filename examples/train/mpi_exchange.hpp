@@ -108,12 +108,11 @@ class mpi_codec_exchanger {
       bytes_ += cpd::mpi::codec_allreduce(*codec_, local + tv.offset, mean + tv.offset, tv.size(), MPI_COMM_WORLD, opt)
                     .payload_bytes;
     }
-    count_codec(feedback_ ? input_.data() : local, residual_.data(), n, stats_);
+    count_codec(feedback_ ? input_.data() : local, residual_.data(), tensors_, stats_);
     // Non-finite means are the same on every rank: count them once, on rank 0.
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0)
-      for (std::size_t i = 0; i < n; ++i) stats_.overflowed += !std::isfinite(mean[i]);
+    if (rank == 0) stats_.overflowed += count_nonfinite(mean, tensors_);
   }
 
   /// The statistics of all ranks (collective).
@@ -131,7 +130,7 @@ class mpi_codec_exchanger {
   bool feedback_;
   std::uint64_t seed_;
   std::vector<tensor_view> tensors_;
-  std::vector<float> residual_, input_;
+  aligned_vector<float> residual_, input_;
   exchange_stats stats_;
   std::uint64_t bytes_ = 0;
 };
