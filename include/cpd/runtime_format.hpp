@@ -97,12 +97,16 @@ class format {
   [[nodiscard]] constexpr double min_normal() const noexcept { return spec_.min_normal; }
   [[nodiscard]] constexpr double denorm_min() const noexcept { return spec_.min_positive; }
 
-  /// A canonical name, e.g. "e4m3fn", "e5m2", "e4m3b11fnuz", "e8m0fnu", "e2m1finite".
+  /// A canonical name, e.g. "e4m3fn", "e5m2", "e4m3b11fnuz", "e8m0fnu", "e2m1finite";
+  /// parse(f.name()) == f.
   [[nodiscard]] std::string name() const {
-    std::string n = "e" + std::to_string(spec_.E) + "m" + std::to_string(spec_.M);
-    if (spec_.bias != detail::default_bias(spec_.E, spec_.enc)) n += "b" + std::to_string(spec_.bias);
-    if (spec_.enc != encoding_kind::ieee) n += to_string(spec_.enc);
-    return n;
+    const std::string em = "e" + std::to_string(spec_.E) + "m" + std::to_string(spec_.M);
+    const std::string suffix = spec_.enc != encoding_kind::ieee ? to_string(spec_.enc) : "";
+    const std::string b = "b" + std::to_string(spec_.bias);
+    if (spec_.bias != detail::default_bias(spec_.E, spec_.enc)) return em + b + suffix;
+    // "e2m3fn" is the alias of float6_e2m3fn (encoding finite): cpd::fn's e2m3 says its bias.
+    const std::optional<format> alias = try_parse(em + suffix);
+    return alias && *alias == *this ? em + suffix : em + b + suffix;
   }
 
   friend constexpr bool operator==(const format& a, const format& b) noexcept {
