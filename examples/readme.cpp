@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The example of README.md, verbatim (a test checks that they stay equal).
+// The example of README.md, verbatim (ctest docs.blocks checks that they stay equal).
 
 #include <cpd/cpd.hpp>
 #include <cmath>

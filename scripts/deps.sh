@@ -9,7 +9,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake clang
+  build-essential cmake clang libclang-rt-dev pkg-config
   doctest-dev libmpfr-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libthrust-dev libeigen3-dev zlib1g-dev
   dataset-fashion-mnist

@@ -6,9 +6,11 @@
 #   asan   RelWithDebInfo (-O2 -g1: line tables, all a sanitizer report needs) with
 #          ASan + UBSan, label quick
 #   clang  Release with clang++, label quick
+#   fuzz   the libFuzzer targets only (clang++, ASan + UBSan), each run for
+#          CPD_FUZZ_SECONDS (40) from its committed corpus (tests/fuzz)
 # asan and clang build only what their tests run (CPD_TEST_LABELS=quick: no
 # exhaustive or MPI tests, no benchmarks, no nvcc); ci builds everything.
-# usage: scripts/test.sh [preset...]     (default: ci asan clang)
+# usage: scripts/test.sh [preset...]     (default: ci asan clang fuzz)
 # env:   CPD_JOBS (default 2), CPD_SKIP_DEPS=1 to skip the dependency check
 set -euo pipefail
 
@@ -16,7 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${CPD_JOBS:-2}"
 presets=("$@")
 if [[ ${#presets[@]} -eq 0 ]]; then
-  presets=(ci asan clang)
+  presets=(ci asan clang fuzz)
 fi
 
 if [[ "${CPD_SKIP_DEPS:-0}" != 1 ]]; then

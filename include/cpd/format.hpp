@@ -75,9 +75,11 @@ CPD_HOST_DEVICE constexpr int max_exponent(int e, int m, encoding_kind k, int bi
   return max_finite_field(e, m, k) - bias;
 }
 
-/// The exponent of the smallest positive value (a subnormal where there are any).
+/// The exponent of the finest step between values: every value is a multiple of
+/// 2^min_exponent (the smallest subnormal; with no subnormals, fnu, the ulp of the
+/// lowest binade, 2^(-bias - M)).
 CPD_HOST_DEVICE constexpr int min_exponent(int m, encoding_kind k, int bias) noexcept {
-  return k == encoding_kind::fnu ? -bias : 1 - bias - m;
+  return k == encoding_kind::fnu ? -bias - m : 1 - bias - m;
 }
 
 /// Why (E, M, encoding, bias) is not a format, or nullptr when it is one.
@@ -180,7 +182,7 @@ CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias
   s.max_value = code_value(s, s.max_code);
   s.min_positive = code_value(s, s.min_code);
   s.min_normal = code_value(s, s.has_subnormals ? (std::uint64_t(1) << m) : 0);
-  s.fits_float = m <= 23 && s.emax <= 127 && (s.has_subnormals ? s.emin - m : s.emin) >= -149;
+  s.fits_float = m <= 23 && s.emax <= 127 && s.emin - m >= -149;  // the finest step is 2^(emin - m)
   s.max_bits_f64 = bit_cast<std::uint64_t>(s.max_value);
   s.min_bits_f64 = bit_cast<std::uint64_t>(s.min_positive);
   if (s.fits_float) {

@@ -97,12 +97,16 @@ class format {
   [[nodiscard]] constexpr double min_normal() const noexcept { return spec_.min_normal; }
   [[nodiscard]] constexpr double denorm_min() const noexcept { return spec_.min_positive; }
 
-  /// A canonical name, e.g. "e4m3fn", "e5m2", "e4m3b11fnuz", "e8m0fnu", "e2m1finite".
+  /// A canonical name, e.g. "e4m3fn", "e5m2", "e4m3b11fnuz", "e8m0fnu", "e2m1finite";
+  /// parse(f.name()) == f.
   [[nodiscard]] std::string name() const {
-    std::string n = "e" + std::to_string(spec_.E) + "m" + std::to_string(spec_.M);
-    if (spec_.bias != detail::default_bias(spec_.E, spec_.enc)) n += "b" + std::to_string(spec_.bias);
-    if (spec_.enc != encoding_kind::ieee) n += to_string(spec_.enc);
-    return n;
+    const std::string em = "e" + std::to_string(spec_.E) + "m" + std::to_string(spec_.M);
+    const std::string suffix = spec_.enc != encoding_kind::ieee ? to_string(spec_.enc) : "";
+    const std::string b = "b" + std::to_string(spec_.bias);
+    if (spec_.bias != detail::default_bias(spec_.E, spec_.enc)) return em + b + suffix;
+    // "e2m3fn" is the alias of float6_e2m3fn (encoding finite): cpd::fn's e2m3 says its bias.
+    const std::optional<format> alias = try_parse(em + suffix);
+    return alias && *alias == *this ? em + suffix : em + b + suffix;
   }
 
   friend constexpr bool operator==(const format& a, const format& b) noexcept {
@@ -127,6 +131,23 @@ class format {
 };
 
 namespace detail {
+/// s for an error message: bytes outside printable ASCII as \xNN (a NUL would end what()).
+inline std::string printable(std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out;
+}
+
 inline bool parse_int(std::string_view& s, int& out) noexcept {
   std::size_t i = 0;
   long v = 0;
@@ -156,18 +177,26 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
       {"e8m0fnu", of<float8_e8m0fnu>()},     {"e3m2fn", of<float6_e3m2fn>()},
       {"e2m3fn", of<float6_e2m3fn>()},       {"e2m1fn", of<float4_e2m1fn>()},
   };
+  auto bad = [&](const std::string& msg) -> std::optional<format> {
+    if (why) *why = "'" + detail::printable(name) + "': " + msg;
+    return std::nullopt;
+  };
   std::string_view s = name;
+  int width = 0;  // the bits that a "floatN_" prefix promises
   for (std::string_view prefix : {"float8_", "float6_", "float4_"})
     if (s.substr(0, prefix.size()) == prefix) {
       s.remove_prefix(prefix.size());
+      width = prefix[5] - '0';
       break;
     }
-  for (const auto& a : aliases)
-    if (s == a.name) return a.f;
-  auto bad = [&](const std::string& msg) -> std::optional<format> {
-    if (why) *why = "'" + std::string(name) + "': " + msg;
-    return std::nullopt;
+  auto with_width = [&](const format& f) -> std::optional<format> {
+    if (width != 0 && f.bits() != width)
+      return bad("the prefix float" + std::to_string(width) + "_ names a " + std::to_string(width) +
+                 "-bit format, but " + f.name() + " has " + std::to_string(f.bits()) + " bits");
+    return f;
   };
+  for (const auto& a : aliases)
+    if (s == a.name) return with_width(a.f);
   int e = 0, m = 0;
   if (s.empty() || s[0] != 'e') return bad("unknown format (expected an alias such as e4m3fn or e<E>m<M>)");
   s.remove_prefix(1);
@@ -187,11 +216,11 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
   else if (s == "fnuz") enc = encoding_kind::fnuz;
   else if (s == "fnu") enc = encoding_kind::fnu;
   else if (s == "finite") enc = encoding_kind::finite;
-  else if (!s.empty()) return bad("unknown encoding suffix '" + std::string(s) + "' (fn, fnuz, fnu or finite)");
+  else if (!s.empty()) return bad("unknown encoding suffix '" + detail::printable(s) + "' (fn, fnuz, fnu or finite)");
   const char* err = nullptr;
   auto f = try_make(e, m, enc, bias, &err);
   if (!f) return bad(err);
-  return f;
+  return with_width(*f);
 }
 
 namespace detail {
