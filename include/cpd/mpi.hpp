@@ -84,7 +84,7 @@ struct tensor {
 template <class Scale>
 struct result {
   std::vector<Scale> scales;             ///< the scale of each tensor (the same on every rank)
-  std::uint64_t statistics_bytes = 0;    ///< bytes this rank handed to the statistics MPI_Allreduce
+  std::uint64_t statistics_bytes = 0;    ///< bytes this rank handed to the statistics MPI_Allreduce (and the NaN mask's)
   std::uint64_t payload_bytes = 0;       ///< packed-code bytes this rank sent (ring) or handed to MPI_Allreduce (native)
   double seconds = 0;                    ///< wall time of the call
   double seconds_codec = 0;              ///< of which: statistics, scaling, encoding, decoding and adding
@@ -525,8 +525,16 @@ class allreduce_plan {
       res.scales[i] = scaler_of(i).select(st);
     }
 
+    // 3. A format without NaN: its codes cannot carry a NaN, which the simulation keeps (its
+    //    quantized values are floats). Where a scale says that some rank's tensor held inf or
+    //    NaN, this rank's NaN positions are noted now (out may be in) and OR-ed over the ranks
+    //    after the exchange, and those elements of the result become NaN on every rank.
+    std::vector<std::uint64_t> nan_mask;
+    if constexpr (!F::spec.has_nan) nan_mask = local_nan_mask(x.data(), res.scales);
+
     if (opt_.algo == algorithm::native) native(t, x.data(), res, comm_time);
     else ring(t, x.data(), res, comm_time);
+    if (!nan_mask.empty()) apply_nan_mask(t, res, nan_mask, comm_time);
     bytes_sent_ += res.bytes_sent();
     res.seconds = MPI_Wtime() - t0;
     res.seconds_codec = res.seconds - comm_time;
@@ -536,6 +544,41 @@ class allreduce_plan {
 
   using storage = typename codec::storage;
   using arith = detail::code_arith<F, R, O>;
+
+  /// One bit per element of every tensor whose scale is marked nonfinite, in tensor order: set
+  /// where this rank's x is NaN. Empty when no scale is marked (the same on every rank).
+  template <class Scale>
+  std::vector<std::uint64_t> local_nan_mask(const float* const* x, const std::vector<Scale>& scales) const {
+    std::size_t bits = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) bits += scales[i].nonfinite ? sizes_[i] : 0;
+    std::vector<std::uint64_t> m(bits == 0 ? 0 : (bits + 63) / 64, 0);
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      if (!scales[i].nonfinite) continue;
+      for (std::size_t j = 0; j < sizes_[i]; ++j, ++b)
+        m[b / 64] |= static_cast<std::uint64_t>(x[i][j] != x[i][j]) << (b % 64);
+    }
+    return m;
+  }
+
+  /// ORs the NaN masks of all ranks and writes the canonical NaN where any bit is set.
+  template <class Scale>
+  void apply_nan_mask(const tensor* t, result<Scale>& res, std::vector<std::uint64_t>& m, double& comm_time) {
+    const double c0 = MPI_Wtime();
+    const std::size_t piece = detail::max_message / 8;
+    for (std::size_t u = 0; u < m.size(); u += piece)
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, m.data() + u, static_cast<int>(std::min(piece, m.size() - u)),
+                                  MPI_UINT64_T, MPI_BOR, comm_),
+                    "MPI_Allreduce (NaN mask)");
+    comm_time += MPI_Wtime() - c0;
+    res.statistics_bytes += m.size() * 8;
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      if (!res.scales[i].nonfinite) continue;
+      for (std::size_t j = 0; j < sizes_[i]; ++j, ++b)
+        if ((m[b / 64] >> (b % 64)) & 1u) t[i].out[j] = cpd::detail::bit_cast<float>(0x7FC00000u);
+    }
+  }
 
   /// The codes of Q(x * scale) for this rank's n values of tensor t, and its residual
   /// x - unscale(Q(x * scale)) with error feedback.
