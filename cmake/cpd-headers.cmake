@@ -29,6 +29,7 @@ set(CPD_HEADERS
   include/cpd/io.hpp
   include/cpd/mx.hpp
   include/cpd/mpi.hpp
+  include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
   include/cpd/nccl.cuh
   include/cpd/pack.hpp
@@ -46,6 +47,7 @@ set(CPD_HEADERS
 # treated as such.
 set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi.hpp
+  include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
   include/cpd/nccl.hpp
   include/cpd/thrust.hpp

@@ -141,6 +141,8 @@ cpd::bulk_stats reference_stats(const std::vector<T>& in, const cpd::bulk_option
     if (((finite && r.overflow) || std::isinf(y)) && !cpd::isnan(f) &&
         (f.bits() & F::spec.mag_mask) == F::spec.max_code)
       ++st.saturated;
+    if (std::isnan(y)) ++st.nan_inputs;
+    if (std::isinf(y)) ++st.inf_inputs;
   }
   return st;
 }

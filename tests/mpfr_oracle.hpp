@@ -194,9 +194,17 @@ inline int compare_to_midpoint(double ax, double lo, double hi) {
 /// The expected results for one input: value[mode][saturate] (NaN for NaN, +-inf, or
 /// the exact value, with the sign of zero as the format has it).
 struct results {
-  double value[mode_count][2];
+  double value[mode_count][2];  ///< the value of the code the conversion gives
   double get(mode m, bool saturate) const { return value[int(m)][saturate ? 1 : 0]; }
 };
+
+/// What quantize (the rounded value as a float or double) gives where convert gives
+/// a code of value `code_value`: the same, except that a NaN stays NaN even in a
+/// format without NaN (whose code is then +-max: the NaN/inf policy of docs/reliability.md).
+inline double quantized_value(const format& f, double x, double code_value) {
+  if (std::isnan(x) && f.k == kind::finite) return std::copysign(std::numeric_limits<double>::quiet_NaN(), x);
+  return code_value;
+}
 
 /// The expected result of rounding x to f in every deterministic mode and both
 /// overflow modes (DESIGN.md "Semantics", plus the decisions for finite/fnu).

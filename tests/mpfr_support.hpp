@@ -121,7 +121,8 @@ void check_input(const mo::format& f, T x, collector& col) {
       const double w = want.value[m][o];
       col.checks += got.has_quantized ? 2 : 1;
       const bool code_ok = mo::same(got.code_value[m][o], w);
-      const bool quant_ok = !got.has_quantized || mo::same(got.quantized[m][o], w);
+      const bool quant_ok =
+          !got.has_quantized || mo::same(got.quantized[m][o], mo::quantized_value(f, static_cast<double>(x), w));
       if (!code_ok || !quant_ok) {
         char buf[400];
         std::snprintf(buf, sizeof buf,

@@ -28,8 +28,9 @@
 //     toolkit gives NaN, and count the codes that differ: every negative NaN
 //     for E4M3, every NaN for E5M2.
 //   - FP6/FP4 (cuda_fp6.hpp, cuda_fp4.hpp): +-inf and finite overflow give
-//     +-max; NaN gives +max whatever its sign. cpd gives +-max with the NaN's
-//     sign: for negative NaNs the codes differ (counted), DESIGN is asserted.
+//     +-max; NaN gives +max whatever its sign. cpd's code is +-max with the
+//     NaN's sign (for negative NaNs the codes differ, counted) and its quantized
+//     value NaN with that sign (a NaN never becomes a number): asserted.
 // All other inputs must match bit for bit.
 //
 // cpd's side is computed a block of consecutive inputs at a time by the same
@@ -131,9 +132,9 @@ inline void check_one(std::uint32_t u, const format_desc& d, std::uint8_t ref, c
     if (d.nan_mag != 0) {  // FP8: NaN out with the input's sign; the toolkit gives +NaN 0x7F
       design_ok = d.is_nan(c) && d.sign(c) == s && is_nan_bits(q) && sign_bit(q) == s;
       ref_as_documented = ref == 0x7F;
-    } else {  // FP6/FP4: +-max with the input's sign; the toolkit gives +max
+    } else {  // FP6/FP4: code +-max with the input's sign, value NaN (docs/reliability.md); the toolkit gives +max
       const auto max_code = static_cast<std::uint8_t>(d.max_mag | (s ? d.sign_mask() : 0u));
-      design_ok = c == max_code && q == (d.max_value | (s ? 0x80000000u : 0u));
+      design_ok = c == max_code && is_nan_bits(q) && sign_bit(q) == s;
       ref_as_documented = ref == d.max_mag;
     }
     if (!design_ok || !ref_as_documented)

@@ -28,7 +28,11 @@ struct exchange_stats {
   std::uint64_t values = 0;      ///< values rounded to the gradient format
   std::uint64_t flushed = 0;     ///< non-zero values that became zero
   std::uint64_t overflowed = 0;  ///< finite values that became inf or NaN (or were clipped by saturation)
+  std::uint64_t nonfinite = 0;   ///< values that were inf or NaN before rounding (cpd's NaN/inf policy)
   double flushed_fraction() const { return values ? static_cast<double>(flushed) / static_cast<double>(values) : 0.0; }
+  double nonfinite_fraction() const {
+    return values ? static_cast<double>(nonfinite) / static_cast<double>(values) : 0.0;
+  }
   double overflowed_fraction() const {
     return values ? static_cast<double>(overflowed) / static_cast<double>(values) : 0.0;
   }
@@ -99,6 +103,7 @@ class exchanger {
     stats_.values += r.scaled.count;
     stats_.flushed += r.scaled.flushed;
     stats_.overflowed += r.scaled.overflowed + r.nonfinite_out;
+    stats_.nonfinite += r.scaled.nonfinite;
   }
 
   std::vector<tensor_view> tensors_;
@@ -139,20 +144,23 @@ inline void prepare_codec_residual(bool feedback, const float* g, float* residua
 /// x != 0 decoded to 0, i.e. when the residual is x itself (no codec here decodes a non-zero
 /// code to less than half an ulp of x: the nearest of its values, a QSGD level >= 1 of the
 /// bucket's norm, or 1-bit SGD's mean of at least |x| / bucket), and as overflowed when a
-/// finite x gave a non-finite residual (a non-finite decoded value).
+/// finite x gave a non-finite residual (a non-finite decoded value), and as non-finite when x
+/// is inf or NaN (its codec block then decodes to NaN).
 /// Counted over the tensors of the flat arrays x and residual (not the gaps between them).
 inline void count_codec(const float* x, const float* residual, const std::vector<tensor_view>& tensors,
                         exchange_stats& s) {
-  std::uint64_t flushed = 0, overflowed = 0;
+  std::uint64_t flushed = 0, overflowed = 0, nonfinite = 0;
   for (const tensor_view& t : tensors) {
     for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
       flushed += x[i] != 0.0f && residual[i] == x[i];
       overflowed += std::isfinite(x[i]) && !std::isfinite(residual[i]);
+      nonfinite += !std::isfinite(x[i]);
     }
     s.values += t.size();
   }
   s.flushed += flushed;
   s.overflowed += overflowed;
+  s.nonfinite += nonfinite;
 }
 
 /// Non-finite values in the tensors of the flat array x.
@@ -210,6 +218,7 @@ class codec_exchanger {
       stats_.values += s.values;
       stats_.flushed += s.flushed;
       stats_.overflowed += s.overflowed;
+      stats_.nonfinite += s.nonfinite;
     }
     stats_.overflowed += count_nonfinite(mean, tensors_);
   }

@@ -245,13 +245,14 @@ void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
 /// The table of runs: one row each, a loss column, and the mark `diverged`.
 void print_table(const std::vector<run_result>& runs) {
   // Codec runs: flushed-to-0 counts the values encoded (gradient + residual) that decoded to 0.
-  std::printf("\n%-16s %-4s %10s %10s %10s %10s %12s %12s %9s\n", "format", "APS", "bits/value", "final loss",
-              "final acc", "best acc", "flushed-to-0", "overflowed", "seconds");
+  // non-finite: gradient values that were inf or NaN before rounding (docs/reliability.md).
+  std::printf("\n%-16s %-4s %10s %10s %10s %10s %12s %12s %12s %9s\n", "format", "APS", "bits/value", "final loss",
+              "final acc", "best acc", "flushed-to-0", "overflowed", "non-finite", "seconds");
   for (const run_result& r : runs)
-    std::printf("%-16s %-4s %10.4f %10.4f %10.4f %10.4f %12.3e %12.3e %9.1f%s\n", r.grad_format.c_str(),
+    std::printf("%-16s %-4s %10.4f %10.4f %10.4f %10.4f %12.3e %12.3e %12.3e %9.1f%s\n", r.grad_format.c_str(),
                 aps_column(r), r.bits_per_value, printable(r.epochs.back().train_loss), r.epochs.back().test_accuracy,
-                r.best_accuracy, r.stats.flushed_fraction(), r.stats.overflowed_fraction(), r.seconds,
-                r.diverged ? "  diverged" : "");
+                r.best_accuracy, r.stats.flushed_fraction(), r.stats.overflowed_fraction(),
+                r.stats.nonfinite_fraction(), r.seconds, r.diverged ? "  diverged" : "");
   for (const run_result& r : runs)
     std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
                 r.grad_format.c_str(), aps_column(r));

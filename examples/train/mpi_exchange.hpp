@@ -51,6 +51,7 @@ class mpi_exchanger {
         ++stats_.values;
         stats_.flushed += x != 0 && std::isfinite(x) && q == 0;
         stats_.overflowed += std::isfinite(x) && !std::isfinite(q);
+        stats_.nonfinite += !std::isfinite(x);
       }
     }
     // Non-finite sums are the same on every rank: count them once, on rank 0.
@@ -63,9 +64,9 @@ class mpi_exchanger {
 
   /// The statistics of all ranks (collective).
   exchange_stats stats() const {
-    std::uint64_t local[3] = {stats_.values, stats_.flushed, stats_.overflowed}, total[3] = {};
-    MPI_Allreduce(local, total, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    return {total[0], total[1], total[2]};
+    std::uint64_t local[4] = {stats_.values, stats_.flushed, stats_.overflowed, stats_.nonfinite}, total[4] = {};
+    MPI_Allreduce(local, total, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return {total[0], total[1], total[2], total[3]};
   }
 
   /// Bytes this rank sent (statistics and packed codes).
@@ -117,9 +118,9 @@ class mpi_codec_exchanger {
 
   /// The statistics of all ranks (collective).
   exchange_stats stats() const {
-    std::uint64_t local[3] = {stats_.values, stats_.flushed, stats_.overflowed}, total[3] = {};
-    MPI_Allreduce(local, total, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    return {total[0], total[1], total[2]};
+    std::uint64_t local[4] = {stats_.values, stats_.flushed, stats_.overflowed, stats_.nonfinite}, total[4] = {};
+    MPI_Allreduce(local, total, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return {total[0], total[1], total[2], total[3]};
   }
 
   /// Bytes of the payloads this rank sent.

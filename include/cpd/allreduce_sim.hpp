@@ -83,10 +83,10 @@ struct allreduce_options {
 /// What simulate_allreduce did.
 template <class Scale>
 struct allreduce_result {
-  Scale scale{};                  ///< the scale the scaler selected
+  Scale scale{};                  ///< the scale the scaler selected (scale.nonfinite: some input was inf or NaN)
   quantization_stats unscaled{};  ///< all workers' values quantized without the scale (with diagnostics)
-  quantization_stats scaled{};    ///< the same with the scale: what the exchange actually did
-  std::uint64_t nonfinite_out = 0;  ///< elements of the result that are inf or NaN
+  quantization_stats scaled{};    ///< the same with the scale: what the exchange actually did (::nonfinite: inf/NaN inputs)
+  std::uint64_t nonfinite_out = 0;  ///< elements of the result that are inf or NaN (NaN wherever an input was NaN)
 };
 
 namespace detail {
@@ -262,13 +262,13 @@ class allreduce_engine {
     }
   }
 
-  /// out[i] = unscale(s) (divided by W for a mean).
+  /// out[i] = unscale(s) (divided by W for a mean); a NaN is the canonical +qNaN, as every sum's.
   void finish(const float* s, std::size_t lo, std::size_t hi) const noexcept {
     const float w = static_cast<float>(w_);
     for (std::size_t i = lo; i < hi; ++i) {
       float v = unscale<F, R, O>(s[i - lo], sc_);
       if (opt_.mean) v = v / w;
-      out_[i] = v;
+      out_[i] = v == v ? v : bit_cast<float>(0x7FC00000u);
     }
   }
 

@@ -42,6 +42,11 @@ struct bulk_stats {
   std::size_t overflow = 0;   ///< finite inputs that overflowed (IEEE: rounded with an unbounded exponent, above max)
   std::size_t nan = 0;        ///< non-NaN inputs that became NaN (overflow without inf; negative in fnu)
   std::size_t saturated = 0;  ///< overflowed or infinite inputs that became +-max
+  std::size_t nan_inputs = 0;  ///< inputs that were NaN (decode: NaN codes), whatever they became
+  std::size_t inf_inputs = 0;  ///< inputs that were +-inf (decode: inf codes), whatever they became
+
+  /// nan_inputs + inf_inputs.
+  [[nodiscard]] constexpr std::size_t nonfinite_inputs() const noexcept { return nan_inputs + inf_inputs; }
 
   /// Adds the counts of o.
   constexpr bulk_stats& operator+=(const bulk_stats& o) noexcept {
@@ -49,10 +54,13 @@ struct bulk_stats {
     overflow += o.overflow;
     nan += o.nan;
     saturated += o.saturated;
+    nan_inputs += o.nan_inputs;
+    inf_inputs += o.inf_inputs;
     return *this;
   }
   friend constexpr bool operator==(const bulk_stats& a, const bulk_stats& b) noexcept {
-    return a.underflow == b.underflow && a.overflow == b.overflow && a.nan == b.nan && a.saturated == b.saturated;
+    return a.underflow == b.underflow && a.overflow == b.overflow && a.nan == b.nan && a.saturated == b.saturated &&
+           a.nan_inputs == b.nan_inputs && a.inf_inputs == b.inf_inputs;
   }
   friend constexpr bool operator!=(const bulk_stats& a, const bulk_stats& b) noexcept { return !(a == b); }
 };
@@ -91,7 +99,7 @@ enum class bulk_op : unsigned char { quantize, encode };
 
 /// Per-loop counts (a loop covers fewer than 2^32 elements).
 struct bulk_counts {
-  std::uint32_t underflow = 0, overflow = 0, nan = 0, saturated = 0;
+  std::uint32_t underflow = 0, overflow = 0, nan = 0, saturated = 0, nan_inputs = 0, inf_inputs = 0;
 };
 
 inline void add_counts(bulk_stats& st, const bulk_counts& c) noexcept {
@@ -99,6 +107,8 @@ inline void add_counts(bulk_stats& st, const bulk_counts& c) noexcept {
   st.overflow += c.overflow;
   st.nan += c.nan;
   st.saturated += c.saturated;
+  st.nan_inputs += c.nan_inputs;
+  st.inf_inputs += c.inf_inputs;
 }
 
 /// The spec of a compile-time format: every fact folds into the code.
@@ -132,7 +142,7 @@ struct encoding_spec {
 
 /// What rounding did to one value (the cases of bulk_stats).
 struct rounding_events {
-  bool underflow, overflow, nan, saturated;
+  bool underflow, overflow, nan, saturated, nan_input, inf_input;
 };
 
 /// What rounding did to one value, from its input bits, the code and the overflow flag.
@@ -152,17 +162,23 @@ CPD_ALWAYS_INLINE constexpr rounding_events events(const spec& s, U x, U code, b
   const bool overflow = finite & overflowed;
   const bool nan = (a <= inf) & out_nan;
   const bool saturated = (overflow | (a == inf)) & (mag == U(s.max_code)) & !out_nan;
-  return {underflow, overflow, nan, saturated};
+  return {underflow, overflow, nan, saturated, a > inf, a == inf};
 }
 
-/// Adds the events of one value to four counters (plain locals: the sums vectorize).
-CPD_ALWAYS_INLINE constexpr void count(const rounding_events& e, std::uint32_t& u, std::uint32_t& o,
-                                       std::uint32_t& n, std::uint32_t& s) noexcept {
-  u += static_cast<std::uint32_t>(e.underflow);
-  o += static_cast<std::uint32_t>(e.overflow);
-  n += static_cast<std::uint32_t>(e.nan);
-  s += static_cast<std::uint32_t>(e.saturated);
-}
+/// Six counters as plain locals (so that the sums vectorize), then a bulk_counts.
+struct local_counts {
+  std::uint32_t u = 0, o = 0, n = 0, s = 0, ni = 0, ii = 0;
+  /// Adds the events of one value.
+  CPD_ALWAYS_INLINE constexpr void add(const rounding_events& e) noexcept {
+    u += static_cast<std::uint32_t>(e.underflow);
+    o += static_cast<std::uint32_t>(e.overflow);
+    n += static_cast<std::uint32_t>(e.nan);
+    s += static_cast<std::uint32_t>(e.saturated);
+    ni += static_cast<std::uint32_t>(e.nan_input);
+    ii += static_cast<std::uint32_t>(e.inf_input);
+  }
+  [[nodiscard]] constexpr bulk_counts get() const noexcept { return {u, o, n, s, ni, ii}; }
+};
 
 /// The element loop of one bulk call: rounds T inputs to the format of SP and
 /// stores values (quantize) or codes (encode). Vectorizes; one loop per ISA.
@@ -183,16 +199,16 @@ struct round_kernel {
     const spec s = sp.get();
     const random_key k = key;
     const int kb = rbits;
-    std::uint32_t cu = 0, co = 0, cn = 0, cs = 0;
+    local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
       const uint_of<T> x = bit_cast<uint_of<T>>(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(k, lo0 + static_cast<std::uint32_t>(i)) : 0u;
       const auto r = round_bits<R, O, T>(s, x, rnd, kb);
-      if constexpr (Stats) count(events(s, x, r.code, r.overflow != 0), cu, co, cn, cs);
+      if constexpr (Stats) cc.add(events(s, x, r.code, r.overflow != 0));
       if constexpr (Op == bulk_op::quantize) out[i] = bit_cast<T>(r.value);
       else out[i] = static_cast<Out>(r.code);
     }
-    c = {cu, co, cn, cs};
+    c = cc.get();
   }
 };
 
@@ -212,16 +228,16 @@ struct general_kernel {
   bool stats = false;
 
   void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
-    std::uint32_t cu = 0, co = 0, cn = 0, cs = 0;
+    local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
       const auto x = bit_cast<std::uint64_t>(static_cast<double>(in[i]));
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
       const auto r = round_bits<R, O, double>(s, x, rnd, rbits);
-      if (stats) count(events(s, x, r.code, r.overflow != 0), cu, co, cn, cs);
+      if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
       if constexpr (Op == bulk_op::quantize) out[i] = static_cast<T>(bit_cast<double>(r.value));
       else out[i] = static_cast<Out>(r.code);
     }
-    c = {cu, co, cn, cs};
+    c = cc.get();
   }
 };
 
@@ -581,10 +597,37 @@ void fill_table(uint_of<T>* table, std::size_t size, const spec& s, double inver
   }
 }
 
+/// The statistics of decoding n codes of s: the codes that decode to NaN and to +-inf.
+template <class Code>
+bulk_stats decode_stats(const spec& s, const Code* in, std::size_t n) noexcept {
+  // 0: a number, 1: NaN, 2: +-inf (read off decode_bits, the one definition of a code's value).
+  auto kind = [&](std::uint64_t c) {
+    const std::uint64_t b = decode_bits<double>(s, c) & source<double>::abs_mask;
+    return b > source<double>::inf_bits ? 1 : (b == source<double>::inf_bits ? 2 : 0);
+  };
+  bulk_stats st;
+  if constexpr (sizeof(Code) == 1) {
+    std::array<unsigned char, 256> k{};
+    for (std::size_t c = 0; c < 256; ++c) k[c] = static_cast<unsigned char>(kind(c));
+    for (std::size_t i = 0; i < n; ++i) {
+      st.nan_inputs += k[in[i]] == 1;
+      st.inf_inputs += k[in[i]] == 2;
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const int k = kind(static_cast<std::uint64_t>(in[i]));
+      st.nan_inputs += k == 1;
+      st.inf_inputs += k == 2;
+    }
+  }
+  return st;
+}
+
 /// Decodes n codes of the (scaled) spec s to T.
 template <class Code, class T, class Policy>
 void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
                  const uint_of<T>* cached_table) {
+  if (o.stats) *o.stats = decode_stats(s, in, n);  // before decoding: in may be out
   const float_scale_of<T> fs(o);
   const double inv = fs.inverse;
   bulk_options oo = o;
@@ -598,7 +641,6 @@ void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::si
         const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
         const bool stream = !same && n * sizeof(T) >= fast::stream_threshold_bytes;
         run_kernel(policy, fast::decode_kernel<Code>{dp, stream}, in, out, n, oo);
-        if (o.stats) *o.stats = bulk_stats{};
         return;
       }
     }
@@ -617,7 +659,6 @@ void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::si
   } else {
     run_kernel(policy, direct_decode_kernel<Code, T>{s, fs.inverse, fs.any}, in, out, n, oo);
   }
-  if (o.stats) *o.stats = bulk_stats{};
 }
 
 /// The cached table of a compile-time format with codes of at most 16 bits.

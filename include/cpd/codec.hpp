@@ -127,7 +127,21 @@ struct codec_exchange_options {
 struct codec_exchange_result {
   std::size_t payload_bytes = 0;  ///< the bytes of one worker's payload
   double bits_per_value = 0.0;    ///< payload_bytes * 8 / n
+  /// Elements of the result that are inf or NaN (NaN over every block in which some worker's
+  /// input held inf or NaN); the same on every worker.
+  std::uint64_t nonfinite_out = 0;
 };
+
+namespace detail {
+
+/// The number of out[0..n) that are inf or NaN.
+[[nodiscard]] inline std::uint64_t count_nonfinite(const float* out, std::size_t n) noexcept {
+  std::uint64_t k = 0;
+  for (std::size_t i = 0; i < n; ++i) k += (bit_cast<std::uint32_t>(out[i]) & 0x7F800000u) == 0x7F800000u;
+  return k;
+}
+
+}  // namespace detail
 
 /// Simulates the exchange of W workers' gradients g[0..W)[0..n) through codec c: worker r
 /// encodes x_r = g_r (+ residual_r) with key {key.seed, codec_stream(key, W, r)}; every
@@ -180,7 +194,7 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
   }
   if (opt.mean)
     for (std::size_t i = 0; i < n; ++i) out[i] = out[i] / fw;
-  return {bytes, c.bits_per_value(n)};
+  return {bytes, c.bits_per_value(n), detail::count_nonfinite(out, n)};
 }
 
 }  // namespace cpd

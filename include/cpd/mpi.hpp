@@ -28,6 +28,7 @@
 #include <cpd/detail/round.hpp>
 #include <cpd/execution.hpp>
 #include <cpd/float.hpp>
+#include <cpd/mpi_check.hpp>
 #include <cpd/reduce.hpp>
 #include <cpd/rounding.hpp>
 #include <cpd/runtime_format.hpp>
@@ -50,23 +51,6 @@
 #include <vector>
 
 namespace cpd::mpi {
-
-/// An MPI call failed, or ranks disagreed; what() names the call and carries MPI's message.
-class error : public std::runtime_error {
- public:
-  error(const std::string& what, int code) : std::runtime_error(what), code_(code) {}
-  /// The MPI error code (MPI_ERR_OTHER for errors found by cpd).
-  [[nodiscard]] int code() const noexcept { return code_; }
-
- private:
-  int code_;
-};
-
-/// The ranks called with different tensor sizes, formats or options (thrown on every rank).
-class mismatch_error : public error {
- public:
-  explicit mismatch_error(const std::string& what) : error(what, MPI_ERR_OTHER) {}
-};
 
 /// How the packed codes are summed.
 enum class algorithm : unsigned char {
@@ -100,7 +84,7 @@ struct tensor {
 template <class Scale>
 struct result {
   std::vector<Scale> scales;             ///< the scale of each tensor (the same on every rank)
-  std::uint64_t statistics_bytes = 0;    ///< bytes this rank handed to the statistics MPI_Allreduce
+  std::uint64_t statistics_bytes = 0;    ///< bytes this rank handed to the statistics MPI_Allreduce (and the NaN mask's)
   std::uint64_t payload_bytes = 0;       ///< packed-code bytes this rank sent (ring) or handed to MPI_Allreduce (native)
   double seconds = 0;                    ///< wall time of the call
   double seconds_codec = 0;              ///< of which: statistics, scaling, encoding, decoding and adding
@@ -113,25 +97,15 @@ namespace detail {
 
 using cpd::detail::bit_cast;
 
-/// Throws cpd::mpi::error for an MPI return code other than MPI_SUCCESS.
-inline void check(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "error code %d", rc);
-  throw error(std::string("cpd::mpi: ") + call + " failed: " + text, rc);
+/// The agreement field of a format: a fingerprint of (E, M, encoding, bias), shown by name.
+inline agreed format_field(const format& f) {
+  fingerprint h;
+  h.add(static_cast<std::uint64_t>(f.exponent_bits()));
+  h.add(static_cast<std::uint64_t>(f.mantissa_bits()));
+  h.add(static_cast<std::uint64_t>(f.encoding()));
+  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(f.bias())));
+  return {"the format", h.h, f.name()};
 }
-
-/// 64-bit FNV-1a, for fingerprints of a call's shape.
-struct fingerprint {
-  std::uint64_t h = 0xCBF29CE484222325ull;
-  void add(std::uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xFFu;
-      h *= 0x100000001B3ull;
-    }
-  }
-};
 
 /// How values of F travel: codes of `width` bits, two per byte when width <= 4, else in
 /// sizeof(storage_type) bytes (host byte order: the ranks must share it).
@@ -348,18 +322,7 @@ class allreduce_plan {
     try {
       detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
       detail::check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-      std::uint64_t total = 0;
-      for (std::size_t n : sizes_) total += n;
-      const std::uint64_t h = shape_fingerprint();
-      // max over ranks of (v, -v) pairs: min == max for every v when the ranks agree.
-      std::int64_t v[6] = {static_cast<std::int64_t>(sizes_.size()), -static_cast<std::int64_t>(sizes_.size()),
-                           static_cast<std::int64_t>(total),         -static_cast<std::int64_t>(total),
-                           static_cast<std::int64_t>(h >> 1),        -static_cast<std::int64_t>(h >> 1)};
-      detail::check(MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce (plan check)");
-      if (v[0] != -v[1] || v[2] != -v[3] || v[4] != -v[5])
-        throw mismatch_error("cpd::mpi::allreduce_plan: the ranks disagree on the tensors or the format: tensor count " +
-                             range(-v[1], v[0]) + ", total elements " + range(-v[3], v[2]) +
-                             (v[4] != -v[5] ? ", sizes/format/rounding/options differ" : ""));
+      detail::agree(comm_, "cpd::mpi::allreduce_plan", agreement());
       codec::table();
       arith::get();
       if (opt_.algo == algorithm::native) {
@@ -420,22 +383,26 @@ class allreduce_plan {
   result<pow2_scale> operator()(const std::vector<tensor>& t) { return (*this)(t.data(), t.size()); }
 
  private:
-  static std::string range(std::int64_t lo, std::int64_t hi) {
-    return lo == hi ? std::to_string(lo) : "from " + std::to_string(lo) + " to " + std::to_string(hi);
-  }
-
-  [[nodiscard]] std::uint64_t shape_fingerprint() const noexcept {
+  /// What every rank must pass alike at construction (checked by detail::agree).
+  [[nodiscard]] std::vector<detail::agreed> agreement() const {
+    std::uint64_t total = 0;
     detail::fingerprint f;
-    f.add(sizes_.size());
-    for (std::size_t n : sizes_) f.add(n);
-    f.add(static_cast<std::uint64_t>(F::exponent_bits));
-    f.add(static_cast<std::uint64_t>(F::mantissa_bits));
-    f.add(static_cast<std::uint64_t>(F::bias) + 0x1000u);
-    f.add(static_cast<std::uint64_t>(F::spec.enc));
-    f.add(static_cast<std::uint64_t>(R));
-    f.add(static_cast<std::uint64_t>(O));
-    f.add(static_cast<std::uint64_t>(opt_.algo) * 4u + (opt_.kahan ? 2u : 0u) + (opt_.mean ? 1u : 0u));
-    return f.h;
+    std::string shown;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      total += sizes_[i];
+      f.add(sizes_[i]);
+      if (i < 8) shown += (i ? ", " : "") + std::to_string(sizes_[i]);
+    }
+    if (sizes_.size() > 8) shown += ", ...";
+    return {{"the tensor count", sizes_.size(), ""},
+            {"total elements", total, ""},
+            {"the sizes", f.h, shown.empty() ? "none" : shown},
+            detail::format_field(format::of<F>()),
+            {"the rounding", static_cast<std::uint64_t>(R), to_string(R)},
+            {"the overflow", static_cast<std::uint64_t>(O), to_string(O)},
+            {"the algorithm", static_cast<std::uint64_t>(opt_.algo), to_string(opt_.algo)},
+            {"kahan", opt_.kahan ? 1u : 0u, ""},
+            {"mean", opt_.mean ? 1u : 0u, ""}};
   }
 
   /// Bytes of one element of the native op's datatype.
@@ -558,8 +525,16 @@ class allreduce_plan {
       res.scales[i] = scaler_of(i).select(st);
     }
 
+    // 3. A format without NaN: its codes cannot carry a NaN, which the simulation keeps (its
+    //    quantized values are floats). Where a scale says that some rank's tensor held inf or
+    //    NaN, this rank's NaN positions are noted now (out may be in) and OR-ed over the ranks
+    //    after the exchange, and those elements of the result become NaN on every rank.
+    std::vector<std::uint64_t> nan_mask;
+    if constexpr (!F::spec.has_nan) nan_mask = local_nan_mask(x.data(), res.scales);
+
     if (opt_.algo == algorithm::native) native(t, x.data(), res, comm_time);
     else ring(t, x.data(), res, comm_time);
+    if (!nan_mask.empty()) apply_nan_mask(t, res, nan_mask, comm_time);
     bytes_sent_ += res.bytes_sent();
     res.seconds = MPI_Wtime() - t0;
     res.seconds_codec = res.seconds - comm_time;
@@ -569,6 +544,41 @@ class allreduce_plan {
 
   using storage = typename codec::storage;
   using arith = detail::code_arith<F, R, O>;
+
+  /// One bit per element of every tensor whose scale is marked nonfinite, in tensor order: set
+  /// where this rank's x is NaN. Empty when no scale is marked (the same on every rank).
+  template <class Scale>
+  std::vector<std::uint64_t> local_nan_mask(const float* const* x, const std::vector<Scale>& scales) const {
+    std::size_t bits = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) bits += scales[i].nonfinite ? sizes_[i] : 0;
+    std::vector<std::uint64_t> m(bits == 0 ? 0 : (bits + 63) / 64, 0);
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      if (!scales[i].nonfinite) continue;
+      for (std::size_t j = 0; j < sizes_[i]; ++j, ++b)
+        m[b / 64] |= static_cast<std::uint64_t>(x[i][j] != x[i][j]) << (b % 64);
+    }
+    return m;
+  }
+
+  /// ORs the NaN masks of all ranks and writes the canonical NaN where any bit is set.
+  template <class Scale>
+  void apply_nan_mask(const tensor* t, result<Scale>& res, std::vector<std::uint64_t>& m, double& comm_time) {
+    const double c0 = MPI_Wtime();
+    const std::size_t piece = detail::max_message / 8;
+    for (std::size_t u = 0; u < m.size(); u += piece)
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, m.data() + u, static_cast<int>(std::min(piece, m.size() - u)),
+                                  MPI_UINT64_T, MPI_BOR, comm_),
+                    "MPI_Allreduce (NaN mask)");
+    comm_time += MPI_Wtime() - c0;
+    res.statistics_bytes += m.size() * 8;
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      if (!res.scales[i].nonfinite) continue;
+      for (std::size_t j = 0; j < sizes_[i]; ++j, ++b)
+        if ((m[b / 64] >> (b % 64)) & 1u) t[i].out[j] = cpd::detail::bit_cast<float>(0x7FC00000u);
+    }
+  }
 
   /// The codes of Q(x * scale) for this rank's n values of tensor t, and its residual
   /// x - unscale(Q(x * scale)) with error feedback.
@@ -847,16 +857,31 @@ class allreduce_plan {
 template <class List = compiled_formats, bool Stochastic = true>
 class dynamic_plan {
  public:
-  /// Collective, as allreduce_plan's constructor. Throws std::invalid_argument when the format is
-  /// not in List or the rounding is neither nearest_even nor stochastic (on every rank, when the
-  /// ranks agree on them).
+  /// Collective, as allreduce_plan's constructor. First every rank checks, in one collective
+  /// that each enters whatever it found, that all ranks pass the same format, rounding and APS
+  /// settings and that the format and rounding are compiled in everywhere: else mismatch_error
+  /// on every rank. Then, when the format is not in List or the rounding is neither nearest_even
+  /// nor stochastic on every rank, std::invalid_argument on every rank.
   dynamic_plan(MPI_Comm comm, const format& f, rounding r, std::vector<std::size_t> sizes, options opt = {},
                bool use_aps = true, int aps_margin = 0) {
-    if (r != rounding::nearest_even && (!Stochastic || r != rounding::stochastic))
+    const bool offered = r == rounding::nearest_even || (Stochastic && r == rounding::stochastic);
+    bool compiled = false;
+    visit<List>(f, [&](auto tag) { compiled = decltype(tag)::fits_float; });
+    detail::agree(comm, "cpd::mpi::dynamic_plan",
+                  {detail::format_field(f),
+                   {"the rounding", static_cast<std::uint64_t>(r), to_string(r)},
+                   {"APS", use_aps ? 1u : 0u, ""},
+                   {"the APS margin", static_cast<std::uint64_t>(static_cast<std::int64_t>(aps_margin)), ""},
+                   {std::string("whether rounding ") + to_string(r) + " is offered", offered ? 1u : 0u, ""},
+                   {"whether format " + f.name() + " is compiled in", compiled ? 1u : 0u, ""}});
+    if (!offered)
       throw std::invalid_argument(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
                                   (Stochastic ? " is not offered (nearest_even or stochastic)"
                                               : " is not offered (nearest_even)"));
-    const bool found = visit<List>(f, [&](auto tag) {
+    if (!compiled)
+      throw std::invalid_argument("cpd::mpi::dynamic_plan: format " + f.name() +
+                                  " is not among the formats compiled in (or its values are not floats)");
+    visit<List>(f, [&](auto tag) {
       using F = decltype(tag);
       if constexpr (F::fits_float) {
         if constexpr (Stochastic) {
@@ -868,9 +893,6 @@ class dynamic_plan {
         impl_ = std::make_unique<impl<F, rounding::nearest_even>>(comm, std::move(sizes), opt, use_aps, aps_margin);
       }
     });
-    if (!found || !impl_)
-      throw std::invalid_argument("cpd::mpi::dynamic_plan: format " + f.name() +
-                                  " is not among the formats compiled in (or its values are not floats)");
   }
 
   /// The allreduce of the plan's tensors (collective); see allreduce_plan::operator().

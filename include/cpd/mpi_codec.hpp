@@ -6,18 +6,20 @@
 // the payloads are all-gathered (MPI_Allgather: every rank's payload has the same
 // size), and every rank decodes all of them and sums them in float in rank order:
 // the same bits on every rank, and the bits of cpd::simulate_codec_allreduce.
+// Before the payloads move, one small collective (cpd/mpi_check.hpp) checks that every
+// rank passes the same codec, n, payload size, mean and (stochastic codecs) key.
 //
 // Requires an MPI library (mpi.h); not included by <cpd/cpd.hpp>.
 
 #include <cpd/codec.hpp>
+#include <cpd/mpi_check.hpp>
 
 #include <mpi.h>
 
 #include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace cpd {
@@ -31,14 +33,26 @@ struct codec_options {
 };
 
 /// out[0..n) = the rank-order float sum (or mean) of every rank's decoded payload of g[0..n)
-/// through codec c. Collective over comm: every rank passes the same codec, n and key.
-/// Returns what this rank sent. Throws std::runtime_error when MPI fails.
+/// through codec c. Collective over comm: every rank passes the same codec, n, mean and (for a
+/// stochastic codec) key, else every rank throws cpd::mpi::mismatch_error naming what differs.
+/// Returns what this rank sent. Throws cpd::mpi::error when MPI fails.
 inline codec_exchange_result codec_allreduce(const codec& c, const float* g, float* out, std::size_t n,
                                              MPI_Comm comm, const codec_options& opt = {}) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  detail::check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  detail::check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   const std::size_t bytes = c.payload_size(n);
+  const std::string name = c.name();
+  detail::fingerprint h;
+  h.add(name);
+  const bool keyed = c.stochastic();
+  detail::agree(comm, "cpd::mpi::codec_allreduce",
+                {{"the codec", h.h, name},
+                 {"n", n, ""},
+                 {"the payload size", bytes, ""},
+                 {"mean", opt.mean ? 1u : 0u, ""},
+                 {"the key's seed", keyed ? opt.key.seed : 0u, ""},
+                 {"the key's stream", keyed ? opt.key.stream : 0u, ""}});
   if (bytes > static_cast<std::size_t>(INT_MAX))
     cpd::detail::codec_fail("cpd::mpi::codec_allreduce: a payload of more than INT_MAX bytes; split the tensor");
   const float* x = g;
@@ -55,13 +69,8 @@ inline codec_exchange_result codec_allreduce(const codec& c, const float* g, flo
     for (std::size_t i = 0; i < n; ++i) opt.residual[i] = opt.residual[i] - d[i];
   }
   const int count = static_cast<int>(bytes);
-  if (MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), count, MPI_BYTE, comm) != MPI_SUCCESS) {
-#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
-    throw std::runtime_error("cpd::mpi::codec_allreduce: MPI_Allgather failed");
-#else
-    std::abort();
-#endif
-  }
+  detail::check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), count, MPI_BYTE, comm),
+                "MPI_Allgather");
   std::vector<float> d(n);
   c.decode(all.data(), n, out);
   for (int r = 1; r < size; ++r) {
@@ -72,7 +81,7 @@ inline codec_exchange_result codec_allreduce(const codec& c, const float* g, flo
     const float fw = static_cast<float>(size);
     for (std::size_t i = 0; i < n; ++i) out[i] = out[i] / fw;
   }
-  return {bytes, c.bits_per_value(n)};
+  return {bytes, c.bits_per_value(n), cpd::detail::count_nonfinite(out, n)};
 }
 
 }  // namespace mpi

@@ -144,18 +144,21 @@ void decode_packed(Policy&& policy, const std::uint8_t* in, T* out, std::size_t 
   const auto ib = reinterpret_cast<std::uintptr_t>(in), ob = reinterpret_cast<std::uintptr_t>(out);
   if (n != 0 && ib < ob + n * sizeof(T) && ob < ib + packed_size<F>(n))
     detail::fail_invalid("cpd::decode_packed: the input and output overlap");
-  bulk_options o = options;
-  o.stats = nullptr;
-  detail::run_policy(policy, n, [&](std::size_t b, std::size_t e) {
+  const bulk_stats st = detail::run_policy(policy, n, [&](std::size_t b, std::size_t e) {
+    bulk_stats sum;
     std::uint8_t codes[detail::pack_block];
     for (std::size_t j = b; j < e; j += detail::pack_block) {
       const std::size_t m = std::min(detail::pack_block, e - j);
       detail::unpack_codes<packed_bits<F>>(in + j * packed_bits<F> / 8, codes, m);
+      bulk_stats s;
+      bulk_options o = options;
+      o.stats = options.stats ? &s : nullptr;
       decode<F>(execution::seq, codes, out + j, m, o);
+      sum += s;
     }
-    return bulk_stats{};
+    return sum;
   });
-  if (options.stats) *options.stats = bulk_stats{};
+  if (options.stats) *options.stats = st;
 }
 
 /// Unpacks n codes of F from packed_size<F>(n) bytes and decodes them.

@@ -33,14 +33,19 @@ namespace cpd {
 /// A power-of-two scale: multiply by 2^exponent before quantizing, by 2^-exponent after.
 struct pow2_scale {
   int exponent = 0;  ///< the power of two; may exceed float's exponent range (applied in double)
+  /// The statistic came from data holding inf or NaN (on some worker): skip the step, as
+  /// PyTorch's GradScaler does when it finds an inf; the exchange's result holds NaN or is marked.
+  bool nonfinite = false;
 
   /// 2^exponent as a double (exact for exponents in [-1074, 1023]).
   [[nodiscard]] constexpr double factor() const noexcept { return detail::pow2<double>(clamp(exponent)); }
   /// 2^-exponent as a double.
   [[nodiscard]] constexpr double inverse() const noexcept { return detail::pow2<double>(clamp(-exponent)); }
 
-  friend constexpr bool operator==(pow2_scale a, pow2_scale b) noexcept { return a.exponent == b.exponent; }
-  friend constexpr bool operator!=(pow2_scale a, pow2_scale b) noexcept { return a.exponent != b.exponent; }
+  friend constexpr bool operator==(pow2_scale a, pow2_scale b) noexcept {
+    return a.exponent == b.exponent && a.nonfinite == b.nonfinite;
+  }
+  friend constexpr bool operator!=(pow2_scale a, pow2_scale b) noexcept { return !(a == b); }
 
  private:
   static constexpr int clamp(int k) noexcept { return k < -1074 ? -1074 : (k > 1023 ? 1023 : k); }
@@ -50,12 +55,13 @@ struct pow2_scale {
 struct float_scale {
   float value = 1.0f;    ///< the scale
   float inverse = 1.0f;  ///< 1 / value rounded to float (Transformer Engine's scale_inv)
+  bool nonfinite = false;  ///< the statistic came from data holding inf or NaN: skip the step (see pow2_scale)
 
   /// The scale s with inverse 1/s rounded to float.
   [[nodiscard]] static float_scale of(float s) noexcept { return {s, 1.0f / s}; }
 
   friend constexpr bool operator==(float_scale a, float_scale b) noexcept {
-    return a.value == b.value && a.inverse == b.inverse;
+    return a.value == b.value && a.inverse == b.inverse && a.nonfinite == b.nonfinite;
   }
   friend constexpr bool operator!=(float_scale a, float_scale b) noexcept { return !(a == b); }
 };
@@ -82,6 +88,17 @@ inline std::uint32_t amax_bits(const float* g, std::size_t n) noexcept {
   }
   return m > 0x7F800000u ? 0x7FC00000u : m;
 }
+
+/// True when any of n floats is inf or NaN.
+inline bool any_nonfinite(const float* g, std::size_t n) noexcept {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    any |= static_cast<std::uint32_t>((bit_cast<std::uint32_t>(g[i]) & 0x7F800000u) == 0x7F800000u);
+  return any != 0;
+}
+
+/// True when an amax statistic (a non-negative float) is inf or NaN.
+inline bool amax_nonfinite(float amax) noexcept { return (bit_cast<std::uint32_t>(amax) & 0x7FFFFFFFu) >= 0x7F800000u; }
 
 /// ceil(log2(v)) for a finite v > 0, exactly.
 inline int ceil_log2(double v) noexcept {
@@ -177,8 +194,10 @@ class aps {
     return st != zero_statistic && st != nonfinite_statistic;
   }
 
-  /// 2^(emax(F) - st - margin); 2^0 for an all-zero or non-finite statistic (finite and harmless).
+  /// 2^(emax(F) - st - margin); 2^0 for an all-zero statistic; 2^0 marked nonfinite for a
+  /// non-finite one (some worker's data held inf or NaN: skip the step).
   [[nodiscard]] pow2_scale select(statistic_type st) const noexcept {
+    if (st == nonfinite_statistic) return {0, true};
     if (!informative(st)) return {0};
     return {F::spec.emax - st - margin_};
   }
@@ -190,25 +209,30 @@ class aps {
 
 // --- a fixed scale ----------------------------------------------------------
 
-/// A scale fixed in advance (the statistic is ignored): the baseline "no scaling" is fixed_scaling{}.
+/// A scale fixed in advance: the baseline "no scaling" is fixed_scaling{}. Its statistic only
+/// says whether the data holds inf or NaN, so that the fixed scale signals it as every scaler does.
 class fixed_scaling {
  public:
-  /// An unused int32 statistic (always 0), combined by max.
+  /// 1 when the data holds inf or NaN, else 0; combined by max.
   using statistic_type = std::int32_t;
   static constexpr statistic_type identity = 0;
 
   constexpr fixed_scaling() noexcept = default;
   /// Multiply by 2^exponent before quantizing.
-  constexpr explicit fixed_scaling(pow2_scale s) noexcept : scale_(s) {}
+  constexpr explicit fixed_scaling(pow2_scale s) noexcept : scale_{s.exponent, false} {}
 
-  [[nodiscard]] constexpr statistic_type statistic(const float*, std::size_t) const noexcept { return 0; }
-  void statistics(const float* const*, const std::size_t*, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = 0;
+  /// 1 when any of g[0..n) is inf or NaN (one read of the data), else 0.
+  [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
+    return detail::any_nonfinite(g, n) ? 1 : 0;
+  }
+  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
+    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
   }
   [[nodiscard]] static constexpr statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return a > b ? a : b;
   }
-  [[nodiscard]] constexpr pow2_scale select(statistic_type) const noexcept { return scale_; }
+  /// The fixed scale, marked nonfinite when st != 0.
+  [[nodiscard]] constexpr pow2_scale select(statistic_type st) const noexcept { return {scale_.exponent, st != 0}; }
 
  private:
   pow2_scale scale_{};
@@ -279,10 +303,12 @@ class current_scaling {
   [[nodiscard]] static statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return detail::amax_combine(a, b);
   }
-  /// The scale for a combined amax (1 when amax is 0, inf or NaN).
+  /// The scale for a combined amax (1 when amax is 0, inf or NaN; marked nonfinite for inf or NaN).
   [[nodiscard]] float_scale select(statistic_type amax) const noexcept {
-    return float_scale::of(detail::te_scale_from_amax(amax, static_cast<float>(F::spec.max_value), opt_.epsilon,
-                                                      opt_.margin, opt_.power_of_two));
+    float_scale s = float_scale::of(detail::te_scale_from_amax(amax, static_cast<float>(F::spec.max_value),
+                                                               opt_.epsilon, opt_.margin, opt_.power_of_two));
+    s.nonfinite = detail::amax_nonfinite(amax);
+    return s;
   }
 
  private:
@@ -353,9 +379,11 @@ class delayed_scaling {
                                                           opt_.margin, false));
   }
 
-  /// The protocol's select: returns the scale for this step (from earlier steps), then records amax.
+  /// The protocol's select: returns the scale for this step (from earlier steps), marked nonfinite
+  /// when this step's amax is inf or NaN, then records amax.
   [[nodiscard]] float_scale select(statistic_type amax) noexcept {
-    const float_scale s = scale_;
+    float_scale s = scale_;
+    s.nonfinite = detail::amax_nonfinite(amax);
     update(amax);
     return s;
   }
@@ -439,10 +467,11 @@ class dynamic_loss_scaling {
     }
   }
 
-  /// The protocol's select: updates with found_inf and returns the scale of the next step.
+  /// The protocol's select: updates with found_inf and returns the scale of the next step, marked
+  /// nonfinite when found_inf (this step must be skipped, as skipped() says).
   [[nodiscard]] float_scale select(statistic_type found_inf) noexcept {
     update(found_inf);
-    return float_scale{scale_, inverse_scale()};
+    return float_scale{scale_, inverse_scale(), found_inf != 0};
   }
 
  private:

@@ -6,7 +6,7 @@
 // each with max-abs scaling per tensor or per block (docs/codecs.md).
 //
 // Payload of both: the scales of the blocks (float32 each, block order), then one
-// byte per value.
+// byte per value. A block holding inf or NaN has scale NaN and codes 0: it decodes to NaN.
 
 #include <cpd/codecs/interface.hpp>
 
@@ -130,6 +130,11 @@ class dynamic_tree_codec final : public codec {
     std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
       const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      if (detail::block_nonfinite(in, lo, hi)) {  // marked: decodes to NaN
+        detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
+        for (std::size_t i = lo; i < hi; ++i) codes[i] = 0;
+        continue;
+      }
       float m = 0.0f, am = 0.0f;
       for (std::size_t i = lo; i < hi; ++i) {
         const float a = std::fabs(in[i]);
@@ -178,6 +183,11 @@ class linear8_codec final : public codec {
     std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
       const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      if (detail::block_nonfinite(in, lo, hi)) {  // marked: decodes to NaN
+        detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
+        for (std::size_t i = lo; i < hi; ++i) codes[i] = 0;
+        continue;
+      }
       float am = 0.0f;
       for (std::size_t i = lo; i < hi; ++i) am = std::fmax(am, std::fabs(in[i]));
       detail::store_f32(payload + 4 * b, am);

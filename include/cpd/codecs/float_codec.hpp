@@ -7,7 +7,8 @@
 // codes of F, packed as cpd::encode_packed packs them (4, 6 or 8 bits) or as
 // little-endian storage words (more than 8 bits).
 //
-// Payload: the scale exponent k (int32), then the codes of x * 2^k.
+// Payload: the scale exponent k (int32), then the codes of x * 2^k. An input holding inf
+// or NaN gives k = INT32_MIN and codes 0: the payload decodes to NaN everywhere.
 
 #include <cpd/bulk.hpp>
 #include <cpd/codecs/interface.hpp>
@@ -44,12 +45,21 @@ class float_codec final : public codec {
   }
   [[nodiscard]] bool stochastic() const noexcept override { return R == rounding::stochastic; }
 
+  /// The scale word of a payload whose input held inf or NaN.
+  static constexpr std::uint32_t nonfinite_scale = 0x80000000u;
+
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const override {
     const aps<F> a(1);
+    const pow2_scale sc = a.select(a.statistic(in, n));
+    if (sc.nonfinite) {  // marked: decodes to NaN
+      detail::store_le32(payload, nonfinite_scale);
+      std::fill(payload + 4, payload + payload_size(n), std::uint8_t(0));
+      return;
+    }
     // Clamped so that every value of F times 2^-k is a float (decode returns floats).
     constexpr int lowest = F::spec.emax - 127;
     constexpr int highest = (F::spec.has_subnormals ? F::spec.emin - F::spec.M : F::spec.emin) + 149;
-    const int k = std::clamp(a.select(a.statistic(in, n)).exponent, lowest, highest);
+    const int k = std::clamp(sc.exponent, lowest, highest);
     detail::store_le32(payload, static_cast<std::uint32_t>(k));
     bulk_options o;
     o.scale_exponent = k;
@@ -67,6 +77,10 @@ class float_codec final : public codec {
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    if (detail::load_le32(payload) == nonfinite_scale) {
+      std::fill(out, out + n, detail::bit_cast<float>(detail::nonfinite_block_bits));
+      return;
+    }
     bulk_options o;
     o.scale_exponent = static_cast<std::int32_t>(detail::load_le32(payload));
     if constexpr (word == 0) {

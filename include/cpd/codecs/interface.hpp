@@ -8,6 +8,12 @@
 // all-gather of <cpd/mpi_codec.hpp>, cpd-train's --codec) serves them all.
 //
 // Multi-byte header fields of every payload are little-endian.
+//
+// Non-finite inputs (docs/reliability.md): no codec has a code for inf or NaN, so a
+// block (a scale's block, a bucket, a whole float-format payload) that holds one is
+// marked: its scale field is NaN (float codecs: k = INT32_MIN), its codes are 0, and
+// it decodes to NaN in every element. The exchange's sum then carries the NaN to
+// every worker, in the simulation and over MPI alike.
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
@@ -82,6 +88,17 @@ inline void store_le32(std::uint8_t* p, std::uint32_t v) noexcept {
 inline void store_f32(std::uint8_t* p, float v) noexcept { store_le32(p, bit_cast<std::uint32_t>(v)); }
 /// Reads a float32 written by store_f32.
 [[nodiscard]] inline float load_f32(const std::uint8_t* p) noexcept { return bit_cast<float>(load_le32(p)); }
+
+/// The scale field of a codec block that holds inf or NaN: the block decodes to NaN everywhere.
+inline constexpr std::uint32_t nonfinite_block_bits = 0x7FC00000u;
+
+/// True when any of in[lo, hi) is inf or NaN.
+[[nodiscard]] inline bool block_nonfinite(const float* in, std::size_t lo, std::size_t hi) noexcept {
+  std::uint32_t any = 0;
+  for (std::size_t i = lo; i < hi; ++i)
+    any |= static_cast<std::uint32_t>((bit_cast<std::uint32_t>(in[i]) & 0x7F800000u) == 0x7F800000u);
+  return any != 0;
+}
 
 /// The number of blocks of `block` values (0: one block of all n) that cover n values.
 [[nodiscard]] constexpr std::size_t block_count(std::size_t n, std::size_t block) noexcept {

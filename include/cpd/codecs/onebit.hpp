@@ -10,6 +10,7 @@
 //
 // Payload: per bucket, in bucket order, the two float32 means (non-negative first,
 // then negative; 0 for an empty side), then one bit per value, LSB first (1: x >= 0).
+// A bucket holding inf or NaN has both means NaN: it decodes to NaN.
 
 #include <cpd/codecs/interface.hpp>
 
@@ -53,6 +54,11 @@ class onebit_codec final : public codec {
         }
       }
       const std::size_t nn = (hi - lo) - np;
+      if (!(sp - sp == 0 && sn - sn == 0)) {  // finite sums cannot overflow a double: inf or NaN inputs
+        detail::store_le32(payload + 8 * b, detail::nonfinite_block_bits);
+        detail::store_le32(payload + 8 * b + 4, detail::nonfinite_block_bits);
+        continue;
+      }
       detail::store_f32(payload + 8 * b, np ? static_cast<float>(sp / static_cast<double>(np)) : 0.0f);
       detail::store_f32(payload + 8 * b + 4, nn ? static_cast<float>(sn / static_cast<double>(nn)) : 0.0f);
     }

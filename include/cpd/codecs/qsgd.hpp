@@ -9,6 +9,11 @@
 // Payload: the norms of the buckets (float32 each, bucket order), then one code of
 // `bits` bits per value, packed LSB first: the top bit is the sign, the others the level,
 // so s = 2^(bits-1) - 1 (bits 2, 4, 8: s = 1, 7, 127).
+//
+// The norm is summed in double (no overflow for any bucket of floats) and stored as
+// min(||v||, FLT_MAX): levels are drawn against that same number, so every decoded value
+// is at most FLT_MAX and the quantization stays unbiased. A bucket holding inf or NaN
+// has norm NaN and codes 0: it decodes to NaN.
 
 #include <cpd/codecs/interface.hpp>
 #include <cpd/random.hpp>
@@ -66,10 +71,12 @@ class qsgd_codec final : public codec {
     constexpr std::size_t piece = 512;  // a multiple of every 8 / B
     for (std::size_t b = 0; b < nb; ++b) {
       const std::size_t lo = b * bucket_, hi = lo + bucket_ < n ? lo + bucket_ : n;
-      double ss = 0.0;
+      double ss = 0.0;  // a float squared is below 2^256: no double overflow below 2^767 values
       for (std::size_t i = lo; i < hi; ++i) ss += static_cast<double>(in[i]) * static_cast<double>(in[i]);
-      const float norm = static_cast<float>(std::sqrt(ss));
-      detail::store_f32(payload + 4 * b, norm);
+      const double norm = std::sqrt(ss);  // NaN or inf when the bucket holds NaN or inf
+      constexpr double float_max = 3.4028234663852886e38;
+      if (!(norm - norm == 0)) detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
+      else detail::store_f32(payload + 4 * b, static_cast<float>(norm > float_max ? float_max : norm));
     }
     // Codes in pieces aligned to whole bytes; the bucket of element i is i / bucket.
     const random_key rk = make_random_key(key.seed, key.stream, 0);
@@ -78,9 +85,11 @@ class qsgd_codec final : public codec {
       std::size_t b = p / bucket_;
       std::size_t bucket_end = (b + 1) * bucket_;
       double k = 0.0;
+      bool marked = false;  // a bucket holding inf or NaN: codes 0
       auto set_bucket = [&] {
         const float norm = detail::load_f32(payload + 4 * b);
-        k = norm == 0.0f ? 0.0 : static_cast<double>(s) / static_cast<double>(norm);
+        marked = norm != norm;
+        k = norm == 0.0f || marked ? 0.0 : static_cast<double>(s) / static_cast<double>(norm);
       };
       set_bucket();
       for (std::size_t j = 0; j < m; ++j) {
@@ -90,14 +99,14 @@ class qsgd_codec final : public codec {
           bucket_end += bucket_;
           set_bucket();
         }
-        const double r = std::fabs(static_cast<double>(in[i])) * k;  // in [0, s]
+        const double r = marked ? 0.0 : std::fabs(static_cast<double>(in[i])) * k;  // in [0, s]
         double l = static_cast<double>(static_cast<std::uint32_t>(r));  // floor: r >= 0
         const std::uint32_t u = (i >> 32) == 0 ? random_bits(rk, static_cast<std::uint32_t>(i))
                                                : random_bits(key.seed, key.stream, i);
         // Up with probability r - l: u * 2^-32 < r - l.
         l += static_cast<double>(static_cast<double>(u) * 0x1p-32 < r - l);  // branch-free: unpredictable
         const unsigned level = l > static_cast<double>(s) ? s : static_cast<unsigned>(l);
-        codes[j] = static_cast<std::uint8_t>((std::signbit(in[i]) ? (1u << (B - 1)) : 0u) | level);
+        codes[j] = static_cast<std::uint8_t>((std::signbit(in[i]) && !marked ? (1u << (B - 1)) : 0u) | level);
       }
       detail::pack_bits<B>(codes, packed + p * B / 8, m);
     }

@@ -23,8 +23,8 @@ namespace cpd::detail {
 /// as the bits of the source type (for "fake quantization").
 template <class T>
 struct rounded {
-  uint_of<T> value;  ///< the rounded value, as the bits of a T
-  uint_of<T> code;   ///< the rounded value, as a code of the format
+  uint_of<T> value;  ///< the rounded value, as the bits of a T (NaN for a NaN, even where the format has no NaN)
+  uint_of<T> code;   ///< the rounded value, as a code of the format (+-max for a NaN where it has no NaN)
   uint_of<T> overflow;  ///< 1 when the magnitude, rounded with an unbounded exponent, exceeds the largest finite value
 };
 
@@ -166,9 +166,11 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   const bool big = ovf | is_inf;
   code = select(big, select(give_inf, U(s.inf_code), select(give_nan, U(s.nan_code), U(s.max_code))), code);
   value = select(big, select(give_inf, S::inf_bits, select(give_nan, S::qnan_bits, U(max_bits<T>(s)))), value);
-  // NaN stays NaN (quiet, sign kept); a format without NaN saturates.
+  // NaN stays NaN (quiet, sign kept). A format without NaN has no code for it: the
+  // code saturates to +-max, but the value in T is still NaN (the canonical quiet NaN
+  // with the input's sign), so that "fake quantization" never turns a NaN into a number.
   code = select(is_nan, s.has_nan ? U(s.nan_code) : U(s.max_code), code);
-  value = select(is_nan, s.has_nan ? U(a | (U(1) << (SM - 1))) : U(max_bits<T>(s)), value);
+  value = select(is_nan, s.has_nan ? U(a | (U(1) << (SM - 1))) : S::qnan_bits, value);
 
   // 8. The sign. fnuz has no -0 and its NaN is the sign bit itself; fnu has no
   //    sign, so a negative non-zero value is NaN there.
