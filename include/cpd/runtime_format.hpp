@@ -7,34 +7,18 @@
 // compile-time type when there is one in cpd's list of compiled formats.
 
 #include <cpd/config.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
 #include <cpd/rounding.hpp>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#if CPD_HAS_EXCEPTIONS
-#include <stdexcept>
-#endif
 
 namespace cpd {
-
-namespace detail {
-/// Reports a bad argument: std::invalid_argument, or a message and abort() without exceptions.
-[[noreturn]] inline void fail_invalid(const std::string& what) {
-#if CPD_HAS_EXCEPTIONS
-  throw std::invalid_argument(what);
-#else
-  std::fprintf(stderr, "%s\n", what.c_str());
-  std::abort();
-#endif
-}
-}  // namespace detail
 
 /// A format chosen at run time: exponent bits, mantissa bits, encoding, bias.
 class format {

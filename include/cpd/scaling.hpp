@@ -15,6 +15,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
 
@@ -22,11 +23,6 @@
 #include <cstdint>
 #include <limits>
 #include <vector>
-#if CPD_HAS_EXCEPTIONS
-#include <stdexcept>
-#endif
-#include <cstdio>
-#include <cstdlib>
 
 namespace cpd {
 
@@ -62,15 +58,8 @@ struct float_scale {
 
 namespace detail {
 
-/// Reports a bad argument of a scaler (std::invalid_argument, or a message and abort()).
-[[noreturn]] inline void scaling_fail(const char* what) {
-#if CPD_HAS_EXCEPTIONS
-  throw std::invalid_argument(what);
-#else
-  std::fprintf(stderr, "%s\n", what);
-  std::abort();
-#endif
-}
+/// Reports a bad argument of a scaler: std::invalid_argument (detail::fail_invalid).
+[[noreturn]] inline void scaling_fail(const std::string& what) { fail_invalid(what); }
 
 /// The largest |x| of n floats, as the bits of a non-negative float; any NaN gives
 /// the canonical +NaN (0x7FC00000), which is above +inf as an integer.

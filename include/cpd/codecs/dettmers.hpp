@@ -12,7 +12,6 @@
 
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -62,7 +61,8 @@ struct dynamic_tree_tables {
     for (std::size_t i = 0; i < 129; ++i) code_of[i] = static_cast<std::uint8_t>(mags[i].second);
     for (std::size_t i = 0; i < 128; ++i) threshold[i] = 0.5 * (mags[i].first + mags[i + 1].first);
     threshold[128] = std::numeric_limits<double>::infinity();
-    if (!(threshold[0] >= std::ldexp(1.0, lowest_binade))) std::abort();
+    if (!(threshold[0] >= std::ldexp(1.0, lowest_binade)))
+      internal_error("dynamic tree: a threshold lies below the lowest binade of the search table");
     for (std::size_t b = 0; b < below.size(); ++b) {
       const int e = lowest_binade + static_cast<int>(b / 128);
       const double lo = std::ldexp(1.0 + static_cast<double>(b % 128) / 128.0, e);
@@ -70,7 +70,8 @@ struct dynamic_tree_tables {
       std::size_t k = 0;
       while (threshold[k] <= lo) ++k;
       below[b] = static_cast<std::uint8_t>(k);
-      if (k < 128 && threshold[k] < hi && threshold[k + 1] < hi) std::abort();  // two thresholds in one bin
+      if (k < 128 && threshold[k] < hi && threshold[k + 1] < hi)
+        internal_error("dynamic tree: two thresholds in one bin of the search table");
     }
   }
 

@@ -11,12 +11,11 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/error.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 
 namespace cpd {
@@ -57,14 +56,8 @@ class codec {
 
 namespace detail {
 
-[[noreturn]] inline void codec_fail(const std::string& what) {
-#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
-  throw std::invalid_argument(what);
-#else
-  (void)what;
-  std::abort();
-#endif
-}
+/// Reports a bad argument of a codec: std::invalid_argument (detail::fail_invalid).
+[[noreturn]] inline void codec_fail(const std::string& what) { fail_invalid(what); }
 
 /// Writes v as 4 little-endian bytes.
 inline void store_le32(std::uint8_t* p, std::uint32_t v) noexcept {
