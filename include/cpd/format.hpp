@@ -70,14 +70,15 @@ CPD_HOST_DEVICE constexpr int max_finite_field(int e, int m, encoding_kind k) no
   return (1 << e) - (all_ones_special ? 2 : 1);
 }
 
-/// The exponent of the largest finite value (2^emax <= max < 2^(emax+1)).
-CPD_HOST_DEVICE constexpr int max_exponent(int e, int m, encoding_kind k, int bias) noexcept {
-  return max_finite_field(e, m, k) - bias;
+/// The exponent of the largest finite value (2^emax <= max < 2^(emax+1)), in 64 bits:
+/// exact for every int bias, so that a bias far out of range is found, not overflowed.
+CPD_HOST_DEVICE constexpr long long max_exponent(int e, int m, encoding_kind k, int bias) noexcept {
+  return static_cast<long long>(max_finite_field(e, m, k)) - bias;
 }
 
-/// The exponent of the smallest positive value (a subnormal where there are any).
-CPD_HOST_DEVICE constexpr int min_exponent(int m, encoding_kind k, int bias) noexcept {
-  return k == encoding_kind::fnu ? -bias : 1 - bias - m;
+/// The exponent of the smallest positive value (a subnormal where there are any), in 64 bits.
+CPD_HOST_DEVICE constexpr long long min_exponent(int m, encoding_kind k, int bias) noexcept {
+  return k == encoding_kind::fnu ? -static_cast<long long>(bias) : 1 - static_cast<long long>(bias) - m;
 }
 
 /// Why (E, M, encoding, bias) is not a format, or nullptr when it is one.

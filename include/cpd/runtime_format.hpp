@@ -58,7 +58,8 @@ class format {
 
   /// Parses a name: an alias of cpd or ml_dtypes ("float8_e4m3fn", "e4m3fn", "bfloat16",
   /// "bf16", "fp16", "fp32", "tf32", "e8m0fnu", ...) or "e<E>m<M>[b<bias>][fn|fnuz|fnu|finite]".
-  /// A plain "e<E>m0" is cpd::fn (an IEEE encoding needs M >= 1).
+  /// A plain "e<E>m0" is cpd::fn (an IEEE encoding needs M >= 1). A width prefix
+  /// ("float8_", "float6_", "float4_") must equal the format's bits ("float4_e5m2" is an error).
   [[nodiscard]] static std::optional<format> try_parse(std::string_view name, std::string* why = nullptr);
 
   /// Like try_parse, throwing std::invalid_argument with the reason.
@@ -111,10 +112,14 @@ class format {
 };
 
 namespace detail {
+/// A decimal number of 1 to 6 digits at the front of s (removed), else false.
 inline bool parse_int(std::string_view& s, int& out) noexcept {
   std::size_t i = 0;
   long v = 0;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i < 6) v = v * 10 + (s[i++] - '0');
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    if (i == 6) return false;  // no field of a format needs more; and no overflow
+    v = v * 10 + (s[i++] - '0');
+  }
   if (i == 0) return false;
   out = static_cast<int>(v);
   s.remove_prefix(i);
@@ -141,30 +146,44 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
       {"e2m3fn", of<float6_e2m3fn>()},       {"e2m1fn", of<float4_e2m1fn>()},
   };
   std::string_view s = name;
-  for (std::string_view prefix : {"float8_", "float6_", "float4_"})
-    if (s.substr(0, prefix.size()) == prefix) {
-      s.remove_prefix(prefix.size());
-      break;
-    }
-  for (const auto& a : aliases)
-    if (s == a.name) return a.f;
   auto bad = [&](const std::string& msg) -> std::optional<format> {
     if (why) *why = "'" + std::string(name) + "': " + msg;
     return std::nullopt;
   };
+  // An ml_dtypes width prefix ("float8_", "float6_", "float4_") must state the code's bits.
+  int width = 0;
+  for (int w : {8, 6, 4}) {
+    const std::string prefix = "float" + std::to_string(w) + "_";
+    if (s.substr(0, prefix.size()) == prefix) {
+      s.remove_prefix(prefix.size());
+      width = w;
+      break;
+    }
+  }
+  auto with_width = [&](const format& f) -> std::optional<format> {
+    if (width != 0 && f.bits() != width)
+      return bad("the prefix float" + std::to_string(width) + "_ says " + std::to_string(width) + " bits, but " +
+                 f.name() + " has " + std::to_string(f.bits()) + " bits" +
+                 (f.spec().has_sign ? " (1 + E + M)" : " (E + M, unsigned)"));
+    return f;
+  };
+  for (const auto& a : aliases)
+    if (s == a.name) return with_width(a.f);
   int e = 0, m = 0;
   if (s.empty() || s[0] != 'e') return bad("unknown format (expected an alias such as e4m3fn or e<E>m<M>)");
   s.remove_prefix(1);
-  if (!detail::parse_int(s, e)) return bad("expected the exponent bits after 'e'");
+  if (!detail::parse_int(s, e)) return bad("expected the exponent bits (at most 6 digits) after 'e'");
   if (s.empty() || s[0] != 'm') return bad("expected 'm' and the mantissa bits");
   s.remove_prefix(1);
-  if (!detail::parse_int(s, m)) return bad("expected the mantissa bits after 'm'");
+  if (!detail::parse_int(s, m)) return bad("expected the mantissa bits (at most 6 digits) after 'm'");
   std::optional<int> bias;
-  if (!s.empty() && s[0] == 'b') {
+  if (!s.empty() && s[0] == 'b') {  // "b7", or "b-5" as name() writes a negative bias
     s.remove_prefix(1);
+    const bool negative = !s.empty() && s[0] == '-';
+    if (negative) s.remove_prefix(1);
     int b = 0;
-    if (!detail::parse_int(s, b)) return bad("expected the bias after 'b'");
-    bias = b;
+    if (!detail::parse_int(s, b)) return bad("expected the bias (at most 6 digits) after 'b'");
+    bias = negative ? -b : b;
   }
   encoding_kind enc = m == 0 ? encoding_kind::fn : encoding_kind::ieee;
   if (s == "fn") enc = encoding_kind::fn;
@@ -175,7 +194,7 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
   const char* err = nullptr;
   auto f = try_make(e, m, enc, bias, &err);
   if (!f) return bad(err);
-  return f;
+  return with_width(*f);
 }
 
 namespace detail {
