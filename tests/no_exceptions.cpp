@@ -71,7 +71,7 @@ int main() {
     o.random_bits = 0;
     cpd::quantize<cpd::float8_e4m3fn>(&x, &x, 1, o);
   });
-  failed += !aborts_with("mx_quantize", "cpd::mx_quantize: block_size", [] {
+  failed += !aborts_with("mx_quantize", "cpd::mx_quantize: mx_options::block_size", [] {
     float x = 1.0f;
     cpd::mx_options o;
     o.block_size = 0;

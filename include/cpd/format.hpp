@@ -86,6 +86,9 @@ CPD_HOST_DEVICE constexpr long long min_exponent(int m, encoding_kind k, int bia
 CPD_HOST_DEVICE constexpr const char* format_error(int e, int m, encoding_kind k, int bias) noexcept {
   if (e < 1 || e > 11) return "exponent bits E must be in [1, 11]";
   if (m < 0 || m > 52) return "mantissa bits M must be in [0, 52]";
+  if (k != encoding_kind::ieee && k != encoding_kind::fn && k != encoding_kind::fnuz && k != encoding_kind::finite &&
+      k != encoding_kind::fnu)
+    return "encoding must be one of ieee, fn, fnuz, finite, fnu (a value cast from an int is no encoding_kind)";
   if (k == encoding_kind::ieee && e < 2) return "cpd::ieee needs E >= 2 (one exponent code is inf/NaN)";
   if (k == encoding_kind::ieee && m < 1) return "cpd::ieee needs M >= 1 to encode NaN; use cpd::fn or cpd::finite for M = 0";
   if (k == encoding_kind::fn && e + m < 2) return "cpd::fn needs E + M >= 2 (one code is NaN)";

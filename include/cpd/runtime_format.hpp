@@ -7,6 +7,7 @@
 // compile-time type when there is one in cpd's list of compiled formats.
 
 #include <cpd/config.hpp>
+#include <cpd/detail/checks.hpp>
 #include <cpd/detail/error.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
@@ -198,9 +199,10 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
 }
 
 namespace detail {
-/// Calls f(std::integral_constant<rounding, R>{}) for the runtime mode r.
+/// Calls f(std::integral_constant<rounding, R>{}) for the runtime mode r; a value that is
+/// no cpd::rounding (an int cast to it) is std::invalid_argument naming `who`.
 template <class Fn>
-constexpr decltype(auto) with_rounding(rounding r, Fn&& f) {
+constexpr decltype(auto) with_rounding(rounding r, Fn&& f, const char* who = "cpd") {
   switch (r) {
     case rounding::nearest_away: return f(std::integral_constant<rounding, rounding::nearest_away>{});
     case rounding::toward_zero: return f(std::integral_constant<rounding, rounding::toward_zero>{});
@@ -209,15 +211,23 @@ constexpr decltype(auto) with_rounding(rounding r, Fn&& f) {
     case rounding::stochastic: return f(std::integral_constant<rounding, rounding::stochastic>{});
     case rounding::odd: return f(std::integral_constant<rounding, rounding::odd>{});
     case rounding::nearest_even: break;
+    default: check_enum(who, r);  // throws
   }
   return f(std::integral_constant<rounding, rounding::nearest_even>{});
 }
 
-/// Calls f(std::integral_constant<overflow, O>{}) for the runtime mode o.
+/// Calls f(std::integral_constant<overflow, O>{}) for the runtime mode o (checked as r above).
 template <class Fn>
-constexpr decltype(auto) with_overflow(overflow o, Fn&& f) {
+constexpr decltype(auto) with_overflow(overflow o, Fn&& f, const char* who = "cpd") {
   if (o == overflow::saturate) return f(std::integral_constant<overflow, overflow::saturate>{});
+  if (o != overflow::infinity) check_enum(who, o);  // throws
   return f(std::integral_constant<overflow, overflow::infinity>{});
+}
+
+/// Fails unless k, the random bits of a runtime stochastic rounding, is in [1, 32].
+inline void check_random_bits(const char* who, int k) {
+  if (k < 1 || k > 32)
+    fail_invalid(std::string(who) + ": random_bits_used " + std::to_string(k) + " must be in [1, 32]");
 }
 }  // namespace detail
 
@@ -261,21 +271,24 @@ template <class T>
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::quantize: T must be float or double");
   if (std::is_same_v<T, float> && !f.spec().fits_float)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
+  detail::check_random_bits("cpd::quantize", random_bits_used);
   return detail::with_rounding(r, [&](auto rc) {
     return detail::with_overflow(o, [&](auto oc) {
       return detail::bit_cast<T>(
           detail::round_bits<decltype(rc)::value, decltype(oc)::value, T>(
               f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used)
               .value);
-    });
-  });
+    }, "cpd::quantize");
+  }, "cpd::quantize");
 }
 
-/// The code of x rounded to the runtime format f.
+/// The code of x rounded to the runtime format f (std::invalid_argument for a mode that is
+/// no enumerator, or random_bits_used outside [1, 32]).
 template <class T>
 [[nodiscard]] std::uint64_t encode(const format& f, rounding r, overflow o, T x, std::uint32_t random_bits = 0,
-                                   int random_bits_used = 32) noexcept {
+                                   int random_bits_used = 32) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::encode: T must be float or double");
+  detail::check_random_bits("cpd::encode", random_bits_used);
   if constexpr (std::is_same_v<T, float>) {  // a float is exactly a double: round once from there
     if (f.exponent_bits() > 8 || f.mantissa_bits() > 23)
       return encode<double>(f, r, o, static_cast<double>(x), random_bits, random_bits_used);
@@ -286,12 +299,15 @@ template <class T>
           detail::round_bits<decltype(rc)::value, decltype(oc)::value, T>(
               f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used)
               .code);
-    });
-  });
+    }, "cpd::encode");
+  }, "cpd::encode");
 }
 
-/// The exact value of a code of the runtime format f, as a double.
-[[nodiscard]] inline double decode(const format& f, std::uint64_t code) noexcept {
+/// The exact value of a code of the runtime format f, as a double; a code with bits set above
+/// f.bits() is std::invalid_argument (it is no code of f).
+[[nodiscard]] inline double decode(const format& f, std::uint64_t code) {
+  if ((code & detail::stray_bits<std::uint64_t>(f.spec())) != 0)
+    detail::fail_stray_code("cpd::decode", f.spec(), code, nullptr);
   return detail::bit_cast<double>(detail::decode_bits<double>(f.spec(), code));
 }
 

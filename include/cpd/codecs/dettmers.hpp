@@ -121,7 +121,7 @@ class dynamic_tree_codec final : public codec {
     return block_ == 0 ? std::string("dyntree8") : "dyntree8:" + std::to_string(block_);
   }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return 4 * detail::scale_count(n, block_) + n;
+    return detail::payload_bytes("cpd::codec::payload_size", detail::scale_count(n, block_), 4, n, 8);
   }
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
@@ -130,7 +130,7 @@ class dynamic_tree_codec final : public codec {
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       float m = 0.0f, am = 0.0f;
       for (std::size_t i = lo; i < hi; ++i) {
         const float a = std::fabs(in[i]);
@@ -148,7 +148,7 @@ class dynamic_tree_codec final : public codec {
     const std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
       const float m = detail::load_f32(payload + 4 * b);
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       // value * m: rounded once (the product of two floats is exact in double); the max is m exactly.
       for (std::size_t i = lo; i < hi; ++i) out[i] = t.value[codes[i]] * m + 0.0f;  // + 0: no -0
     }
@@ -170,7 +170,7 @@ class linear8_codec final : public codec {
     return block_ == 0 ? std::string("linear8") : "linear8:" + std::to_string(block_);
   }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return 4 * detail::scale_count(n, block_) + n;
+    return detail::payload_bytes("cpd::codec::payload_size", detail::scale_count(n, block_), 4, n, 8);
   }
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
@@ -178,7 +178,7 @@ class linear8_codec final : public codec {
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       float am = 0.0f;
       for (std::size_t i = lo; i < hi; ++i) am = std::fmax(am, std::fabs(in[i]));
       detail::store_f32(payload + 4 * b, am);
@@ -197,7 +197,7 @@ class linear8_codec final : public codec {
     const std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
       const double am = static_cast<double>(detail::load_f32(payload + 4 * b));
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       // c * am is exact in double (8 + 24 bits); / 127 then float: c = +-127 gives +-am exactly.
       for (std::size_t i = lo; i < hi; ++i)
         out[i] = static_cast<float>(static_cast<double>(static_cast<std::int8_t>(codes[i])) * am / 127.0);
