@@ -352,3 +352,74 @@ TEST_CASE("gemm checks its leading dimensions, sizes and aliasing") {
   CHECK(!error_of<std::length_error>([&] { cpd::gemm<F>(rows, 1, 1, a.data(), 4, b.data(), 1, c.data(), 1); }).empty());
   CHECK_NOTHROW(cpd::gemm<F>(0, 2, 2, nullptr, 2, nullptr, 2, nullptr, 2));
 }
+
+TEST_CASE("dynamic loss scaling is bounded and checks its options") {
+  cpd::dynamic_loss_scaling d;
+  for (int i = 0; i < 200; ++i) d.update(1);  // reached 0 after 166 and stayed there
+  CHECK(d.scale() == 0x1p-126f);
+  CHECK(d.skipped());
+  CHECK(std::isfinite(d.inverse_scale()));
+  d.update(0);
+  CHECK(d.scale() == 0x1p-126f);  // growth resumes from the floor after growth_interval clean steps
+  using opts = cpd::dynamic_loss_scaling::options;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (float s : {inf, 1e-45f, 0.0f, -1.0f, nan, 1e-39f})
+    CHECK(has(error_of([&] { cpd::dynamic_loss_scaling x(opts{s, 2.0f, 0.5f, 10}); }), "init_scale"));
+  for (float gf : {inf, nan, 1.0f})
+    CHECK(has(error_of([&] { cpd::dynamic_loss_scaling x(opts{1.0f, gf, 0.5f, 10}); }), "growth_factor"));
+  for (float ms : {0.0f, 1e-45f, -1.0f, nan, inf})
+    CHECK(has(error_of([&] { cpd::dynamic_loss_scaling x(opts{1.0f, 2.0f, 0.5f, 10, ms}); }), "min_scale"));
+  cpd::dynamic_loss_scaling floor4(opts{64.0f, 2.0f, 0.5f, 10, 4.0f});
+  for (int i = 0; i < 10; ++i) floor4.update(1);
+  CHECK(floor4.scale() == 4.0f);
+  cpd::dynamic_loss_scaling top(opts{3e38f, 3.0f, 0.5f, 1});
+  top.update(0);
+  CHECK(top.scale() == 3e38f);  // no growth to inf
+}
+
+TEST_CASE("aps::select is defined for every statistic aps produces and rejects the rest") {
+  using F = cpd::float8_e4m3fn;
+  const cpd::aps<F> a(1);
+  CHECK(a.select(cpd::aps<F>::zero_statistic).exponent == 0);
+  CHECK(a.select(cpd::aps<F>::nonfinite_statistic).exponent == 0);
+  for (int st : {INT32_MIN + 1, -150, 160, INT32_MAX - 1})
+    CHECK(has(error_of([&] { (void)a.select(st); }), "cpd::aps::select: statistic"));
+  // The extremes aps::statistic can produce: the smallest subnormal with one worker, the
+  // largest float with 2^31 - 1 workers.
+  const float tiny = std::numeric_limits<float>::denorm_min(), huge = std::numeric_limits<float>::max();
+  CHECK(a.statistic(&tiny, 1) == cpd::aps<F>::min_statistic);
+  CHECK(cpd::aps<F>(INT_MAX).statistic(&huge, 1) == cpd::aps<F>::max_statistic);
+  CHECK(a.select(cpd::aps<F>::min_statistic).exponent == 8 + 149);
+  CHECK(a.select(cpd::aps<F>::max_statistic).exponent == 8 - 159);
+}
+
+TEST_CASE("scalers and MX check their options") {
+  using F = cpd::float8_e4m3fn;
+  CHECK(has(error_of([] { cpd::aps<F> a(0); }), "world_size"));
+  CHECK(has(error_of([] { cpd::aps<F> a(-3); }), "world_size"));
+  CHECK(has(error_of([] { cpd::fixed_scaling s(cpd::pow2_scale{5000}); }), "outside [-1074, 1023]"));
+  CHECK(has(error_of([] { cpd::fixed_scaling s(cpd::pow2_scale{INT_MIN}); }), "outside [-1074, 1023]"));
+  CHECK_NOTHROW(cpd::fixed_scaling(cpd::pow2_scale{-1074}));
+  for (float eps : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    cpd::current_scaling<F>::options o;
+    o.epsilon = eps;
+    CHECK(has(error_of([&] { cpd::current_scaling<F> s(o); }), "epsilon"));
+  }
+  cpd::delayed_scaling<F>::options dopt;
+  dopt.history_length = 0;
+  CHECK(has(error_of([&] { cpd::delayed_scaling<F> d(dopt); }), "history_length"));
+  dopt.history_length = 4;
+  dopt.algorithm = static_cast<cpd::amax_algorithm>(3);
+  CHECK(has(error_of([&] { cpd::delayed_scaling<F> d(dopt); }), "algorithm 3"));
+  float x[3] = {1, 2, 3}, y[3];
+  std::uint8_t s[1], c[3];
+  cpd::mx_options mo;
+  mo.block_size = 0;
+  CHECK(has(error_of([&] { cpd::mx_encode<F>(x, 3, s, c, mo); }), "mx_options::block_size"));
+  CHECK(has(error_of([&] { cpd::mx_quantize<F>(x, y, 3, mo); }), "mx_options::block_size"));
+  mo.block_size = size_max;  // one block, whatever n
+  CHECK_NOTHROW(cpd::mx_quantize<F>(x, y, 3, mo));
+  CHECK(y[2] == 3.0f);
+  CHECK(has(error_of([] { cpd::simulate_codec_allreduce(*cpd::make_codec("onebit"), nullptr, nullptr, 4, 0); }),
+            "world_size"));
+}
