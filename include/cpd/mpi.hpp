@@ -25,6 +25,7 @@
 #include <cpd/bulk.hpp>
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/execution.hpp>
 #include <cpd/float.hpp>
@@ -119,7 +120,7 @@ inline void check(int rc, const char* call) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "error code %d", rc);
-  throw error(std::string("cpd::mpi: ") + call + " failed: " + text, rc);
+  cpd::detail::throw_error<error>(std::string("cpd::mpi: ") + call + " failed: " + text, rc);
 }
 
 /// 64-bit FNV-1a, for fingerprints of a call's shape.
@@ -357,9 +358,10 @@ class allreduce_plan {
                            static_cast<std::int64_t>(h >> 1),        -static_cast<std::int64_t>(h >> 1)};
       detail::check(MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce (plan check)");
       if (v[0] != -v[1] || v[2] != -v[3] || v[4] != -v[5])
-        throw mismatch_error("cpd::mpi::allreduce_plan: the ranks disagree on the tensors or the format: tensor count " +
-                             range(-v[1], v[0]) + ", total elements " + range(-v[3], v[2]) +
-                             (v[4] != -v[5] ? ", sizes/format/rounding/options differ" : ""));
+        cpd::detail::throw_error<mismatch_error>(
+            "cpd::mpi::allreduce_plan: the ranks disagree on the tensors or the format: tensor count " +
+            range(-v[1], v[0]) + ", total elements " + range(-v[3], v[2]) +
+            (v[4] != -v[5] ? ", sizes/format/rounding/options differ" : ""));
       codec::table();
       arith::get();
       if (opt_.algo == algorithm::native) {
@@ -546,11 +548,13 @@ class allreduce_plan {
       comm_time += MPI_Wtime() - c0;
     }
     if (stats[2] != 0)
-      throw mismatch_error(bad ? "cpd::mpi::allreduce_plan: this rank passed tensors that do not match the plan "
-                                 "(count, sizes, null pointers, or residual == out)"
-                               : "cpd::mpi::allreduce_plan: another rank passed tensors that do not match the plan");
+      cpd::detail::throw_error<mismatch_error>(
+          bad ? "cpd::mpi::allreduce_plan: this rank passed tensors that do not match the plan "
+                "(count, sizes, null pointers, or residual == out)"
+              : "cpd::mpi::allreduce_plan: another rank passed tensors that do not match the plan");
     if (stats[1] != ~stats[0])
-      throw mismatch_error("cpd::mpi::allreduce_plan: the ranks disagree on error feedback or the random keys");
+      cpd::detail::throw_error<mismatch_error>(
+          "cpd::mpi::allreduce_plan: the ranks disagree on error feedback or the random keys");
     res.scales.resize(tn);
     for (std::size_t i = 0; i < tn; ++i) {
       St st;
@@ -853,9 +857,9 @@ class dynamic_plan {
   dynamic_plan(MPI_Comm comm, const format& f, rounding r, std::vector<std::size_t> sizes, options opt = {},
                bool use_aps = true, int aps_margin = 0) {
     if (r != rounding::nearest_even && (!Stochastic || r != rounding::stochastic))
-      throw std::invalid_argument(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
-                                  (Stochastic ? " is not offered (nearest_even or stochastic)"
-                                              : " is not offered (nearest_even)"));
+      cpd::detail::fail_invalid(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
+                                (Stochastic ? " is not offered (nearest_even or stochastic)"
+                                            : " is not offered (nearest_even)"));
     const bool found = visit<List>(f, [&](auto tag) {
       using F = decltype(tag);
       if constexpr (F::fits_float) {
@@ -869,8 +873,8 @@ class dynamic_plan {
       }
     });
     if (!found || !impl_)
-      throw std::invalid_argument("cpd::mpi::dynamic_plan: format " + f.name() +
-                                  " is not among the formats compiled in (or its values are not floats)");
+      cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: format " + f.name() +
+                                " is not among the formats compiled in (or its values are not floats)");
   }
 
   /// The allreduce of the plan's tensors (collective); see allreduce_plan::operator().

@@ -10,6 +10,7 @@
 // Requires an MPI library (mpi.h); not included by <cpd/cpd.hpp>.
 
 #include <cpd/codec.hpp>
+#include <cpd/detail/error.hpp>
 
 #include <mpi.h>
 
@@ -55,13 +56,8 @@ inline codec_exchange_result codec_allreduce(const codec& c, const float* g, flo
     for (std::size_t i = 0; i < n; ++i) opt.residual[i] = opt.residual[i] - d[i];
   }
   const int count = static_cast<int>(bytes);
-  if (MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), count, MPI_BYTE, comm) != MPI_SUCCESS) {
-#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
-    throw std::runtime_error("cpd::mpi::codec_allreduce: MPI_Allgather failed");
-#else
-    std::abort();
-#endif
-  }
+  if (MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), count, MPI_BYTE, comm) != MPI_SUCCESS)
+    cpd::detail::throw_error<std::runtime_error>("cpd::mpi::codec_allreduce: MPI_Allgather failed");
   std::vector<float> d(n);
   c.decode(all.data(), n, out);
   for (int r = 1; r < size; ++r) {
