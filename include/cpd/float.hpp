@@ -53,7 +53,8 @@ class float_t {
   CPD_HOST_DEVICE explicit constexpr float_t(float x) noexcept;
   CPD_HOST_DEVICE explicit constexpr float_t(double x) noexcept;
 
-  /// The value with the given code (the bits above the format's width are ignored).
+  /// The value with code b. Bits of b above the format's width are dropped (b & mask), so a
+  /// float_t always holds a code of its format; cpd::decode rejects such codes instead.
   [[nodiscard]] CPD_HOST_DEVICE static constexpr float_t from_bits(storage_type b) noexcept {
     float_t f;
     f.bits_ = static_cast<storage_type>(b & mask_);
