@@ -18,6 +18,8 @@ set(CPD_HEADERS
   include/cpd/cpd.hpp
   include/cpd/cuda.cuh
   include/cpd/detail/bits.hpp
+  include/cpd/detail/checks.hpp
+  include/cpd/detail/error.hpp
   include/cpd/detail/round.hpp
   include/cpd/detail/fast_avx512.hpp
   include/cpd/detail/simd.hpp

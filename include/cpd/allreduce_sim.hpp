@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -353,12 +355,34 @@ class allreduce_engine {
   int levels_ = 0;
 };
 
+/// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm that is one of
+/// allreduce_algorithm's enumerators, and no null array when n > 0.
+inline void check_allreduce_args(const float* const* x, const float* out, std::size_t n, int world_size,
+                                 const allreduce_options& opt) {
+  if (world_size < 1) scaling_fail("cpd::simulate_allreduce: world_size must be >= 1");
+  switch (opt.algorithm) {
+    case allreduce_algorithm::sequential:
+    case allreduce_algorithm::ring:
+    case allreduce_algorithm::halving_doubling: break;
+    default:
+      scaling_fail("cpd::simulate_allreduce: allreduce_options::algorithm " +
+                   std::to_string(static_cast<int>(opt.algorithm)) + " is not a cpd::allreduce_algorithm");
+  }
+  if (n == 0) return;
+  if (x == nullptr || out == nullptr) scaling_fail("cpd::simulate_allreduce: null pointer with n > 0");
+  for (int r = 0; r < world_size; ++r)
+    if (x[r] == nullptr || (opt.residuals && opt.residuals[r] == nullptr))
+      scaling_fail("cpd::simulate_allreduce: worker " + std::to_string(r) + " has a null pointer");
+}
+
 /// Runs f(lo, hi) over [0, n) split into contiguous pieces on up to `threads` threads.
 template <class Fn>
 void parallel_ranges(std::size_t n, std::size_t work_per_element, unsigned threads, Fn&& f) {
   unsigned t = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
   const std::size_t min_work = std::size_t(1) << 16;  // below this, a thread costs more than it saves
-  const std::size_t useful = (n * std::max<std::size_t>(work_per_element, 1)) / min_work;
+  const std::size_t w = std::max<std::size_t>(work_per_element, 1);
+  const std::size_t useful = (n > std::numeric_limits<std::size_t>::max() / w ? std::numeric_limits<std::size_t>::max()
+                                                                                : n * w) / min_work;
   if (useful < t) t = static_cast<unsigned>(std::max<std::size_t>(useful, 1));
   if (t <= 1) {
     f(std::size_t(0), n);
@@ -388,7 +412,7 @@ allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* 
                 "cpd::simulate_allreduce: F must be a cpd::float_t whose values are floats");
   static_assert(std::is_same_v<Scale, pow2_scale> || std::is_same_v<Scale, float_scale>,
                 "cpd::simulate_allreduce: the scale must be cpd::pow2_scale or cpd::float_scale");
-  if (world_size < 1) detail::scaling_fail("cpd::simulate_allreduce: world_size must be >= 1");
+  detail::check_allreduce_args(x, out, n, world_size, opt);
   allreduce_result<Scale> result;
   result.scale = scale;
   if (opt.diagnostics) {
@@ -412,7 +436,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size, Scaler&& scaler,
                         const allreduce_options& opt = {}) {
   using S = std::decay_t<Scaler>;
-  if (world_size < 1) detail::scaling_fail("cpd::simulate_allreduce: world_size must be >= 1");
+  detail::check_allreduce_args(g, out, n, world_size, opt);
   const float* const* x = g;
   std::vector<const float*> xs;
   if (opt.residuals) {

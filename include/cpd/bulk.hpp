@@ -13,6 +13,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/checks.hpp>
 #include <cpd/detail/fast_avx512.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/detail/simd.hpp>
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -241,7 +243,9 @@ struct general_kernel {
   }
 };
 
-/// Decoding through a table of the values of every code (built from decode_bits).
+/// Decoding through a table of the values of every code (built from decode_bits). The
+/// codes are OR-ed on the way: a code with `stray` bits (above the format's width) is
+/// reported to *seen, and the call then rejects it.
 template <class Code, class T>
 struct table_kernel {
   using in_type = Code;
@@ -250,10 +254,17 @@ struct table_kernel {
   static constexpr bool dispatch = true;
   static constexpr bool quantizes = false;
   const uint_of<T>* table = nullptr;
+  Code stray = 0;
+  std::atomic<std::uint64_t>* seen = nullptr;
 
   CPD_ALWAYS_INLINE void run(const Code* in, T* out, std::size_t n, std::uint32_t, bulk_counts&) const noexcept {
     const uint_of<T>* t = table;
-    for (std::size_t i = 0; i < n; ++i) out[i] = bit_cast<T>(t[in[i]]);
+    Code all = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      all |= in[i];
+      out[i] = bit_cast<T>(t[in[i]]);
+    }
+    if ((all & stray) != 0) seen->fetch_or(all & stray, std::memory_order_relaxed);
   }
 };
 
@@ -268,13 +279,18 @@ struct direct_decode_kernel {
   spec s;
   T inverse = 1;
   bool scaled = false;
+  Code stray = 0;  ///< as in table_kernel
+  std::atomic<std::uint64_t>* seen = nullptr;
 
   void run(const Code* in, T* out, std::size_t n, std::uint32_t, bulk_counts&) const noexcept {
+    Code all = 0;
     for (std::size_t i = 0; i < n; ++i) {
+      all |= in[i];
       T v = static_cast<T>(bit_cast<double>(decode_bits<double>(s, static_cast<std::uint64_t>(in[i]))));
       if (scaled) v = v * inverse;
       out[i] = v;
     }
+    if ((all & stray) != 0) seen->fetch_or(all & stray, std::memory_order_relaxed);
   }
 };
 
@@ -447,24 +463,32 @@ bulk_stats run_kernel(Policy&& policy, const K& k, const typename K::in_type* in
   return st;
 }
 
-/// Checks the options of a bulk call.
+/// Checks the options of a bulk call: every field in its range, so that no call turns
+/// every output into NaN or rounds with another number of random bits than asked.
 inline void check_options(const char* who, const bulk_options& o) {
   if (o.random_bits < 1 || o.random_bits > 32)
-    fail_invalid(std::string(who) + ": bulk_options::random_bits must be in [1, 32]");
+    fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
+                 " must be in [1, 32]");
   if (!(o.scale == o.scale) || o.scale == 0 || o.scale - o.scale != 0)
     fail_invalid(std::string(who) + ": bulk_options::scale must be finite and non-zero");
   if (!(o.scale_inverse == o.scale_inverse) || o.scale_inverse - o.scale_inverse != 0)
     fail_invalid(std::string(who) + ": bulk_options::scale_inverse must be finite (0 means 1 / scale)");
+  const float inverse = 1.0f / o.scale;
+  if (o.scale_inverse == 0 && inverse - inverse != 0)
+    fail_invalid(std::string(who) + ": bulk_options::scale " + number(o.scale) +
+                 " has no float inverse (1 / scale overflows); set bulk_options::scale_inverse");
 }
 
-/// Checks the arguments every bulk call shares: options, pointers, overlap.
+/// Checks the arguments every bulk call shares: options, pointers, sizes, overlap (compared
+/// as address ranges that cannot wrap: n * sizeof must fit first).
 template <class In, class Out>
 void check_arrays(const char* who, const In* in, const Out* out, std::size_t n, const bulk_options& o) {
   check_options(who, o);
   if (n == 0) return;
   if (in == nullptr || out == nullptr) fail_invalid(std::string(who) + ": null pointer with n > 0");
-  const auto ib = reinterpret_cast<std::uintptr_t>(in), ob = reinterpret_cast<std::uintptr_t>(out);
-  if (ib != ob && ib < ob + n * sizeof(Out) && ob < ib + n * sizeof(In))
+  const byte_range a = bytes_of(who, "the input", in, n, sizeof(In));
+  const byte_range b = bytes_of(who, "the output", out, n, sizeof(Out));
+  if (a.begin != b.begin && overlap(a, b))
     fail_invalid(std::string(who) + ": the input and output overlap (only in == out is allowed)");
 }
 
@@ -623,11 +647,10 @@ bulk_stats decode_stats(const spec& s, const Code* in, std::size_t n) noexcept {
   return st;
 }
 
-/// Decodes n codes of the (scaled) spec s to T.
+/// The kernels of decode_spec: the fast decoder, a table, or decode_bits value by value.
 template <class Code, class T, class Policy>
-void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
-                 const uint_of<T>* cached_table) {
-  if (o.stats) *o.stats = decode_stats(s, in, n);  // before decoding: in may be out
+void decode_cases(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
+                  const uint_of<T>* cached_table, Code stray, std::atomic<std::uint64_t>* seen) {
   const float_scale_of<T> fs(o);
   const double inv = fs.inverse;
   bulk_options oo = o;
@@ -640,7 +663,7 @@ void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::si
       if (dp.how != fast::method::none) {
         const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
         const bool stream = !same && n * sizeof(T) >= fast::stream_threshold_bytes;
-        run_kernel(policy, fast::decode_kernel<Code>{dp, stream}, in, out, n, oo);
+        run_kernel(policy, fast::decode_kernel<Code>{dp, stream, stray, seen}, in, out, n, oo);
         return;
       }
     }
@@ -653,12 +676,27 @@ void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::si
       fill_table<T>(local.data(), 256, s, inv, fs.any);
       table = local.data();
     }
-    run_kernel(policy, table_kernel<Code, T>{table}, in, out, n, oo);
+    run_kernel(policy, table_kernel<Code, T>{table, stray, seen}, in, out, n, oo);
   } else if (cached_table != nullptr && !fs.any) {
-    run_kernel(policy, table_kernel<Code, T>{cached_table}, in, out, n, oo);
+    run_kernel(policy, table_kernel<Code, T>{cached_table, stray, seen}, in, out, n, oo);
   } else {
-    run_kernel(policy, direct_decode_kernel<Code, T>{s, fs.inverse, fs.any}, in, out, n, oo);
+    run_kernel(policy, direct_decode_kernel<Code, T>{s, fs.inverse, fs.any, stray, seen}, in, out, n, oo);
   }
+}
+
+/// Decodes n codes of the (scaled) spec s to T. A code with bits above the format's width
+/// is std::invalid_argument naming its index: the kernels OR the codes as they go (free),
+/// and only when they saw such bits is the input searched for the first (before decoding
+/// when in == out, as the codes are then overwritten).
+template <class Code, class T, class Policy>
+void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
+                 const uint_of<T>* cached_table, const char* who) {
+  const Code stray = stray_bits<Code>(s);
+  if (stray != 0 && static_cast<const void*>(in) == static_cast<const void*>(out)) check_codes(who, s, in, n, stray);
+  if (o.stats) *o.stats = decode_stats(s, in, n);  // before decoding: in may be out
+  std::atomic<std::uint64_t> seen{0};
+  decode_cases(policy, s, in, out, n, o, cached_table, stray, &seen);
+  if (seen.load(std::memory_order_relaxed) != 0) check_codes(who, s, in, n, stray);
 }
 
 /// The cached table of a compile-time format with codes of at most 16 bits.
@@ -753,7 +791,7 @@ void decode(Policy&& policy, const typename F::storage_type* in, T* out, std::si
   const detail::spec s = detail::scaled_spec(F::spec, options.scale_exponent, "cpd::decode");
   if (std::is_same_v<T, float> && !s.fits_float)
     detail::fail_invalid("cpd::decode: with this scale_exponent the values are not floats; decode to double");
-  detail::decode_spec(policy, s, in, out, n, options, table);
+  detail::decode_spec(policy, s, in, out, n, options, table, "cpd::decode");
 }
 
 /// out[i] = the value of code in[i] of F (times 2^-scale_exponent and scale_inverse).
@@ -774,6 +812,8 @@ void quantize(Policy&& policy, const format& f, rounding r, overflow o, const T*
               const bulk_options& options = {}) {
   if (std::is_same_v<T, float> && !f.spec().fits_float)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
+  detail::check_enum("cpd::quantize", r);
+  detail::check_enum("cpd::quantize", o);
   detail::check_arrays("cpd::quantize", in, out, n, options);
   if (n == 0) {
     if (options.stats) *options.stats = bulk_stats{};
@@ -813,6 +853,8 @@ void encode(Policy&& policy, const format& f, rounding r, overflow o, const T* i
   if (f.bits() > static_cast<int>(8 * sizeof(Code)))
     detail::fail_invalid("cpd::encode: codes of " + f.name() + " have " + std::to_string(f.bits()) +
                          " bits; the output type has " + std::to_string(8 * sizeof(Code)));
+  detail::check_enum("cpd::encode", r);
+  detail::check_enum("cpd::encode", o);
   detail::check_arrays("cpd::encode", in, out, n, options);
   if (n == 0) {
     if (options.stats) *options.stats = bulk_stats{};
@@ -853,11 +895,14 @@ template <class Policy, class Code, class T,
                                    detail::is_code_v<Code>>>
 void decode(Policy&& policy, const format& f, const Code* in, T* out, std::size_t n,
             const bulk_options& options = {}) {
+  if (f.bits() > static_cast<int>(8 * sizeof(Code)))
+    detail::fail_invalid("cpd::decode: codes of " + f.name() + " have " + std::to_string(f.bits()) +
+                         " bits; the input type has " + std::to_string(8 * sizeof(Code)));
   detail::check_arrays("cpd::decode", in, out, n, options);
   const detail::spec s = detail::scaled_spec(f.spec(), options.scale_exponent, "cpd::decode");
   if (std::is_same_v<T, float> && !s.fits_float)
     detail::fail_invalid("cpd::decode: format " + f.name() + " (scaled) has values that are not floats; use double");
-  detail::decode_spec(policy, s, in, out, n, options, nullptr);
+  detail::decode_spec(policy, s, in, out, n, options, nullptr, "cpd::decode");
 }
 
 /// out[i] = the value of code in[i] of the runtime format f.

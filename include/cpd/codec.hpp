@@ -153,9 +153,14 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
                                                       const codec_exchange_options& opt = {}) {
   if (world_size < 1) detail::codec_fail("cpd::simulate_codec_allreduce: world_size must be >= 1");
   const auto w = static_cast<std::size_t>(world_size);
+  if (n != 0 && (g == nullptr || out == nullptr))
+    detail::codec_fail("cpd::simulate_codec_allreduce: null pointer with n > 0");
+  for (std::size_t r = 0; n != 0 && r < w; ++r)
+    if (g[r] == nullptr || (opt.residuals && opt.residuals[r] == nullptr))
+      detail::codec_fail("cpd::simulate_codec_allreduce: worker " + std::to_string(r) + " has a null pointer");
   const std::size_t bytes = c.payload_size(n);
-  std::vector<std::uint8_t> payloads(bytes * w);
-  std::vector<float> decoded(n * w);
+  std::vector<std::uint8_t> payloads(detail::checked_mul("cpd::simulate_codec_allreduce", "the payloads", w, bytes));
+  std::vector<float> decoded(detail::checked_mul("cpd::simulate_codec_allreduce", "the decoded values", w, n));
   unsigned t = opt.threads != 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
   t = static_cast<unsigned>(std::min<std::size_t>(t, w));
   // Phase 1, per worker (each encode is sequential, so any thread count gives the same payloads).

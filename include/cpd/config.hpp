@@ -27,7 +27,8 @@
 #endif
 
 /// 1 when C++ exceptions are enabled; with -fno-exceptions cpd reports runtime errors
-/// through return values (see cpd::format::check) and aborts on a contract violation.
+/// through return values where it can (see cpd::format::check), and every error it would
+/// throw prints its message to stderr, then abort()s (cpd/detail/error.hpp).
 #if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
 #define CPD_HAS_EXCEPTIONS 1
 #else

@@ -14,6 +14,7 @@
 // use the GPU's own conversions where they exist and equal the generic path.
 
 #include <cpd/config.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/detail/bits.hpp>
 #include <cpd/float.hpp>
 #include <cpd/functors.hpp>
@@ -47,7 +48,7 @@ class error : public std::runtime_error {
 
 /// Throws cpd::cuda::error unless e is cudaSuccess.
 inline void check(cudaError_t e, const char* what = "cpd::cuda") {
-  if (e != cudaSuccess) throw error(e, what);
+  if (e != cudaSuccess) cpd::detail::throw_error<error>(e, what);
 }
 
 // --- hardware conversions (opt-in) ----------------------------------------------

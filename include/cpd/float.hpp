@@ -53,7 +53,8 @@ class float_t {
   CPD_HOST_DEVICE explicit constexpr float_t(float x) noexcept;
   CPD_HOST_DEVICE explicit constexpr float_t(double x) noexcept;
 
-  /// The value with the given code (the bits above the format's width are ignored).
+  /// The value with code b. Bits of b above the format's width are dropped (b & mask), so a
+  /// float_t always holds a code of its format; cpd::decode rejects such codes instead.
   [[nodiscard]] CPD_HOST_DEVICE static constexpr float_t from_bits(storage_type b) noexcept {
     float_t f;
     f.bits_ = static_cast<storage_type>(b & mask_);
@@ -371,11 +372,20 @@ using tfloat32 = float_t<8, 10, ieee>;              ///< NVIDIA TF32 (19 bits, s
 // --- std::numeric_limits -----------------------------------------------------
 
 namespace std {
+/// Standard meaning (docs/formats.md); every member is constexpr and usable in host and device
+/// code (CUDA kernels need no --expt-relaxed-constexpr).
 template <int E, int M, class Enc, int B>
 class numeric_limits<cpd::float_t<E, M, Enc, B>> {
   using F = cpd::float_t<E, M, Enc, B>;
-  static constexpr cpd::detail::spec s = F::spec;  // a copy: nvcc rejects a constexpr reference member here
-  static constexpr F code(std::uint64_t c) noexcept { return F::from_bits(static_cast<typename F::storage_type>(c)); }
+  using S = typename F::storage_type;
+  // The codes, as constants of integer type (device code may not read a host constexpr object).
+  static constexpr S min_code_ = static_cast<S>(F::spec.has_subnormals ? (std::uint64_t(1) << M) : 0);
+  static constexpr S max_code_ = static_cast<S>(F::spec.max_code);
+  static constexpr S lowest_code_ = static_cast<S>(F::spec.has_sign ? F::spec.max_code | F::spec.sign_bit
+                                                                    : min_code_);
+  static constexpr S inf_code_ = static_cast<S>(F::spec.has_inf ? F::spec.inf_code : 0);
+  static constexpr S nan_code_ = static_cast<S>(F::spec.has_nan ? F::spec.nan_code : 0);
+  static constexpr S denorm_code_ = static_cast<S>(F::spec.min_code);
   static constexpr int floor_log10_2(int x) noexcept { return x >= 0 ? (x * 30103) / 100000 : -((-x * 30103 + 99999) / 100000); }
 
  public:
@@ -406,16 +416,18 @@ class numeric_limits<cpd::float_t<E, M, Enc, B>> {
   static constexpr bool tinyness_before = false;
 
   /// The smallest positive normal value.
-  static constexpr F min() noexcept { return code(s.has_subnormals ? (std::uint64_t(1) << M) : 0); }
-  static constexpr F max() noexcept { return code(s.max_code); }
-  static constexpr F lowest() noexcept { return s.has_sign ? code(s.max_code | s.sign_bit) : min(); }
+  CPD_HOST_DEVICE static constexpr F min() noexcept { return F::from_bits(min_code_); }
+  CPD_HOST_DEVICE static constexpr F max() noexcept { return F::from_bits(max_code_); }
+  CPD_HOST_DEVICE static constexpr F lowest() noexcept { return F::from_bits(lowest_code_); }
   /// The distance from 1 to the next value (2^-M).
-  static constexpr F epsilon() noexcept { return F(cpd::detail::pow2<double>(-M)); }
+  CPD_HOST_DEVICE static constexpr F epsilon() noexcept { return F(cpd::detail::pow2<double>(-M)); }
   /// The largest rounding error of nearest rounding, in ulps.
-  static constexpr F round_error() noexcept { return F(0.5); }
-  static constexpr F infinity() noexcept { return s.has_inf ? code(s.inf_code) : F(); }
-  static constexpr F quiet_NaN() noexcept { return s.has_nan ? code(s.nan_code) : F(); }
-  static constexpr F signaling_NaN() noexcept { return quiet_NaN(); }
-  static constexpr F denorm_min() noexcept { return code(s.min_code); }
+  CPD_HOST_DEVICE static constexpr F round_error() noexcept { return F(0.5); }
+  /// +inf, or +0 (the default value) when F has no inf.
+  CPD_HOST_DEVICE static constexpr F infinity() noexcept { return has_infinity ? F::from_bits(inf_code_) : F(); }
+  /// The canonical NaN, or +0 (the default value) when F has no NaN.
+  CPD_HOST_DEVICE static constexpr F quiet_NaN() noexcept { return has_quiet_NaN ? F::from_bits(nan_code_) : F(); }
+  CPD_HOST_DEVICE static constexpr F signaling_NaN() noexcept { return quiet_NaN(); }
+  CPD_HOST_DEVICE static constexpr F denorm_min() noexcept { return F::from_bits(denorm_code_); }
 };
 }  // namespace std

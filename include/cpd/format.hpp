@@ -70,16 +70,17 @@ CPD_HOST_DEVICE constexpr int max_finite_field(int e, int m, encoding_kind k) no
   return (1 << e) - (all_ones_special ? 2 : 1);
 }
 
-/// The exponent of the largest finite value (2^emax <= max < 2^(emax+1)).
-CPD_HOST_DEVICE constexpr int max_exponent(int e, int m, encoding_kind k, int bias) noexcept {
-  return max_finite_field(e, m, k) - bias;
+/// The exponent of the largest finite value (2^emax <= max < 2^(emax+1)), in 64 bits:
+/// exact for every int bias, so that a bias far out of range is found, not overflowed.
+CPD_HOST_DEVICE constexpr long long max_exponent(int e, int m, encoding_kind k, int bias) noexcept {
+  return static_cast<long long>(max_finite_field(e, m, k)) - bias;
 }
 
-/// The exponent of the finest step between values: every value is a multiple of
-/// 2^min_exponent (the smallest subnormal; with no subnormals, fnu, the ulp of the
-/// lowest binade, 2^(-bias - M)).
-CPD_HOST_DEVICE constexpr int min_exponent(int m, encoding_kind k, int bias) noexcept {
-  return k == encoding_kind::fnu ? -bias - m : 1 - bias - m;
+/// The exponent of the finest step between values, in 64 bits (exact for every int bias):
+/// every value is a multiple of 2^min_exponent (the smallest subnormal; with no
+/// subnormals, fnu, the ulp of the lowest binade, 2^(-bias - M)).
+CPD_HOST_DEVICE constexpr long long min_exponent(int m, encoding_kind k, int bias) noexcept {
+  return (k == encoding_kind::fnu ? 0 : 1) - static_cast<long long>(bias) - m;
 }
 
 /// Why (E, M, encoding, bias) is not a format, or nullptr when it is one.
@@ -87,6 +88,9 @@ CPD_HOST_DEVICE constexpr int min_exponent(int m, encoding_kind k, int bias) noe
 CPD_HOST_DEVICE constexpr const char* format_error(int e, int m, encoding_kind k, int bias) noexcept {
   if (e < 1 || e > 11) return "exponent bits E must be in [1, 11]";
   if (m < 0 || m > 52) return "mantissa bits M must be in [0, 52]";
+  if (k != encoding_kind::ieee && k != encoding_kind::fn && k != encoding_kind::fnuz && k != encoding_kind::finite &&
+      k != encoding_kind::fnu)
+    return "encoding must be one of ieee, fn, fnuz, finite, fnu (a value cast from an int is no encoding_kind)";
   if (k == encoding_kind::ieee && e < 2) return "cpd::ieee needs E >= 2 (one exponent code is inf/NaN)";
   if (k == encoding_kind::ieee && m < 1) return "cpd::ieee needs M >= 1 to encode NaN; use cpd::fn or cpd::finite for M = 0";
   if (k == encoding_kind::fn && e + m < 2) return "cpd::fn needs E + M >= 2 (one code is NaN)";

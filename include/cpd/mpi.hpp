@@ -25,6 +25,7 @@
 #include <cpd/bulk.hpp>
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/execution.hpp>
 #include <cpd/float.hpp>
@@ -513,11 +514,13 @@ class allreduce_plan {
       comm_time += MPI_Wtime() - c0;
     }
     if (stats[2] != 0)
-      throw mismatch_error(bad ? "cpd::mpi::allreduce_plan: this rank passed tensors that do not match the plan "
-                                 "(count, sizes, null pointers, or residual == out)"
-                               : "cpd::mpi::allreduce_plan: another rank passed tensors that do not match the plan");
+      cpd::detail::throw_error<mismatch_error>(
+          bad ? "cpd::mpi::allreduce_plan: this rank passed tensors that do not match the plan "
+                "(count, sizes, null pointers, or residual == out)"
+              : "cpd::mpi::allreduce_plan: another rank passed tensors that do not match the plan");
     if (stats[1] != ~stats[0])
-      throw mismatch_error("cpd::mpi::allreduce_plan: the ranks disagree on error feedback or the random keys");
+      cpd::detail::throw_error<mismatch_error>(
+          "cpd::mpi::allreduce_plan: the ranks disagree on error feedback or the random keys");
     res.scales.resize(tn);
     for (std::size_t i = 0; i < tn; ++i) {
       St st;
@@ -875,12 +878,12 @@ class dynamic_plan {
                    {std::string("whether rounding ") + to_string(r) + " is offered", offered ? 1u : 0u, ""},
                    {"whether format " + f.name() + " is compiled in", compiled ? 1u : 0u, ""}});
     if (!offered)
-      throw std::invalid_argument(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
-                                  (Stochastic ? " is not offered (nearest_even or stochastic)"
-                                              : " is not offered (nearest_even)"));
+      cpd::detail::fail_invalid(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
+                                (Stochastic ? " is not offered (nearest_even or stochastic)"
+                                            : " is not offered (nearest_even)"));
     if (!compiled)
-      throw std::invalid_argument("cpd::mpi::dynamic_plan: format " + f.name() +
-                                  " is not among the formats compiled in (or its values are not floats)");
+      cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: format " + f.name() +
+                                " is not among the formats compiled in (or its values are not floats)");
     visit<List>(f, [&](auto tag) {
       using F = decltype(tag);
       if constexpr (F::fits_float) {

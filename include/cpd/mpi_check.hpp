@@ -10,6 +10,8 @@
 //
 // Requires an MPI library (mpi.h); not included by <cpd/cpd.hpp>.
 
+#include <cpd/detail/error.hpp>
+
 #include <mpi.h>
 
 #include <cstdint>
@@ -46,7 +48,7 @@ inline void check(int rc, const char* call) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "error code %d", rc);
-  throw error(std::string("cpd::mpi: ") + call + " failed: " + text, rc);
+  cpd::detail::throw_error<error>(std::string("cpd::mpi: ") + call + " failed: " + text, rc);
 }
 
 /// 64-bit FNV-1a, for fingerprints of a call's shape.
@@ -96,7 +98,7 @@ inline void agree(MPI_Comm comm, const char* who, const std::vector<agreed>& fie
     what += fields[i].shown.empty() ? " (from " + std::to_string(lo) + " to " + std::to_string(hi) + ")"
                                     : " (this rank: " + fields[i].shown + ")";
   }
-  if (!what.empty()) throw mismatch_error(who + what);
+  if (!what.empty()) cpd::detail::throw_error<mismatch_error>(who + what);
 }
 
 }  // namespace detail

@@ -13,6 +13,7 @@
 
 #include <cpd/codec.hpp>
 #include <cpd/mpi_check.hpp>
+#include <cpd/detail/error.hpp>
 
 #include <mpi.h>
 

@@ -9,6 +9,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/checks.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
 #include <cpd/reduce.hpp>
@@ -17,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace cpd {
 
@@ -60,11 +62,25 @@ inline constexpr std::uint8_t mx_nan_scale = 0xFF;
 
 /// Number of scales for n values in blocks of block_size (the last block may be partial).
 [[nodiscard]] constexpr std::size_t mx_scale_count(std::size_t n, std::size_t block_size) noexcept {
-  return block_size == 0 ? 0 : (n + block_size - 1) / block_size;
+  return block_size == 0 ? 0 : detail::ceil_div(n, block_size);
 }
 
-/// The float8_e8m0fnu code of a block's scale from its amax: 0xFF for inf/NaN; code 0 (2^-127)
-/// for an all-zero block; otherwise e + 127 with e from the rule, clamped to [-127, 127].
+namespace detail {
+/// Checks the options and pointers (a, b and c when given) of an MX call (std::invalid_argument naming the field).
+inline void check_mx(const char* who, const mx_options& opt, std::size_t n, const void* a, const void* b,
+                     const void* c = "") {
+  if (opt.block_size == 0) fail_invalid(std::string(who) + ": mx_options::block_size must be >= 1");
+  if (opt.rule != mx_scale_rule::floor && opt.rule != mx_scale_rule::ceil && opt.rule != mx_scale_rule::rceil)
+    fail_invalid(std::string(who) + ": mx_options::rule " + std::to_string(static_cast<int>(opt.rule)) +
+                 " is not a cpd::mx_scale_rule");
+  if (n != 0 && (a == nullptr || b == nullptr || c == nullptr))
+    fail_invalid(std::string(who) + ": null pointer with n > 0");
+}
+}  // namespace detail
+
+/// The float8_e8m0fnu code of a block's scale from its amax: 0xFF for inf/NaN (and for a rule
+/// that is no enumerator); code 0 (2^-127) for an all-zero block; otherwise e + 127 with e from
+/// the rule, clamped to [-127, 127].
 template <class Elem>
 [[nodiscard]] std::uint8_t mx_scale_code(float amax, mx_scale_rule rule) noexcept {
   static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx: the element must be a float format");
@@ -84,6 +100,7 @@ template <class Elem>
       while (mx * pow2_scale{e}.factor() < a) ++e;
       break;
     }
+    default: return mx_nan_scale;  // no cpd::mx_scale_rule (the bulk calls reject it first)
   }
   e = e < -127 ? -127 : (e > 127 ? 127 : e);
   return static_cast<std::uint8_t>(e + 127);
@@ -96,9 +113,9 @@ template <class Elem, rounding R = rounding::nearest_even>
 void mx_encode(const float* in, std::size_t n, std::uint8_t* scales, typename Elem::storage_type* codes,
                const mx_options& opt = {}) {
   static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_encode: the element must be a float format");
-  if (opt.block_size == 0) detail::scaling_fail("cpd::mx_encode: block_size must be >= 1");
-  for (std::size_t blk = 0, lo = 0; lo < n; ++blk, lo += opt.block_size) {
-    const std::size_t hi = lo + opt.block_size < n ? lo + opt.block_size : n;
+  detail::check_mx("cpd::mx_encode", opt, n, in, scales, codes);
+  for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
+    hi = detail::block_end(lo, opt.block_size, n);
     const std::uint8_t sc = mx_scale_code<Elem>(detail::bit_cast<float>(detail::amax_bits(in + lo, hi - lo)), opt.rule);
     scales[blk] = sc;
     const double inv = pow2_scale{127 - static_cast<int>(sc)}.factor();  // 2^-e
@@ -118,23 +135,27 @@ template <class Elem>
 void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* codes, std::size_t n, float* out,
                const mx_options& opt = {}) {
   static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_decode: the element must be a float format");
-  if (opt.block_size == 0) detail::scaling_fail("cpd::mx_decode: block_size must be >= 1");
-  for (std::size_t blk = 0, lo = 0; lo < n; ++blk, lo += opt.block_size) {
-    const std::size_t hi = lo + opt.block_size < n ? lo + opt.block_size : n;
+  detail::check_mx("cpd::mx_decode", opt, n, scales, codes, out);
+  using Code = typename Elem::storage_type;
+  const Code stray = detail::stray_bits<Code>(Elem::spec);  // a code with these bits is rejected
+  for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
+    hi = detail::block_end(lo, opt.block_size, n);
     const std::uint8_t sc = scales[blk];
     const double x = pow2_scale{static_cast<int>(sc) - 127}.factor();
-    for (std::size_t i = lo; i < hi; ++i)
+    for (std::size_t i = lo; i < hi; ++i) {
+      if ((codes[i] & stray) != 0) detail::fail_stray_code("cpd::mx_decode", Elem::spec, codes[i], &i);
       out[i] = sc == mx_nan_scale ? detail::bit_cast<float>(0x7FC00000u)
                                   : static_cast<float>(static_cast<double>(Elem::from_bits(codes[i])) * x);
+    }
   }
 }
 
 /// MX fake quantization: out = decode(encode(in)), block by block (in == out allowed).
 template <class Elem, rounding R = rounding::nearest_even>
 void mx_quantize(const float* in, float* out, std::size_t n, const mx_options& opt = {}) {
-  if (opt.block_size == 0) detail::scaling_fail("cpd::mx_quantize: block_size must be >= 1");
-  for (std::size_t lo = 0; lo < n; lo += opt.block_size) {
-    const std::size_t len = lo + opt.block_size < n ? opt.block_size : n - lo;
+  detail::check_mx("cpd::mx_quantize", opt, n, in, out);
+  for (std::size_t lo = 0, len = 0; lo < n; lo += len) {
+    len = detail::block_end(lo, opt.block_size, n) - lo;
     const std::uint8_t sc =
         mx_scale_code<Elem>(detail::bit_cast<float>(detail::amax_bits(in + lo, len)), opt.rule);
     const double inv = pow2_scale{127 - static_cast<int>(sc)}.factor();

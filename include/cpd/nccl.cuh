@@ -16,6 +16,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/cuda.cuh>
+#include <cpd/detail/error.hpp>
 #include <cpd/functors.hpp>
 #include <cpd/rounding.hpp>
 
@@ -44,7 +45,7 @@ class error : public std::runtime_error {
 
 /// Throws cpd::nccl::error unless r is ncclSuccess.
 inline void check(ncclResult_t r, const char* what = "cpd::nccl") {
-  if (r != ncclSuccess) throw error(r, what);
+  if (r != ncclSuccess) cpd::detail::throw_error<error>(r, what);
 }
 
 namespace detail {

@@ -8,7 +8,9 @@
 // 4-bit format is the low nibble of byte i / 2 when i is even, the high nibble
 // when odd; codes 4g .. 4g + 3 of a 6-bit format are bits 0-5, 6-11, 12-17 and
 // 18-23 of the 24-bit little-endian group in bytes 3g .. 3g + 2. Unused bits of
-// the last byte are zero. 8-bit formats pack one code per byte.
+// the last byte are zero (decode_packed checks that they are: std::invalid_argument else).
+// 8-bit formats pack one code per byte. Every code that unpacking yields is a code of F
+// (4 or 6 bits, all of which have a meaning), so no unpacked code is out of range.
 //
 // encode_packed / decode_packed round and decode exactly as cpd::encode /
 // cpd::decode (same options, same random bits for element i), then pack.
@@ -31,11 +33,12 @@ namespace cpd {
 template <class F>
 inline constexpr int packed_bits = F::spec.bits == 4 ? 4 : F::spec.bits == 6 ? 6 : F::spec.bits == 8 ? 8 : 0;
 
-/// The bytes that hold n packed codes of F.
+/// The bytes that hold n packed codes of F: ceil(n * bits / 8), exact for every n (no overflow).
 template <class F>
 [[nodiscard]] constexpr std::size_t packed_size(std::size_t n) noexcept {
   static_assert(packed_bits<F> != 0, "cpd::packed_size: F must have codes of 4, 6 or 8 bits");
-  return (n * static_cast<std::size_t>(packed_bits<F>) + 7) / 8;
+  constexpr auto b = static_cast<std::size_t>(packed_bits<F>);
+  return n / 8 * b + (n % 8 * b + 7) / 8;
 }
 
 namespace detail {
@@ -95,6 +98,35 @@ void unpack_codes(const std::uint8_t* in, std::uint8_t* codes, std::size_t n) no
 /// Element blocks of the packed calls: a multiple of every group (2 and 4 codes).
 inline constexpr std::size_t pack_block = 4096;
 
+/// The first packed byte of element j (a multiple of 8: every chunk and block starts at one).
+template <class F>
+constexpr std::size_t packed_offset(std::size_t j) noexcept {
+  return j / 8 * static_cast<std::size_t>(packed_bits<F>);
+}
+
+/// Checks the sizes of a packed call (pointers not null): n values at `values`, packed_size(n)
+/// bytes at `bytes`, disjoint (sizes that do not fit the address space are std::length_error).
+template <class F, class T>
+void check_packed(const char* who, const T* values, const std::uint8_t* bytes, std::size_t n) {
+  if (n == 0) return;
+  const byte_range v = bytes_of(who, "the values", values, n, sizeof(T));
+  const byte_range b = bytes_of(who, "the packed bytes", bytes, packed_size<F>(n), 1);
+  if (overlap(v, b)) fail_invalid(std::string(who) + ": the input and output overlap");
+}
+
+/// Fails unless the bits of the last packed byte beyond code n - 1 are zero, as encode_packed
+/// writes them: else the bytes hold more codes than n, or are no packed codes of F.
+template <class F>
+void check_padding(const char* who, const std::uint8_t* bytes, std::size_t n) {
+  constexpr std::size_t b = static_cast<std::size_t>(packed_bits<F>);
+  const std::size_t used = n % 8 * b % 8;  // bits of the last byte that hold codes (0: all 8)
+  if (n == 0 || used == 0) return;
+  const unsigned extra = static_cast<unsigned>(bytes[packed_size<F>(n) - 1]) >> used;
+  if (extra != 0)
+    fail_invalid(std::string(who) + ": the unused bits of the last byte are not zero (the bytes hold more than " +
+                 std::to_string(n) + " codes, or no codes of this format)");
+}
+
 }  // namespace detail
 
 /// Rounds n values to F in mode R and packs their codes into packed_size<F>(n) bytes, under a policy.
@@ -105,9 +137,7 @@ void encode_packed(Policy&& policy, const T* in, std::uint8_t* out, std::size_t 
   static_assert(std::is_same_v<typename F::storage_type, std::uint8_t>, "cpd::encode_packed: F needs 8-bit storage");
   detail::check_options("cpd::encode_packed", options);
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::encode_packed: null pointer with n > 0");
-  const auto ib = reinterpret_cast<std::uintptr_t>(in), ob = reinterpret_cast<std::uintptr_t>(out);
-  if (n != 0 && ib < ob + packed_size<F>(n) && ob < ib + n * sizeof(T))
-    detail::fail_invalid("cpd::encode_packed: the input and output overlap");
+  detail::check_packed<F>("cpd::encode_packed", in, out, n);
   const bulk_stats st = detail::run_policy(policy, n, [&](std::size_t b, std::size_t e) {
     bulk_stats sum;
     std::uint8_t codes[detail::pack_block];
@@ -118,7 +148,7 @@ void encode_packed(Policy&& policy, const T* in, std::uint8_t* out, std::size_t 
       o.offset = options.offset + j;
       o.stats = options.stats ? &s : nullptr;
       encode<F, R, O>(execution::seq, in + j, codes, m, o);
-      detail::pack_codes<packed_bits<F>>(codes, out + j * packed_bits<F> / 8, m);
+      detail::pack_codes<packed_bits<F>>(codes, out + detail::packed_offset<F>(j), m);
       sum += s;
     }
     return sum;
@@ -141,15 +171,14 @@ void decode_packed(Policy&& policy, const std::uint8_t* in, T* out, std::size_t 
   static_assert(std::is_same_v<typename F::storage_type, std::uint8_t>, "cpd::decode_packed: F needs 8-bit storage");
   detail::check_options("cpd::decode_packed", options);
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::decode_packed: null pointer with n > 0");
-  const auto ib = reinterpret_cast<std::uintptr_t>(in), ob = reinterpret_cast<std::uintptr_t>(out);
-  if (n != 0 && ib < ob + n * sizeof(T) && ob < ib + packed_size<F>(n))
-    detail::fail_invalid("cpd::decode_packed: the input and output overlap");
+  detail::check_packed<F>("cpd::decode_packed", out, in, n);
+  detail::check_padding<F>("cpd::decode_packed", in, n);
   const bulk_stats st = detail::run_policy(policy, n, [&](std::size_t b, std::size_t e) {
     bulk_stats sum;
     std::uint8_t codes[detail::pack_block];
     for (std::size_t j = b; j < e; j += detail::pack_block) {
       const std::size_t m = std::min(detail::pack_block, e - j);
-      detail::unpack_codes<packed_bits<F>>(in + j * packed_bits<F> / 8, codes, m);
+      detail::unpack_codes<packed_bits<F>>(in + detail::packed_offset<F>(j), codes, m);
       bulk_stats s;
       bulk_options o = options;
       o.stats = options.stats ? &s : nullptr;

@@ -11,6 +11,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/checks.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
 #include <cpd/random.hpp>
@@ -18,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace cpd {
 
@@ -175,6 +177,24 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
   return k.sum;
 }
 
+namespace detail {
+
+/// The bytes of a rows x cols row-major matrix with leading dimension ld >= cols at p.
+inline byte_range matrix_bytes(const char* name, const float* p, std::size_t rows, std::size_t cols,
+                               std::size_t ld) {
+  const std::string what = std::string("matrix ") + name;
+  if (rows == 0 || cols == 0) return {};
+  if (p == nullptr) fail_invalid("cpd::gemm: " + what + " is a null pointer");
+  if (ld < cols)
+    fail_invalid("cpd::gemm: the leading dimension of " + what + " (" + std::to_string(ld) +
+                 ") is below its row length " + std::to_string(cols));
+  const std::size_t extent = checked_add("cpd::gemm", what.c_str(),
+                                         checked_mul("cpd::gemm", what.c_str(), rows - 1, ld), cols);
+  return bytes_of("cpd::gemm", what.c_str(), p, extent, sizeof(float));
+}
+
+}  // namespace detail
+
 /// Options of the low-precision GEMM.
 struct gemm_options {
   bool kahan = false;  ///< Kahan-compensated accumulation (every step rounded)
@@ -190,6 +210,12 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 void gemm(std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda, const float* b,
           std::size_t ldb, float* c, std::size_t ldc, gemm_options opt = {}) {
   constexpr bool sr = R == rounding::stochastic;
+  // Checked: each leading dimension at least its row length, sizes that fit, C apart from A and B.
+  const detail::byte_range ra = detail::matrix_bytes("A", a, k == 0 ? 0 : m, k, lda);
+  const detail::byte_range rb = detail::matrix_bytes("B", b, m == 0 ? 0 : k, n, ldb);
+  const detail::byte_range rc = detail::matrix_bytes("C", c, m, n, ldc);
+  if (detail::overlap(rc, ra) || detail::overlap(rc, rb))
+    detail::fail_invalid("cpd::gemm: C overlaps A or B (C is written while they are read)");
   for (std::size_t i = 0; i < m; ++i) {
     float* ci = c + i * ldc;
     if (!opt.kahan) {

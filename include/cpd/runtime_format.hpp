@@ -7,34 +7,19 @@
 // compile-time type when there is one in cpd's list of compiled formats.
 
 #include <cpd/config.hpp>
+#include <cpd/detail/checks.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
 #include <cpd/rounding.hpp>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#if CPD_HAS_EXCEPTIONS
-#include <stdexcept>
-#endif
 
 namespace cpd {
-
-namespace detail {
-/// Reports a bad argument: std::invalid_argument, or a message and abort() without exceptions.
-[[noreturn]] inline void fail_invalid(const std::string& what) {
-#if CPD_HAS_EXCEPTIONS
-  throw std::invalid_argument(what);
-#else
-  std::fprintf(stderr, "%s\n", what.c_str());
-  std::abort();
-#endif
-}
-}  // namespace detail
 
 /// A format chosen at run time: exponent bits, mantissa bits, encoding, bias.
 class format {
@@ -74,7 +59,8 @@ class format {
 
   /// Parses a name: an alias of cpd or ml_dtypes ("float8_e4m3fn", "e4m3fn", "bfloat16",
   /// "bf16", "fp16", "fp32", "tf32", "e8m0fnu", ...) or "e<E>m<M>[b<bias>][fn|fnuz|fnu|finite]".
-  /// A plain "e<E>m0" is cpd::fn (an IEEE encoding needs M >= 1).
+  /// A plain "e<E>m0" is cpd::fn (an IEEE encoding needs M >= 1). A width prefix
+  /// ("float8_", "float6_", "float4_") must equal the format's bits ("float4_e5m2" is an error).
   [[nodiscard]] static std::optional<format> try_parse(std::string_view name, std::string* why = nullptr);
 
   /// Like try_parse, throwing std::invalid_argument with the reason.
@@ -148,10 +134,14 @@ inline std::string printable(std::string_view s) {
   return out;
 }
 
+/// A decimal number of 1 to 6 digits at the front of s (removed), else false.
 inline bool parse_int(std::string_view& s, int& out) noexcept {
   std::size_t i = 0;
   long v = 0;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i < 6) v = v * 10 + (s[i++] - '0');
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    if (i == 6) return false;  // no field of a format needs more; and no overflow
+    v = v * 10 + (s[i++] - '0');
+  }
   if (i == 0) return false;
   out = static_cast<int>(v);
   s.remove_prefix(i);
@@ -191,8 +181,9 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
     }
   auto with_width = [&](const format& f) -> std::optional<format> {
     if (width != 0 && f.bits() != width)
-      return bad("the prefix float" + std::to_string(width) + "_ names a " + std::to_string(width) +
-                 "-bit format, but " + f.name() + " has " + std::to_string(f.bits()) + " bits");
+      return bad("the prefix float" + std::to_string(width) + "_ says " + std::to_string(width) + " bits, but " +
+                 f.name() + " has " + std::to_string(f.bits()) + " bits" +
+                 (f.spec().has_sign ? " (1 + E + M)" : " (E + M, unsigned)"));
     return f;
   };
   for (const auto& a : aliases)
@@ -200,16 +191,18 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
   int e = 0, m = 0;
   if (s.empty() || s[0] != 'e') return bad("unknown format (expected an alias such as e4m3fn or e<E>m<M>)");
   s.remove_prefix(1);
-  if (!detail::parse_int(s, e)) return bad("expected the exponent bits after 'e'");
+  if (!detail::parse_int(s, e)) return bad("expected the exponent bits (at most 6 digits) after 'e'");
   if (s.empty() || s[0] != 'm') return bad("expected 'm' and the mantissa bits");
   s.remove_prefix(1);
-  if (!detail::parse_int(s, m)) return bad("expected the mantissa bits after 'm'");
+  if (!detail::parse_int(s, m)) return bad("expected the mantissa bits (at most 6 digits) after 'm'");
   std::optional<int> bias;
-  if (!s.empty() && s[0] == 'b') {
+  if (!s.empty() && s[0] == 'b') {  // "b7", or "b-5" as name() writes a negative bias
     s.remove_prefix(1);
+    const bool negative = !s.empty() && s[0] == '-';
+    if (negative) s.remove_prefix(1);
     int b = 0;
-    if (!detail::parse_int(s, b)) return bad("expected the bias after 'b'");
-    bias = b;
+    if (!detail::parse_int(s, b)) return bad("expected the bias (at most 6 digits) after 'b'");
+    bias = negative ? -b : b;
   }
   encoding_kind enc = m == 0 ? encoding_kind::fn : encoding_kind::ieee;
   if (s == "fn") enc = encoding_kind::fn;
@@ -224,9 +217,10 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
 }
 
 namespace detail {
-/// Calls f(std::integral_constant<rounding, R>{}) for the runtime mode r.
+/// Calls f(std::integral_constant<rounding, R>{}) for the runtime mode r; a value that is
+/// no cpd::rounding (an int cast to it) is std::invalid_argument naming `who`.
 template <class Fn>
-constexpr decltype(auto) with_rounding(rounding r, Fn&& f) {
+constexpr decltype(auto) with_rounding(rounding r, Fn&& f, const char* who = "cpd") {
   switch (r) {
     case rounding::nearest_away: return f(std::integral_constant<rounding, rounding::nearest_away>{});
     case rounding::toward_zero: return f(std::integral_constant<rounding, rounding::toward_zero>{});
@@ -235,15 +229,23 @@ constexpr decltype(auto) with_rounding(rounding r, Fn&& f) {
     case rounding::stochastic: return f(std::integral_constant<rounding, rounding::stochastic>{});
     case rounding::odd: return f(std::integral_constant<rounding, rounding::odd>{});
     case rounding::nearest_even: break;
+    default: check_enum(who, r);  // throws
   }
   return f(std::integral_constant<rounding, rounding::nearest_even>{});
 }
 
-/// Calls f(std::integral_constant<overflow, O>{}) for the runtime mode o.
+/// Calls f(std::integral_constant<overflow, O>{}) for the runtime mode o (checked as r above).
 template <class Fn>
-constexpr decltype(auto) with_overflow(overflow o, Fn&& f) {
+constexpr decltype(auto) with_overflow(overflow o, Fn&& f, const char* who = "cpd") {
   if (o == overflow::saturate) return f(std::integral_constant<overflow, overflow::saturate>{});
+  if (o != overflow::infinity) check_enum(who, o);  // throws
   return f(std::integral_constant<overflow, overflow::infinity>{});
+}
+
+/// Fails unless k, the random bits of a runtime stochastic rounding, is in [1, 32].
+inline void check_random_bits(const char* who, int k) {
+  if (k < 1 || k > 32)
+    fail_invalid(std::string(who) + ": random_bits_used " + std::to_string(k) + " must be in [1, 32]");
 }
 }  // namespace detail
 
@@ -287,21 +289,24 @@ template <class T>
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::quantize: T must be float or double");
   if (std::is_same_v<T, float> && !f.spec().fits_float)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
+  detail::check_random_bits("cpd::quantize", random_bits_used);
   return detail::with_rounding(r, [&](auto rc) {
     return detail::with_overflow(o, [&](auto oc) {
       return detail::bit_cast<T>(
           detail::round_bits<decltype(rc)::value, decltype(oc)::value, T>(
               f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used)
               .value);
-    });
-  });
+    }, "cpd::quantize");
+  }, "cpd::quantize");
 }
 
-/// The code of x rounded to the runtime format f.
+/// The code of x rounded to the runtime format f (std::invalid_argument for a mode that is
+/// no enumerator, or random_bits_used outside [1, 32]).
 template <class T>
 [[nodiscard]] std::uint64_t encode(const format& f, rounding r, overflow o, T x, std::uint32_t random_bits = 0,
-                                   int random_bits_used = 32) noexcept {
+                                   int random_bits_used = 32) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::encode: T must be float or double");
+  detail::check_random_bits("cpd::encode", random_bits_used);
   if constexpr (std::is_same_v<T, float>) {  // a float is exactly a double: round once from there
     if (f.exponent_bits() > 8 || f.mantissa_bits() > 23)
       return encode<double>(f, r, o, static_cast<double>(x), random_bits, random_bits_used);
@@ -312,12 +317,15 @@ template <class T>
           detail::round_bits<decltype(rc)::value, decltype(oc)::value, T>(
               f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used)
               .code);
-    });
-  });
+    }, "cpd::encode");
+  }, "cpd::encode");
 }
 
-/// The exact value of a code of the runtime format f, as a double.
-[[nodiscard]] inline double decode(const format& f, std::uint64_t code) noexcept {
+/// The exact value of a code of the runtime format f, as a double; a code with bits set above
+/// f.bits() is std::invalid_argument (it is no code of f).
+[[nodiscard]] inline double decode(const format& f, std::uint64_t code) {
+  if ((code & detail::stray_bits<std::uint64_t>(f.spec())) != 0)
+    detail::fail_stray_code("cpd::decode", f.spec(), code, nullptr);
   return detail::bit_cast<double>(detail::decode_bits<double>(f.spec(), code));
 }
 

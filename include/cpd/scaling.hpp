@@ -15,18 +15,16 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/checks.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
-#if CPD_HAS_EXCEPTIONS
-#include <stdexcept>
-#endif
-#include <cstdio>
-#include <cstdlib>
 
 namespace cpd {
 
@@ -68,15 +66,8 @@ struct float_scale {
 
 namespace detail {
 
-/// Reports a bad argument of a scaler (std::invalid_argument, or a message and abort()).
-[[noreturn]] inline void scaling_fail(const char* what) {
-#if CPD_HAS_EXCEPTIONS
-  throw std::invalid_argument(what);
-#else
-  std::fprintf(stderr, "%s\n", what);
-  std::abort();
-#endif
-}
+/// Reports a bad argument of a scaler: std::invalid_argument (detail::fail_invalid).
+[[noreturn]] inline void scaling_fail(const std::string& what) { fail_invalid(what); }
 
 /// The largest |x| of n floats, as the bits of a non-negative float; any NaN gives
 /// the canonical +NaN (0x7FC00000), which is above +inf as an integer.
@@ -155,6 +146,10 @@ class aps {
   static constexpr statistic_type nonfinite_statistic = std::numeric_limits<std::int32_t>::max();
   /// The identity of combine.
   static constexpr statistic_type identity = zero_statistic;
+  /// The range of the statistics of finite, non-zero tensors: ceil(log2(amax * world_size))
+  /// for amax in [2^-149, max float] and world_size in [1, 2^31 - 1].
+  static constexpr statistic_type min_statistic = -149;
+  static constexpr statistic_type max_statistic = 128 + 31;
 
   /// APS for world_size >= 1 workers; margin >= 0 extra binades of headroom.
   explicit aps(int world_size, int margin = 0) : world_size_(world_size), margin_(margin) {
@@ -195,10 +190,16 @@ class aps {
   }
 
   /// 2^(emax(F) - st - margin); 2^0 for an all-zero statistic; 2^0 marked nonfinite for a
-  /// non-finite one (some worker's data held inf or NaN: skip the step).
-  [[nodiscard]] pow2_scale select(statistic_type st) const noexcept {
+  /// non-finite one (some worker's data held inf or NaN: skip the step). A statistic that
+  /// statistic() cannot produce (outside [min_statistic, max_statistic] and neither special
+  /// value) is std::invalid_argument: it is corrupt, and no scale is right.
+  [[nodiscard]] pow2_scale select(statistic_type st) const {
     if (st == nonfinite_statistic) return {0, true};
     if (!informative(st)) return {0};
+    if (st < min_statistic || st > max_statistic)
+      detail::scaling_fail("cpd::aps::select: statistic " + std::to_string(st) + " is outside [" +
+                           std::to_string(min_statistic) + ", " + std::to_string(max_statistic) +
+                           "] and neither zero_statistic nor nonfinite_statistic; no aps::statistic gives it");
     return {F::spec.emax - st - margin_};
   }
 
@@ -218,8 +219,13 @@ class fixed_scaling {
   static constexpr statistic_type identity = 0;
 
   constexpr fixed_scaling() noexcept = default;
-  /// Multiply by 2^exponent before quantizing.
-  constexpr explicit fixed_scaling(pow2_scale s) noexcept : scale_{s.exponent, false} {}
+  /// Multiply by 2^exponent before quantizing; the exponent must be in [-1074, 1023] (where
+  /// pow2_scale::factor() is exact), else std::invalid_argument.
+  constexpr explicit fixed_scaling(pow2_scale s) : scale_{s.exponent, false} {
+    if (s.exponent < -1074 || s.exponent > 1023)
+      detail::scaling_fail("cpd::fixed_scaling: the exponent " + std::to_string(s.exponent) +
+                           " is outside [-1074, 1023]");
+  }
 
   /// 1 when any of g[0..n) is inf or NaN (one read of the data), else 0.
   [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
@@ -288,6 +294,8 @@ class current_scaling {
   current_scaling() = default;
   explicit current_scaling(options o) : opt_(o) {
     if (o.margin < -64 || o.margin > 64) detail::scaling_fail("cpd::current_scaling: margin must be in [-64, 64]");
+    if (!(o.epsilon >= 0.0f) || o.epsilon - o.epsilon != 0)
+      detail::scaling_fail("cpd::current_scaling: epsilon must be finite and >= 0");
   }
 
   [[nodiscard]] const options& opts() const noexcept { return opt_; }
@@ -345,6 +353,9 @@ class delayed_scaling {
   explicit delayed_scaling(options o) : opt_(o), history_(o.history_length, 0.0f) {
     if (o.history_length == 0) detail::scaling_fail("cpd::delayed_scaling: history_length must be >= 1");
     if (o.margin < -64 || o.margin > 64) detail::scaling_fail("cpd::delayed_scaling: margin must be in [-64, 64]");
+    if (o.algorithm != amax_algorithm::max && o.algorithm != amax_algorithm::most_recent)
+      detail::scaling_fail("cpd::delayed_scaling: algorithm " + std::to_string(static_cast<int>(o.algorithm)) +
+                           " is not a cpd::amax_algorithm");
   }
 
   [[nodiscard]] const options& opts() const noexcept { return opt_; }
@@ -413,15 +424,27 @@ class dynamic_loss_scaling {
     float growth_factor = 2.0f;
     float backoff_factor = 0.5f;
     int growth_interval = 2000;
+    /// The scale never backs off below this (PyTorch's has no floor and reaches 0 after ~166
+    /// overflows in a row, then stays there); 2^-126, the smallest normal float, by default.
+    float min_scale = 0x1p-126f;
   };
 
   dynamic_loss_scaling() : dynamic_loss_scaling(options{}) {}
+  /// Every option in its range, else std::invalid_argument naming it: factors finite, scales
+  /// finite with finite float inverses, min_scale <= init_scale.
   explicit dynamic_loss_scaling(options o) : opt_(o), scale_(o.init_scale) {
-    if (!(o.growth_factor > 1.0f)) detail::scaling_fail("cpd::dynamic_loss_scaling: growth_factor must be > 1");
+    auto finite = [](float v) { return v - v == 0; };
+    auto invertible = [](float v) { return v > 0.0f && (1.0f / v) - (1.0f / v) == 0; };
+    if (!(o.growth_factor > 1.0f) || !finite(o.growth_factor))
+      detail::scaling_fail("cpd::dynamic_loss_scaling: growth_factor must be finite and > 1");
     if (!(o.backoff_factor < 1.0f && o.backoff_factor > 0.0f))
       detail::scaling_fail("cpd::dynamic_loss_scaling: backoff_factor must be in (0, 1)");
     if (o.growth_interval < 1) detail::scaling_fail("cpd::dynamic_loss_scaling: growth_interval must be >= 1");
-    if (!(o.init_scale > 0.0f)) detail::scaling_fail("cpd::dynamic_loss_scaling: init_scale must be > 0");
+    if (!invertible(o.min_scale) || !finite(o.min_scale))
+      detail::scaling_fail("cpd::dynamic_loss_scaling: min_scale must be finite and > 0, with 1 / min_scale finite");
+    if (!(o.init_scale >= o.min_scale) || !finite(o.init_scale))
+      detail::scaling_fail("cpd::dynamic_loss_scaling: init_scale must be finite and >= min_scale (" +
+                           detail::number(o.min_scale) + ")");
   }
 
   [[nodiscard]] const options& opts() const noexcept { return opt_; }
@@ -456,7 +479,8 @@ class dynamic_loss_scaling {
   void update(statistic_type found_inf) noexcept {
     skipped_ = found_inf != 0;
     if (skipped_) {
-      scale_ *= opt_.backoff_factor;
+      const float backed = scale_ * opt_.backoff_factor;
+      scale_ = backed > opt_.min_scale ? backed : opt_.min_scale;  // never 0: min_scale bounds it
       tracker_ = 0;
       return;
     }

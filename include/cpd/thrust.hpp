@@ -13,6 +13,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/error.hpp>
 #include <cpd/functors.hpp>
 #include <cpd/rounding.hpp>
 #include <cpd/scaling.hpp>
@@ -25,14 +26,9 @@
 #include <thrust/tuple.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <iterator>
 #include <string>
 #include <type_traits>
-#if CPD_HAS_EXCEPTIONS
-#include <stdexcept>
-#endif
 
 namespace cpd {
 
@@ -52,18 +48,12 @@ struct indexed_op3 {
   }
 };
 
-/// Throws std::invalid_argument when 2^k cannot scale F (aborts without exceptions).
+/// Throws std::invalid_argument when 2^k cannot scale F (detail::fail_invalid).
 template <class F>
 void require_scale(int k, const char* who) {
-  if (const char* why = scale_error<F>(k)) {
-#if CPD_HAS_EXCEPTIONS
-    throw std::invalid_argument(std::string(who) + ": the scale exponent " + std::to_string(k) +
-                                " takes the format out of double's range (" + why + ")");
-#else
-    std::fprintf(stderr, "%s: bad scale exponent %d (%s)\n", who, k, why);
-    std::abort();
-#endif
-  }
+  if (const char* why = scale_error<F>(k))
+    fail_invalid(std::string(who) + ": the scale exponent " + std::to_string(k) +
+                 " takes the format out of double's range (" + why + ")");
 }
 
 /// thrust::transform of (x, first_index + position) through an index-keyed functor.

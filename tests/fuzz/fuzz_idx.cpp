@@ -4,8 +4,9 @@
 // crash, hang or allocate more than its limit allows; what it returns must be what
 // the header announced.
 //
-//   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Iexamples/train \
+//   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Iexamples/train
 //           tests/fuzz/fuzz_idx.cpp -lz -o fuzz_idx && ./fuzz_idx -max_total_time=60
+// (or the `fuzz` preset: tests/fuzz/CMakeLists.txt)
 //
 // The first byte chooses what is read: an images file (3 dimensions), a labels file
 // (1 dimension), or an image set, whose two files are the rest split at the second byte.

@@ -12,7 +12,6 @@
 
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -62,7 +61,8 @@ struct dynamic_tree_tables {
     for (std::size_t i = 0; i < 129; ++i) code_of[i] = static_cast<std::uint8_t>(mags[i].second);
     for (std::size_t i = 0; i < 128; ++i) threshold[i] = 0.5 * (mags[i].first + mags[i + 1].first);
     threshold[128] = std::numeric_limits<double>::infinity();
-    if (!(threshold[0] >= std::ldexp(1.0, lowest_binade))) std::abort();
+    if (!(threshold[0] >= std::ldexp(1.0, lowest_binade)))
+      internal_error("dynamic tree: a threshold lies below the lowest binade of the search table");
     for (std::size_t b = 0; b < below.size(); ++b) {
       const int e = lowest_binade + static_cast<int>(b / 128);
       const double lo = std::ldexp(1.0 + static_cast<double>(b % 128) / 128.0, e);
@@ -70,7 +70,8 @@ struct dynamic_tree_tables {
       std::size_t k = 0;
       while (threshold[k] <= lo) ++k;
       below[b] = static_cast<std::uint8_t>(k);
-      if (k < 128 && threshold[k] < hi && threshold[k + 1] < hi) std::abort();  // two thresholds in one bin
+      if (k < 128 && threshold[k] < hi && threshold[k + 1] < hi)
+        internal_error("dynamic tree: two thresholds in one bin of the search table");
     }
   }
 
@@ -120,7 +121,7 @@ class dynamic_tree_codec final : public codec {
     return block_ == 0 ? std::string("dyntree8") : "dyntree8:" + std::to_string(block_);
   }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return 4 * detail::scale_count(n, block_) + n;
+    return detail::payload_bytes("cpd::codec::payload_size", detail::scale_count(n, block_), 4, n, 8);
   }
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
@@ -129,7 +130,7 @@ class dynamic_tree_codec final : public codec {
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       if (detail::block_nonfinite(in, lo, hi)) {  // marked: decodes to NaN
         detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
         for (std::size_t i = lo; i < hi; ++i) codes[i] = 0;
@@ -152,7 +153,7 @@ class dynamic_tree_codec final : public codec {
     const std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
       const float m = detail::load_f32(payload + 4 * b);
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       // value * m: rounded once (the product of two floats is exact in double); the max is m exactly.
       for (std::size_t i = lo; i < hi; ++i) out[i] = t.value[codes[i]] * m + 0.0f;  // + 0: no -0
     }
@@ -174,7 +175,7 @@ class linear8_codec final : public codec {
     return block_ == 0 ? std::string("linear8") : "linear8:" + std::to_string(block_);
   }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return 4 * detail::scale_count(n, block_) + n;
+    return detail::payload_bytes("cpd::codec::payload_size", detail::scale_count(n, block_), 4, n, 8);
   }
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
@@ -182,7 +183,7 @@ class linear8_codec final : public codec {
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       if (detail::block_nonfinite(in, lo, hi)) {  // marked: decodes to NaN
         detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
         for (std::size_t i = lo; i < hi; ++i) codes[i] = 0;
@@ -206,7 +207,7 @@ class linear8_codec final : public codec {
     const std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
       const double am = static_cast<double>(detail::load_f32(payload + 4 * b));
-      const std::size_t lo = b * len, hi = lo + len < n ? lo + len : n;
+      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
       // c * am is exact in double (8 + 24 bits); / 127 then float: c = +-127 gives +-am exactly.
       for (std::size_t i = lo; i < hi; ++i)
         out[i] = static_cast<float>(static_cast<double>(static_cast<std::int8_t>(codes[i])) * am / 127.0);

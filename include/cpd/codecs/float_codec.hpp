@@ -37,11 +37,9 @@ class float_codec final : public codec {
     return "fp:" + format::of<F>().name() + (R == rounding::stochastic ? ":sr" : "");
   }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    if constexpr (word == 0) {
-      return 4 + packed_size<F>(n);
-    } else {
-      return 4 + word * n;
-    }
+    // 4 + packed_size<F>(n), or 4 + word * n, without overflow.
+    constexpr std::size_t bits = word == 0 ? static_cast<std::size_t>(packed_bits<F>) : 8 * word;
+    return detail::payload_bytes("cpd::float_codec::payload_size", 1, 4, n, bits);
   }
   [[nodiscard]] bool stochastic() const noexcept override { return R == rounding::stochastic; }
 

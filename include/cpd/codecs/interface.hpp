@@ -17,12 +17,13 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/checks.hpp>
+#include <cpd/detail/error.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <stdexcept>
+#include <limits>
 #include <string>
 
 namespace cpd {
@@ -63,14 +64,8 @@ class codec {
 
 namespace detail {
 
-[[noreturn]] inline void codec_fail(const std::string& what) {
-#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
-  throw std::invalid_argument(what);
-#else
-  (void)what;
-  std::abort();
-#endif
-}
+/// Reports a bad argument of a codec: std::invalid_argument (detail::fail_invalid).
+[[noreturn]] inline void codec_fail(const std::string& what) { fail_invalid(what); }
 
 /// Writes v as 4 little-endian bytes.
 inline void store_le32(std::uint8_t* p, std::uint32_t v) noexcept {
@@ -102,7 +97,21 @@ inline constexpr std::uint32_t nonfinite_block_bits = 0x7FC00000u;
 
 /// The number of blocks of `block` values (0: one block of all n) that cover n values.
 [[nodiscard]] constexpr std::size_t block_count(std::size_t n, std::size_t block) noexcept {
-  return block == 0 ? (n == 0 ? 0 : 1) : (n + block - 1) / block;
+  return block == 0 ? (n == 0 ? 0 : 1) : ceil_div(n, block);
+}
+
+/// The bytes of a payload: `per_block` header bytes per block, then `bits` bits per value
+/// (rounded up to whole bytes); std::length_error from `who` when that overflows std::size_t.
+[[nodiscard]] inline std::size_t payload_bytes(const char* who, std::size_t blocks, std::size_t per_block,
+                                               std::size_t n, std::size_t bits) {
+  // ceil(n * bits / 8) = (n / 8) * bits + ceil((n % 8) * bits / 8), each step checked.
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  const std::size_t groups = n / 8, rest = ceil_div(n % 8 * bits, 8);
+  if ((bits == 0 || groups <= (max - rest) / bits) && (per_block == 0 || blocks <= max / per_block)) {
+    const std::size_t codes = groups * bits + rest, headers = blocks * per_block;
+    if (headers <= max - codes) return headers + codes;
+  }
+  fail_length(std::string(who) + ": the payload of " + std::to_string(n) + " values does not fit in std::size_t");
 }
 
 /// Packs codes of B bits (B in {1, 2, 4, 8}) LSB first: code i sits at bit (i * B) % 8 of byte i * B / 8.

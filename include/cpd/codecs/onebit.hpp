@@ -31,16 +31,16 @@ class onebit_codec final : public codec {
   [[nodiscard]] std::size_t bucket() const noexcept { return bucket_; }
   [[nodiscard]] std::string name() const override { return "onebit:" + std::to_string(bucket_); }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return 8 * detail::block_count(n, bucket_) + (n + 7) / 8;
+    return detail::payload_bytes("cpd::onebit_codec::payload_size", detail::block_count(n, bucket_), 8, n, 1);
   }
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
     const std::size_t nb = detail::block_count(n, bucket_);
     std::uint8_t* bits = payload + 8 * nb;
-    for (std::size_t i = 0; i < (n + 7) / 8; ++i) bits[i] = 0;
+    for (std::size_t i = 0; i < detail::ceil_div(n, 8); ++i) bits[i] = 0;
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * bucket_, hi = lo + bucket_ < n ? lo + bucket_ : n;
+      const std::size_t lo = b * bucket_, hi = detail::block_end(lo, bucket_, n);
       double sp = 0.0, sn = 0.0;  // exact for any bucket below 2^29 values
       std::size_t np = 0;
       for (std::size_t i = lo; i < hi; ++i) {
@@ -69,7 +69,7 @@ class onebit_codec final : public codec {
     const std::uint8_t* bits = payload + 8 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
       const float v[2] = {detail::load_f32(payload + 8 * b + 4), detail::load_f32(payload + 8 * b)};
-      const std::size_t lo = b * bucket_, hi = lo + bucket_ < n ? lo + bucket_ : n;
+      const std::size_t lo = b * bucket_, hi = detail::block_end(lo, bucket_, n);
       for (std::size_t i = lo; i < hi; ++i) out[i] = v[(bits[i / 8] >> (i % 8)) & 1u];
     }
   }

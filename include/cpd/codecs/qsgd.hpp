@@ -42,7 +42,8 @@ class qsgd_codec final : public codec {
     return "qsgd:" + std::to_string(bits_) + "bit:" + std::to_string(bucket_);
   }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return 4 * detail::block_count(n, bucket_) + (n * static_cast<std::size_t>(bits_) + 7) / 8;
+    return detail::payload_bytes("cpd::qsgd_codec::payload_size", detail::block_count(n, bucket_), 4, n,
+                                 static_cast<std::size_t>(bits_));
   }
   [[nodiscard]] bool stochastic() const noexcept override { return true; }
 
@@ -70,7 +71,7 @@ class qsgd_codec final : public codec {
     std::uint8_t codes[512];
     constexpr std::size_t piece = 512;  // a multiple of every 8 / B
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * bucket_, hi = lo + bucket_ < n ? lo + bucket_ : n;
+      const std::size_t lo = b * bucket_, hi = detail::block_end(lo, bucket_, n);
       double ss = 0.0;  // a float squared is below 2^256: no double overflow below 2^767 values
       for (std::size_t i = lo; i < hi; ++i) ss += static_cast<double>(in[i]) * static_cast<double>(in[i]);
       const double norm = std::sqrt(ss);  // NaN or inf when the bucket holds NaN or inf
@@ -108,7 +109,7 @@ class qsgd_codec final : public codec {
         const unsigned level = l > static_cast<double>(s) ? s : static_cast<unsigned>(l);
         codes[j] = static_cast<std::uint8_t>((std::signbit(in[i]) && !marked ? (1u << (B - 1)) : 0u) | level);
       }
-      detail::pack_bits<B>(codes, packed + p * B / 8, m);
+      detail::pack_bits<B>(codes, packed + p / 8 * B, m);  // p is a multiple of 512
     }
   }
 
@@ -118,7 +119,7 @@ class qsgd_codec final : public codec {
     const std::size_t nb = detail::block_count(n, bucket_);
     const std::uint8_t* packed = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * bucket_, hi = lo + bucket_ < n ? lo + bucket_ : n;
+      const std::size_t lo = b * bucket_, hi = detail::block_end(lo, bucket_, n);
       const double norm = static_cast<double>(detail::load_f32(payload + 4 * b));
       float table[1u << B];  // value of each code in this bucket: +-norm * level / s
       for (unsigned c = 0; c < (1u << B); ++c) {

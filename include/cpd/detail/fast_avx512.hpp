@@ -32,6 +32,7 @@
 #include <cpd/random.hpp>
 #include <cpd/rounding.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -564,7 +565,9 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i decode16(const decode_plan& p, __m51
   return _mm512_mask_or_epi32(v, neg, v, splat(0x80000000u));
 }
 
-/// The fast decoder (run_kernel's interface): 8- or 16-bit codes to floats.
+/// The fast decoder (run_kernel's interface): 8- or 16-bit codes to floats. The codes are
+/// OR-ed as they are loaded; bits of `stray` among them (above the format's width) are
+/// reported to *seen, and the call then rejects the code.
 template <class Code>
 struct decode_kernel {
   using in_type = Code;
@@ -575,6 +578,8 @@ struct decode_kernel {
 
   decode_plan p;
   bool stream = false;
+  Code stray = 0;
+  std::atomic<std::uint64_t>* seen = nullptr;
 
   CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i load16(const Code* in) noexcept {
     if constexpr (sizeof(Code) == 1) return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
@@ -585,10 +590,12 @@ struct decode_kernel {
     else return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, in));
   }
 
+  /// Decodes in[0..n) to out; returns the OR of the codes.
   template <method H>
-  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const Code* in, float* out,
-                                                              std::size_t n) const noexcept {
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE std::uint32_t loop(const Code* in, float* out,
+                                                                       std::size_t n) const noexcept {
     const __m128i d0 = _mm_cvtsi32_si128(p.d0);
+    __m512i all = _mm512_setzero_si512();
     std::size_t i = 0;
     const bool streaming = stream && reinterpret_cast<std::uintptr_t>(out) % sizeof(float) == 0;
     if (streaming) {
@@ -597,25 +604,38 @@ struct decode_kernel {
       if (head > n) head = n;
       if (head != 0) {
         const __mmask16 mk = static_cast<__mmask16>((1u << head) - 1);
-        _mm512_mask_storeu_epi32(out, mk, decode16<H>(p, load16(in, mk), d0));
+        const __m512i c = load16(in, mk);
+        all = _mm512_or_si512(all, c);
+        _mm512_mask_storeu_epi32(out, mk, decode16<H>(p, c, d0));
         i = head;
       }
-      for (; i + 16 <= n; i += 16)
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), decode16<H>(p, load16(in + i), d0));
+      for (; i + 16 <= n; i += 16) {
+        const __m512i c = load16(in + i);
+        all = _mm512_or_si512(all, c);
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), decode16<H>(p, c, d0));
+      }
     } else {
-      for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, decode16<H>(p, load16(in + i), d0));
+      for (; i + 16 <= n; i += 16) {
+        const __m512i c = load16(in + i);
+        all = _mm512_or_si512(all, c);
+        _mm512_storeu_si512(out + i, decode16<H>(p, c, d0));
+      }
     }
     if (i < n) {
       const __mmask16 mk = static_cast<__mmask16>((1u << (n - i)) - 1);
-      _mm512_mask_storeu_epi32(out + i, mk, decode16<H>(p, load16(in + i, mk), d0));
+      const __m512i c = load16(in + i, mk);
+      all = _mm512_or_si512(all, c);
+      _mm512_mask_storeu_epi32(out + i, mk, decode16<H>(p, c, d0));
     }
     if (streaming) _mm_sfence();
+    return static_cast<std::uint32_t>(_mm512_reduce_or_epi32(all));
   }
 
   template <class Counts>
   void run(const Code* in, float* out, std::size_t n, std::uint32_t, Counts& c) const noexcept {
-    if (p.how == method::integer) loop<method::integer>(in, out, n);
-    else loop<method::fp>(in, out, n);
+    const std::uint32_t all =
+        p.how == method::integer ? loop<method::integer>(in, out, n) : loop<method::fp>(in, out, n);
+    if ((all & stray) != 0) seen->fetch_or(all & stray, std::memory_order_relaxed);
     c = Counts{};
   }
 };

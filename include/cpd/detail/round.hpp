@@ -193,10 +193,13 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
 }
 
 /// Decodes a code of s to the bits of a T (exact; s must fit T). s by value, as above.
+/// A code with bits set above the format's width is no code: it decodes to +NaN (the device
+/// paths' answer; the host bulk and runtime calls reject it with std::invalid_argument).
 template <class T>
 CPD_HOST_DEVICE constexpr uint_of<T> decode_bits(spec s, std::uint64_t code) noexcept {
   using S = source<T>;
   using U = uint_of<T>;
+  if ((code & ~(s.mag_mask | s.sign_bit)) != 0) return S::qnan_bits;  // bits above the width: no code
   const bool neg = (code & s.sign_bit) != 0;
   const std::uint64_t mag = code & s.mag_mask;
   const U sgn = neg ? U(U(1) << (S::width - 1)) : U(0);

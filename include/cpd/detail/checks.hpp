@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Argument checks shared by the host entry points: sizes computed without
+// overflow (a wrapped size would pass every later check and then write out of
+// bounds), address ranges compared as integers that cannot wrap, and enum values
+// that arrive at run time. Each failure is a std::length_error or
+// std::invalid_argument that names the caller and the field (detail/error.hpp).
+
+#include <cpd/detail/error.hpp>
+#include <cpd/format.hpp>
+#include <cpd/rounding.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+namespace cpd::detail {
+
+/// v as printf's %.9g writes it (a float's shortest exact decimal is at most 9 digits).
+inline std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+/// n * size, or std::length_error "<who>: <what> of n elements of size bytes overflows".
+inline std::size_t checked_mul(const char* who, const char* what, std::size_t n, std::size_t size) {
+  if (size != 0 && n > std::numeric_limits<std::size_t>::max() / size)
+    fail_length(std::string(who) + ": " + what + " of " + std::to_string(n) + " elements of " + std::to_string(size) +
+                " bytes does not fit in std::size_t");
+  return n * size;
+}
+
+/// a + b, or std::length_error naming who and what.
+inline std::size_t checked_add(const char* who, const char* what, std::size_t a, std::size_t b) {
+  if (a > std::numeric_limits<std::size_t>::max() - b)
+    fail_length(std::string(who) + ": " + what + " (" + std::to_string(a) + " + " + std::to_string(b) +
+                " bytes) does not fit in std::size_t");
+  return a + b;
+}
+
+/// ceil(n / d) for d >= 1, without the overflow of (n + d - 1) / d.
+constexpr std::size_t ceil_div(std::size_t n, std::size_t d) noexcept { return n / d + (n % d != 0 ? 1 : 0); }
+
+/// The end of the block [lo, lo + len) clipped to n (lo <= n), without the overflow of lo + len.
+constexpr std::size_t block_end(std::size_t lo, std::size_t len, std::size_t n) noexcept {
+  return n - lo > len ? lo + len : n;
+}
+
+/// The bytes [begin, end) of an array, as integers.
+struct byte_range {
+  std::uintptr_t begin = 0, end = 0;
+};
+
+/// The bytes of n elements of `size` bytes at p; std::length_error when they would run past
+/// the end of the address space (n * size overflows, or p + n * size wraps).
+inline byte_range bytes_of(const char* who, const char* what, const void* p, std::size_t n, std::size_t size) {
+  const auto b = reinterpret_cast<std::uintptr_t>(p);
+  if (size != 0 && n > (std::numeric_limits<std::uintptr_t>::max() - b) / size)
+    fail_length(std::string(who) + ": " + what + " of " + std::to_string(n) + " elements of " + std::to_string(size) +
+                " bytes does not fit in the address space");
+  return {b, b + static_cast<std::uintptr_t>(n * size)};
+}
+
+/// True when the two ranges share a byte.
+constexpr bool overlap(byte_range a, byte_range b) noexcept { return a.begin < b.end && b.begin < a.end; }
+
+/// Fails unless r is one of the enumerators of cpd::rounding (a value cast from an int).
+inline void check_enum(const char* who, rounding r) {
+  switch (r) {
+    case rounding::nearest_even:
+    case rounding::nearest_away:
+    case rounding::toward_zero:
+    case rounding::upward:
+    case rounding::downward:
+    case rounding::stochastic:
+    case rounding::odd: return;
+  }
+  fail_invalid(std::string(who) + ": rounding mode " + std::to_string(static_cast<int>(r)) +
+               " is not a cpd::rounding");
+}
+
+/// Fails unless o is one of the enumerators of cpd::overflow.
+inline void check_enum(const char* who, overflow o) {
+  if (o == overflow::infinity || o == overflow::saturate) return;
+  fail_invalid(std::string(who) + ": overflow mode " + std::to_string(static_cast<int>(o)) +
+               " is not a cpd::overflow");
+}
+
+/// The bits of a Code that no code of s sets (above its width): 0 when every Code is a code.
+template <class Code>
+constexpr Code stray_bits(const spec& s) noexcept {
+  return static_cast<Code>(~(s.mag_mask | s.sign_bit));
+}
+
+/// "<who>: code 0x.. [at index i] has bits set above the format's k bits: it is no code of the format".
+[[noreturn]] inline void fail_stray_code(const char* who, const spec& s, std::uint64_t code, const std::size_t* index) {
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "0x%llX", static_cast<unsigned long long>(code));
+  fail_invalid(std::string(who) + ": code " + hex + (index ? " at index " + std::to_string(*index) : std::string()) +
+               " has bits set above the format's " + std::to_string(s.bits) + " bits: it is no code of the format");
+}
+
+/// Fails at the first of in[0..n) with a bit of `stray` set.
+template <class Code>
+void check_codes(const char* who, const spec& s, const Code* in, std::size_t n, Code stray) {
+  for (std::size_t i = 0; i < n; ++i)
+    if ((in[i] & stray) != 0) fail_stray_code(who, s, in[i], &i);
+}
+
+}  // namespace cpd::detail
