@@ -9,6 +9,7 @@
 // clear line and the documented exit status (cli.hpp: 1 failure, 2 usage, 3 diverged).
 
 #include "../examples/train/cli.hpp"
+#include "../examples/train/exchange.hpp"
 #include "../examples/train/idx.hpp"
 #include "train_test_support.hpp"
 
@@ -323,4 +324,22 @@ TEST_CASE("diverged runs are marked in the table, and the exit status says so") 
   const run_output ok = run(data + " --grad-formats fp32");
   CHECK(ok.status == 0);
   CHECK(!contains(ok.out, "diverged"));
+}
+
+TEST_CASE("values clipped to max in a format without inf count as overflowed") {
+  // e2m1fn (OCP FP4: no inf, no NaN, max 6) clips 10 to 6 and -7 to -6: the table's
+  // `overflowed` must count them, as it counts values that became inf in formats with inf.
+  struct one_thread {
+    std::size_t size() const { return 1; }
+  };
+  const std::vector<train::tensor_view> tensors = {{"g", 0, 1, 4}};
+  train::exchanger ex(cpd::format::parse("e2m1fn"), /*aps=*/false, /*kahan=*/false, 2, 1, tensors, 4);
+  std::vector<train::aligned_vector<float>> grads(2, train::aligned_vector<float>(4, 0.0f));
+  grads[0] = {10.0f, 0.5f, 0.0f, 1.0f};
+  grads[1] = {-7.0f, 0.5f, 0.0f, 1.0f};
+  train::aligned_vector<float> mean(4);
+  ex.allreduce_mean(grads, mean.data(), one_thread{});
+  CHECK(ex.stats().values == 8);
+  CHECK(ex.stats().overflowed == 2);
+  CHECK(ex.stats().nonfinite == 0);
 }

@@ -102,7 +102,7 @@ class exchanger {
   void summarize(const Result& r) {
     stats_.values += r.scaled.count;
     stats_.flushed += r.scaled.flushed;
-    stats_.overflowed += r.scaled.overflowed + r.nonfinite_out;
+    stats_.overflowed += r.scaled.overflowed + r.scaled.saturated + r.nonfinite_out;
     stats_.nonfinite += r.scaled.nonfinite;
   }
 

@@ -50,7 +50,8 @@ class mpi_exchanger {
         const double q = cpd::quantize(fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, x);
         ++stats_.values;
         stats_.flushed += x != 0 && std::isfinite(x) && q == 0;
-        stats_.overflowed += std::isfinite(x) && !std::isfinite(q);
+        // As the emulation counts: became inf/NaN, or was beyond max and clipped to it.
+        stats_.overflowed += std::isfinite(x) && (!std::isfinite(q) || std::fabs(x) > fmt_.max());
         stats_.nonfinite += !std::isfinite(x);
       }
     }
