@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,14 +26,25 @@
 
 namespace train_test {
 
+/// This process's scratch directory, removed with everything in it when the process exits
+/// (CPD_KEEP_TEST_FILES=1 keeps it, for looking at what a failed test wrote).
 inline std::string temp_dir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/cpd-train-test-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    REQUIRE(d != nullptr);
-    return std::string(d);
-  }();
-  return dir;
+  struct scratch {
+    std::string path;
+    scratch() {
+      char tmpl[] = "/tmp/cpd-train-test-XXXXXX";
+      const char* d = mkdtemp(tmpl);
+      REQUIRE(d != nullptr);
+      path = d;
+    }
+    ~scratch() {
+      const char* keep = std::getenv("CPD_KEEP_TEST_FILES");
+      std::error_code ec;
+      if (!(keep && std::string(keep) == "1")) std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const scratch dir;
+  return dir.path;
 }
 
 inline std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dims,
