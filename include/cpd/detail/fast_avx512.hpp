@@ -466,14 +466,14 @@ struct kernel {
       std::size_t j = 0;
       for (; j + line <= m; j += line) {
         __m512i v[lines<Out>::vectors];
-        for (std::size_t k = 0; k < lines<Out>::vectors; ++k) {
+        for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
           // (address arithmetic on integers: the prefetched address may lie past the array)
-          _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + j + 16 * k) +
+          _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + j + 16 * u) +
                                                      prefetch_distance * sizeof(float)),
                        _MM_HINT_T0);
-          const __m512i x = _mm512_loadu_si512(in + i + j + 16 * k);
-          const __m512i r = stochastic ? _mm512_loadu_si512(rb + j + 16 * k) : zero;
-          v[k] = round16<R, K, H, codes>(c, x, r);
+          const __m512i x = _mm512_loadu_si512(in + i + j + 16 * u);
+          const __m512i r = stochastic ? _mm512_loadu_si512(rb + j + 16 * u) : zero;
+          v[u] = round16<R, K, H, codes>(c, x, r);
         }
         const __m512i packed = lines<Out>::pack(v);
         if (streaming) _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i + j), packed);
