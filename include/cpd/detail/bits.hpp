@@ -106,6 +106,18 @@ CPD_HOST_DEVICE constexpr T pow2(int k) noexcept {
 // not depend on the floating-point environment (MXCSR's FTZ and DAZ flush subnormal
 // results and read subnormal operands as zero; see cpd/detail/fenv.hpp).
 
+/// The position of the leading one bit of x != 0 (constant-evaluable everywhere, unlike
+/// the device's clz intrinsics: format specs are built with it at compile time).
+CPD_HOST_DEVICE constexpr int leading_bit(std::uint64_t x) noexcept {
+  int p = 0;
+  for (int w = 32; w != 0; w /= 2)
+    if ((x >> w) != 0) {
+      x >>= w;
+      p += w;
+    }
+  return p;
+}
+
 /// The bits of sig * 2^k as a T, for an integer sig < 2^63 whose value is exactly a T
 /// (normal or subnormal); 0 for sig == 0.
 template <class T>
@@ -113,7 +125,7 @@ CPD_HOST_DEVICE constexpr uint_of<T> scaled_bits(std::uint64_t sig, int k) noexc
   using S = source<T>;
   using U = uint_of<T>;
   if (sig == 0) return U(0);
-  const int p = 63 - countl_zero(sig);  // the leading bit: the value is in [2^(p + k), 2^(p + k + 1))
+  const int p = leading_bit(sig);  // the value is in [2^(p + k), 2^(p + k + 1))
   const int e = p + k;
   if (e >= S::emin) {
     // sig aligned so that its leading bit is the implicit bit; adding it to the field
