@@ -20,6 +20,7 @@ set(CPD_HEADERS
   include/cpd/detail/bits.hpp
   include/cpd/detail/round.hpp
   include/cpd/detail/fast_avx512.hpp
+  include/cpd/detail/fenv.hpp
   include/cpd/detail/simd.hpp
   include/cpd/diagnostics.hpp
   include/cpd/execution.hpp

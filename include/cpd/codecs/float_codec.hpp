@@ -45,6 +45,7 @@ class float_codec final : public codec {
   [[nodiscard]] bool stochastic() const noexcept override { return R == rounding::stochastic; }
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const aps<F> a(1);
     // Clamped so that every value of F times 2^-k is a float (decode returns floats).
     constexpr int lowest = F::spec.emax - 127;
@@ -67,6 +68,7 @@ class float_codec final : public codec {
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     bulk_options o;
     o.scale_exponent = static_cast<std::int32_t>(detail::load_le32(payload));
     if constexpr (word == 0) {

@@ -8,9 +8,14 @@
 // all-gather of <cpd/mpi_codec.hpp>, cpd-train's --codec) serves them all.
 //
 // Multi-byte header fields of every payload are little-endian.
+//
+// Every codec's encode and decode run in the default floating-point environment
+// (detail::default_fp_env), whatever the caller's: the same payload and values under
+// FTZ, DAZ or another rounding direction.
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/fenv.hpp>
 
 #include <cstddef>
 #include <cstdint>

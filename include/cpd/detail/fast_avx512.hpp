@@ -21,8 +21,9 @@
 // Everything the core decides for overflow, infinities and NaN is read off the
 // core itself once per call (detail::fast::make_plan): the smallest magnitude
 // that overflows, and the value and code each special input gets. The kernels
-// are used only when MXCSR has no DAZ/FTZ (which would change the float
-// arithmetic on tiny values); otherwise the generic kernels run.
+// run inside their entry point's detail::default_fp_env (cpd/detail/fenv.hpp):
+// embedded rounding overrides MXCSR's rounding control, but not its DAZ and FTZ,
+// which would change the fp method's arithmetic on tiny values.
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
@@ -203,9 +204,6 @@ plan cached_plan(const spec& s, int rbits) noexcept {
 /// of intrinsic loops made a sanitizer build of the bulk tests take many minutes
 /// and gigabytes. The scalar core and the generic loops stay instrumented.
 #define CPD_FAST_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
-
-/// True when MXCSR flushes or treats tiny floats as zero (FTZ or DAZ set).
-inline bool mxcsr_flushes() noexcept { return (_mm_getcsr() & 0x8040u) != 0; }
 
 /// The constants of a plan in vector registers.
 struct vconsts {
