@@ -680,8 +680,9 @@ std::string first_difference(const blob& got, const blob& want) {
 void compare(const char* run, const std::map<std::string, blob>& got, const std::map<std::string, blob>& want,
              bool all_names) {
   std::size_t compared = 0;
-  for (const auto& [name, b] : want) {
-    std::string key = name;
+  for (const auto& entry : want) {  // (no structured binding: doctest's macros capture them in lambdas)
+    const std::string& name = entry.first;
+    const blob& b = entry.second;
     blob g;
     if (name == "p.e2m1.codes" || name == "p.e3m2.codes") {  // packed bytes, unpacked here
       const bool four = name == "p.e2m1.codes";
@@ -698,7 +699,7 @@ void compare(const char* run, const std::map<std::string, blob>& got, const std:
     }
     ++compared;
     const std::string d = first_difference(g, b);
-    CHECK_MESSAGE(d.empty(), std::string(run) << ": " << key << " differs at " << d);
+    CHECK_MESSAGE(d.empty(), std::string(run) << ": " << name << " differs at " << d);
   }
   if (all_names) CHECK(got.size() == want.size());
   CHECK(compared > 20);
