@@ -95,14 +95,16 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_in_default_env(float a, floa
   return r == r ? r : bit_cast<float>(0x7FC00000u);
 }
 
-/// a + b rounded once to F in any floating-point environment: the exact sum rounded to odd
-/// in double by integer arithmetic (detail::add_odd), then by the core. On a device, whose
+/// a + b rounded once to F in any floating-point environment: in the default one (one read
+/// of MXCSR tells) the float path; otherwise the exact sum rounded to odd in double by
+/// integer arithmetic (detail::add_odd), then by the core (half as fast). On a device, whose
 /// float arithmetic does not see the host's MXCSR, the float path.
 template <class F, rounding R, overflow O>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_any_env(float a, float b, std::uint32_t random_bits) noexcept {
 #if CPD_DEVICE_PASS
   return rounded_add_in_default_env<F, R, O>(a, b, random_bits);
 #else
+  if (in_default_fp_env()) return rounded_add_in_default_env<F, R, O>(a, b, random_bits);
   const float r = round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
   return r == r ? r : bit_cast<float>(0x7FC00000u);
 #endif

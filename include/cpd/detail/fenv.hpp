@@ -70,6 +70,16 @@ CPD_ALWAYS_INLINE void fp_fence(T& v) noexcept {
 #endif
 }
 
+/// True when MXCSR's control bits are the default (its exception flags aside): one read,
+/// no write, cheap enough per value. False where cpd cannot tell (not x86).
+CPD_ALWAYS_INLINE bool in_default_fp_env() noexcept {
+#if CPD_FENV_MXCSR
+  return (_mm_getcsr() & ~0x3Fu) == default_mxcsr;
+#else
+  return false;
+#endif
+}
+
 /// A scope that runs under the default floating-point environment and gives the caller
 /// back its own, control and exception flags alike (cpd's bulk and exchange calls).
 class default_fp_env {
