@@ -22,6 +22,7 @@ set(CPD_HEADERS
   include/cpd/detail/error.hpp
   include/cpd/detail/round.hpp
   include/cpd/detail/fast_avx512.hpp
+  include/cpd/detail/fenv.hpp
   include/cpd/detail/simd.hpp
   include/cpd/diagnostics.hpp
   include/cpd/execution.hpp

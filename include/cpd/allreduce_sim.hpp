@@ -6,11 +6,13 @@
 // (CPD's "emulate N nodes"). docs/reduction.md defines, for each algorithm,
 // which partial sums are rounded when, the chunk boundaries and the keys of the
 // random bits, precisely enough for a real MPI implementation to match it bit
-// for bit.
+// for bit. It runs in the default floating-point environment, whatever the
+// caller's (cpd/detail/fenv.hpp).
 
 #include <cpd/bulk.hpp>
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/fenv.hpp>
 #include <cpd/diagnostics.hpp>
 #include <cpd/execution.hpp>
 #include <cpd/float.hpp>
@@ -235,15 +237,13 @@ class allreduce_engine {
           return;
         }
       }
-      for (std::size_t i = lo; i < hi; ++i) s[i - lo] = rounded_add<F, R, O>(s[i - lo], q[i - lo], bits(step, rank, 0, i));
+      for (std::size_t i = lo; i < hi; ++i)
+        s[i - lo] = rounded_add_in_default_env<F, R, O>(s[i - lo], q[i - lo], bits(step, rank, 0, i));
       return;
     }
-    for (std::size_t i = lo; i < hi; ++i) {
-      kahan_accumulator<F, R, O> k{s[i - lo], c[i - lo]};
-      k.add(q[i - lo], bits(step, rank, 0, i), bits(step, rank, 1, i), bits(step, rank, 2, i), bits(step, rank, 3, i));
-      s[i - lo] = k.sum;
-      c[i - lo] = k.compensation;
-    }
+    for (std::size_t i = lo; i < hi; ++i)
+      kahan_step<F, R, O, true>(s[i - lo], c[i - lo], q[i - lo], bits(step, rank, 0, i), bits(step, rank, 1, i),
+                                bits(step, rank, 2, i), bits(step, rank, 3, i));
   }
 
   /// (s1, c1) += (s2, c2) at a tree node: plain Q(s1 + s2), or the compensated combine
@@ -256,10 +256,11 @@ class allreduce_engine {
     }
     for (std::size_t i = lo; i < hi; ++i) {
       const std::size_t j = i - lo;
-      const float u = rounded_add<F, R, O>(c1[j], c2[j], bits(step, rank, 0, i));
-      const float y = rounded_sub<F, R, O>(s2[j], u, bits(step, rank, 1, i));
-      const float t = rounded_add<F, R, O>(s1[j], y, bits(step, rank, 2, i));
-      c1[j] = rounded_sub<F, R, O>(rounded_sub<F, R, O>(t, s1[j], bits(step, rank, 3, i)), y, bits(step, rank, 4, i));
+      constexpr auto add = rounded_add_in_default_env<F, R, O>;  // (inside simulate_allreduce's default_fp_env)
+      const float u = add(c1[j], c2[j], bits(step, rank, 0, i));
+      const float y = add(s2[j], -u, bits(step, rank, 1, i));
+      const float t = add(s1[j], y, bits(step, rank, 2, i));
+      c1[j] = add(add(t, -s1[j], bits(step, rank, 3, i)), -y, bits(step, rank, 4, i));
       s1[j] = t;
     }
   }
@@ -392,7 +393,10 @@ void parallel_ranges(std::size_t n, std::size_t work_per_element, unsigned threa
   pool.reserve(t - 1);
   for (unsigned k = 1; k < t; ++k) {
     const index_range r = partition(n, t, k);
-    pool.emplace_back([&f, r] { f(r.begin, r.end); });
+    pool.emplace_back([&f, r] {
+      const default_fp_env fp_env;
+      f(r.begin, r.end);
+    });
   }
   const index_range r0 = partition(n, t, 0);
   f(r0.begin, r0.end);
@@ -412,6 +416,7 @@ allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* 
                 "cpd::simulate_allreduce: F must be a cpd::float_t whose values are floats");
   static_assert(std::is_same_v<Scale, pow2_scale> || std::is_same_v<Scale, float_scale>,
                 "cpd::simulate_allreduce: the scale must be cpd::pow2_scale or cpd::float_scale");
+  const detail::default_fp_env fp_env;
   detail::check_allreduce_args(x, out, n, world_size, opt);
   allreduce_result<Scale> result;
   result.scale = scale;
@@ -436,6 +441,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size, Scaler&& scaler,
                         const allreduce_options& opt = {}) {
   using S = std::decay_t<Scaler>;
+  const detail::default_fp_env fp_env;
   detail::check_allreduce_args(g, out, n, world_size, opt);
   const float* const* x = g;
   std::vector<const float*> xs;

@@ -15,6 +15,7 @@
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/checks.hpp>
 #include <cpd/detail/fast_avx512.hpp>
+#include <cpd/detail/fenv.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/detail/simd.hpp>
 #include <cpd/execution.hpp>
@@ -215,7 +216,8 @@ struct round_kernel {
 };
 
 /// The same rounding for any spec, one value at a time, in double (exact: a float
-/// is a double and the core rounds once): formats with an unusual range for T.
+/// is a double and the core rounds once): formats with an unusual range for T. The
+/// conversions between float and double are integer (detail::widen_bits).
 template <rounding R, overflow O, class T, class Out, bulk_op Op>
 struct general_kernel {
   using in_type = T;
@@ -232,14 +234,24 @@ struct general_kernel {
   void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
     local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
-      const auto x = bit_cast<std::uint64_t>(static_cast<double>(in[i]));
+      const std::uint64_t x = to_double_bits(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
       const auto r = round_bits<R, O, double>(s, x, rnd, rbits);
       if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
-      if constexpr (Op == bulk_op::quantize) out[i] = static_cast<T>(bit_cast<double>(r.value));
+      if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits(r.value);
       else out[i] = static_cast<Out>(r.code);
     }
     c = cc.get();
+  }
+
+ private:
+  static std::uint64_t to_double_bits(T x) noexcept {
+    if constexpr (sizeof(T) == 4) return widen_bits(bit_cast<std::uint32_t>(x));
+    else return bit_cast<std::uint64_t>(x);
+  }
+  static T from_double_bits(std::uint64_t v) noexcept {  // (quantize from float: s fits float)
+    if constexpr (sizeof(T) == 4) return bit_cast<T>(narrow_bits(v));
+    else return bit_cast<T>(v);
   }
 };
 
@@ -286,7 +298,7 @@ struct direct_decode_kernel {
     Code all = 0;
     for (std::size_t i = 0; i < n; ++i) {
       all |= in[i];
-      T v = static_cast<T>(bit_cast<double>(decode_bits<double>(s, static_cast<std::uint64_t>(in[i]))));
+      T v = bit_cast<T>(decode_bits<T>(s, static_cast<std::uint64_t>(in[i])));  // (s fits T)
       if (scaled) v = v * inverse;
       out[i] = v;
     }
@@ -409,6 +421,7 @@ bulk_stats run_policy(const execution::parallel_policy& p, std::size_t n, Fn&& f
   const std::size_t chunk = ((n + t - 1) / t + 63) / 64 * 64;
   std::vector<bulk_stats> parts(t);
   auto piece = [&](unsigned j) {
+    const default_fp_env fp_env;  // (a pool thread inherits nothing from the caller)
     const std::size_t b = std::min(n, j * chunk), e = std::min(n, (j + 1) * chunk);
     parts[j] = b < e ? fn(b, e) : bulk_stats{};
   };
@@ -524,8 +537,9 @@ struct spec_encoding<encoding_spec<K, T>> : std::integral_constant<encoding_kind
 inline constexpr std::size_t fast_min_values = 256;
 
 /// Runs the AVX-512 fast kernel (cpd/detail/fast_avx512.hpp) when it applies:
-/// float in, float or 8/16-bit codes out, no statistics, an AVX-512 CPU, no FTZ/DAZ, and
-/// a format the kernel handles. Returns false when it did not run.
+/// float in, float or 8/16-bit codes out, no statistics, an AVX-512 CPU, and a format
+/// the kernel handles. Returns false when it did not run. (It runs in the entry point's
+/// default_fp_env, as every kernel does.)
 template <rounding R, overflow O, class T, class Out, class SP, class Policy>
 bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
 #if CPD_FAST_KERNELS
@@ -533,10 +547,9 @@ bool round_fast(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_
   if constexpr (std::is_same_v<T, float> && K != encoding_kind::fnu &&
                 (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> ||
                  std::is_same_v<Out, std::uint16_t>)) {
-    if (o.stats != nullptr || n < fast_min_values || active_isa() != isa::avx512 || fast::mxcsr_flushes())
-      return false;
+    if (o.stats != nullptr || n < fast_min_values || active_isa() != isa::avx512) return false;
     const fast::plan p = fast::cached_plan<R, O>(sp.get(), o.random_bits);
-    // (the integer method's formats, E = 8, never have 8-bit codes; be safe)
+    // (the integer method's few formats with 8-bit codes, E <= 7 and bias 127, take the generic kernels)
     if (p.how == fast::method::none || (p.how == fast::method::integer && sizeof(Out) == 1)) return false;
     const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
     const bool stream = !same && n * sizeof(Out) >= fast::stream_threshold_bytes;
@@ -610,14 +623,14 @@ void round_listed(Policy&& policy, const T* in, Out* out, std::size_t n, const b
     round_compiled<F, R, O, T, Out, Op>(policy, in, out, n, o, who);
 }
 
-/// The table of the values (as bits of T) of every 8-bit code of s, times inverse.
+/// The table of the values (as bits of T) of every code of s below size, times inverse
+/// when scaled: integer decoding (s fits T); the product in the caller's default_fp_env.
 template <class T>
-void fill_table(uint_of<T>* table, std::size_t size, const spec& s, double inverse, bool scaled) noexcept {
+void fill_table(uint_of<T>* table, std::size_t size, const spec& s, T inverse, bool scaled) noexcept {
   for (std::size_t c = 0; c < size; ++c) {
-    const double v = bit_cast<double>(decode_bits<double>(s, c));
-    T t = static_cast<T>(v);  // exact when s fits T
-    if (scaled) t = t * static_cast<T>(inverse);
-    table[c] = bit_cast<uint_of<T>>(t);
+    uint_of<T> t = decode_bits<T>(s, c);
+    if (scaled) t = bit_cast<uint_of<T>>(bit_cast<T>(t) * inverse);
+    table[c] = t;
   }
 }
 
@@ -652,7 +665,6 @@ template <class Code, class T, class Policy>
 void decode_cases(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
                   const uint_of<T>* cached_table, Code stray, std::atomic<std::uint64_t>* seen) {
   const float_scale_of<T> fs(o);
-  const double inv = fs.inverse;
   bulk_options oo = o;
   oo.stats = nullptr;
 #if CPD_FAST_KERNELS
@@ -673,7 +685,7 @@ void decode_cases(Policy&& policy, const spec& s, const Code* in, T* out, std::s
     std::array<uint_of<T>, 256> local{};
     const uint_of<T>* table = cached_table;
     if (table == nullptr || fs.any) {
-      fill_table<T>(local.data(), 256, s, inv, fs.any);
+      fill_table<T>(local.data(), 256, s, fs.inverse, fs.any);
       table = local.data();
     }
     run_kernel(policy, table_kernel<Code, T>{table, stray, seen}, in, out, n, oo);
@@ -699,13 +711,15 @@ void decode_spec(Policy&& policy, const spec& s, const Code* in, T* out, std::si
   if (seen.load(std::memory_order_relaxed) != 0) check_codes(who, s, in, n, stray);
 }
 
-/// The cached table of a compile-time format with codes of at most 16 bits.
+/// The cached table of a compile-time format with codes of at most 16 bits, shared by
+/// every later call: built by integer arithmetic alone, whatever the environment of the
+/// first call.
 template <class F, class T>
 const uint_of<T>* decode_table() {
   constexpr std::size_t size = std::size_t(1) << (8 * sizeof(typename F::storage_type));
   static const std::unique_ptr<uint_of<T>[]> table = [] {
     std::unique_ptr<uint_of<T>[]> t(new uint_of<T>[size]);
-    fill_table<T>(t.get(), size, F::spec, 1.0, false);
+    fill_table<T>(t.get(), size, F::spec, T(1), false);
     return t;
   }();
   return table.get();
@@ -733,6 +747,7 @@ inline constexpr bool is_code_v = std::is_same_v<C, std::uint8_t> || std::is_sam
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Policy, class T,
           class = std::enable_if_t<execution::is_execution_policy_v<Policy> && detail::is_bulk_value_v<T>>>
 void quantize(Policy&& policy, const T* in, T* out, std::size_t n, const bulk_options& options = {}) {
+  const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   static_assert(is_float_format_v<F>, "cpd::quantize: F must be a cpd::float_t");
   static_assert(std::is_same_v<T, double> || F::fits_float,
                 "cpd::quantize: from float, every value of F must be a float (E <= 8, M <= 23, range of float)");
@@ -756,6 +771,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
           class = std::enable_if_t<execution::is_execution_policy_v<Policy> && detail::is_bulk_value_v<T>>>
 void encode(Policy&& policy, const T* in, typename F::storage_type* out, std::size_t n,
             const bulk_options& options = {}) {
+  const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   static_assert(is_float_format_v<F>, "cpd::encode: F must be a cpd::float_t");
   detail::check_arrays("cpd::encode", in, out, n, options);
   if (n == 0) {
@@ -778,6 +794,7 @@ template <class F, class Policy, class T,
           class = std::enable_if_t<execution::is_execution_policy_v<Policy> && detail::is_bulk_value_v<T>>>
 void decode(Policy&& policy, const typename F::storage_type* in, T* out, std::size_t n,
             const bulk_options& options = {}) {
+  const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   static_assert(is_float_format_v<F>, "cpd::decode: F must be a cpd::float_t");
   static_assert(std::is_same_v<T, double> || F::fits_float,
                 "cpd::decode: to float, every value of F must be a float; decode to double");
@@ -810,6 +827,7 @@ template <class List = bulk_formats, class Policy, class T,
           class = std::enable_if_t<execution::is_execution_policy_v<Policy> && detail::is_bulk_value_v<T>>>
 void quantize(Policy&& policy, const format& f, rounding r, overflow o, const T* in, T* out, std::size_t n,
               const bulk_options& options = {}) {
+  const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   if (std::is_same_v<T, float> && !f.spec().fits_float)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
   detail::check_enum("cpd::quantize", r);
@@ -850,6 +868,7 @@ template <class List = bulk_formats, class Policy, class T, class Code,
                                    detail::is_code_v<Code>>>
 void encode(Policy&& policy, const format& f, rounding r, overflow o, const T* in, Code* out, std::size_t n,
             const bulk_options& options = {}) {
+  const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   if (f.bits() > static_cast<int>(8 * sizeof(Code)))
     detail::fail_invalid("cpd::encode: codes of " + f.name() + " have " + std::to_string(f.bits()) +
                          " bits; the output type has " + std::to_string(8 * sizeof(Code)));
@@ -895,6 +914,7 @@ template <class Policy, class Code, class T,
                                    detail::is_code_v<Code>>>
 void decode(Policy&& policy, const format& f, const Code* in, T* out, std::size_t n,
             const bulk_options& options = {}) {
+  const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   if (f.bits() > static_cast<int>(8 * sizeof(Code)))
     detail::fail_invalid("cpd::decode: codes of " + f.name() + " have " + std::to_string(f.bits()) +
                          " bits; the input type has " + std::to_string(8 * sizeof(Code)));

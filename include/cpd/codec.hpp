@@ -151,6 +151,7 @@ namespace detail {
 inline codec_exchange_result simulate_codec_allreduce(const codec& c, const float* const* g, float* out,
                                                       std::size_t n, int world_size,
                                                       const codec_exchange_options& opt = {}) {
+  const detail::default_fp_env fp_env;
   if (world_size < 1) detail::codec_fail("cpd::simulate_codec_allreduce: world_size must be >= 1");
   const auto w = static_cast<std::size_t>(world_size);
   if (n != 0 && (g == nullptr || out == nullptr))
@@ -186,6 +187,7 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
     std::vector<std::thread> pool;
     for (unsigned k = 0; k < t; ++k)
       pool.emplace_back([&, k] {
+        const detail::default_fp_env thread_env;
         for (std::size_t r = k; r < w; r += t) worker(r);
       });
     for (auto& th : pool) th.join();

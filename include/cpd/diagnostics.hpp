@@ -6,6 +6,7 @@
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
+#include <cpd/detail/fenv.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
 #include <cpd/rounding.hpp>
@@ -127,6 +128,7 @@ quantization_stats classify_all(std::size_t n, const class_thresholds& t, Value 
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 [[nodiscard]] quantization_stats measure_quantization(const float* x, std::size_t n, pow2_scale scale = {}) noexcept {
   static_assert(is_float_format_v<F>, "cpd::measure_quantization: F must be a cpd::float_t");
+  const detail::default_fp_env fp_env;
   const double f = scale.factor();
   return detail::classify_all<F>(n, detail::thresholds<F, R, O>(),
                                  [&](std::size_t i) { return static_cast<double>(x[i]) * f; });
@@ -136,6 +138,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 [[nodiscard]] quantization_stats measure_quantization(const float* x, std::size_t n, float_scale scale) noexcept {
   static_assert(is_float_format_v<F>, "cpd::measure_quantization: F must be a cpd::float_t");
+  const detail::default_fp_env fp_env;
   return detail::classify_all<F>(n, detail::thresholds<F, R, O>(),
                                  [&](std::size_t i) { return static_cast<double>(x[i] * scale.value); });
 }

@@ -250,13 +250,48 @@ CPD_HOST_DEVICE constexpr double make_odd(double s, double err) noexcept {
   return bit_cast<double>(away ? b + 1 : b - 1);
 }
 
-/// round_to_odd(a + b), exactly (Knuth's TwoSum gives the error).
+/// round_to_odd(a + b) at double's precision, exactly, by integer arithmetic on the bits
+/// (TwoSum in double would need round-to-nearest and no DAZ: the caller's environment). A
+/// sum beyond double's range is +-inf, inf and NaN operands give the IEEE sum.
 CPD_HOST_DEVICE constexpr double add_odd(double a, double b) noexcept {
-  const double s = a + b;
-  if (s - s != 0) return s;  // inf or NaN: exact or special, nothing to correct
-  const double bb = s - a;
-  const double err = (a - (s - bb)) + (b - bb);
-  return make_odd(s, err);
+  using U = std::uint64_t;
+  constexpr U sign = U(1) << 63, inf = source<double>::inf_bits, frac_mask = (U(1) << 52) - 1;
+  U ua = bit_cast<U>(a), ub = bit_cast<U>(b);
+  U xa = ua & ~sign, xb = ub & ~sign;
+  if (xa >= inf || xb >= inf) {
+    if (xa > inf || xb > inf || (xa == inf && xb == inf && ua != ub)) return bit_cast<double>(source<double>::qnan_bits);
+    return bit_cast<double>(xa == inf ? ua : ub);
+  }
+  if (xa < xb) {  // |a| >= |b| from here on
+    const U t = ua;
+    ua = ub;
+    ub = t;
+    xa = ua & ~sign;
+    xb = ub & ~sign;
+  }
+  const U sa = ua & sign;
+  if (xb == 0) return bit_cast<double>(xa != 0 ? ua : (ua & ub));  // a + 0 (+-0 + +-0: -0 only from two)
+  // Significands with 9 guard bits (the sum stays below 2^63); b's bits shifted out of
+  // the guard bits are kept as a sticky bit, which decides nothing but inexactness.
+  const int fa = static_cast<int>(xa >> 52), fb = static_cast<int>(xb >> 52);
+  const U A = ((xa & frac_mask) | (fa != 0 ? U(1) << 52 : 0)) << 9;
+  U B = ((xb & frac_mask) | (fb != 0 ? U(1) << 52 : 0)) << 9;
+  const int d = (fa != 0 ? fa : 1) - (fb != 0 ? fb : 1);
+  if (d > 0) B = d >= 63 ? U(1) : (B >> d) | U((B & ((U(1) << d) - 1)) != 0);
+  U r = sa == (ub & sign) ? A + B : A - B;
+  if (r == 0) return 0.0;  // x + (-x) = +0
+  // r * 2^k, rounded to odd at 53 bits. (A sum that is a subnormal double is exact: its
+  // operands are then subnormal or in the lowest normal binades, so d <= 1.)
+  int k = (fa != 0 ? fa : 1) - 1075 - 9;
+  const int p = 63 - countl_zero(r);
+  if (p > 52) {
+    const int sh = p - 52;
+    r = (r >> sh) | U((r & ((U(1) << sh) - 1)) != 0);
+    k += sh;
+  }
+  // (Rounding to odd never carries: the leading bit stays where it is.)
+  if ((p > 52 ? 52 : p) + k > 1023) return bit_cast<double>(sa | inf);  // beyond double: +-inf, as a double sum
+  return bit_cast<double>(sa | scaled_bits<double>(r, k));
 }
 
 /// round_to_odd(a / b) for a, b of at most 26 significant bits.

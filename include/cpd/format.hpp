@@ -131,17 +131,20 @@ struct spec {
   std::uint64_t min_bits_f64 = 0;  ///< double bits of min_positive
 };
 
-/// The value of a magnitude code, exactly, as a double (codes of finite values only).
-CPD_HOST_DEVICE constexpr double code_value(const spec& s, std::uint64_t mag) noexcept {
+/// The bits of the value of a magnitude code as a T, exactly (finite codes whose value is
+/// a T), by integer arithmetic: no result depends on the floating-point environment.
+template <class T>
+CPD_HOST_DEVICE constexpr uint_of<T> code_bits(const spec& s, std::uint64_t mag) noexcept {
   const std::uint64_t field = mag >> s.M;
   const std::uint64_t frac = mag & ((std::uint64_t(1) << s.M) - 1);
-  if (s.has_subnormals && field == 0)
-    return static_cast<double>(frac) * pow2<double>(s.emin - s.M);
+  if (s.has_subnormals && field == 0) return scaled_bits<T>(frac, s.emin - s.M);
   const int exp = s.has_subnormals ? int(field) - 1 + s.emin : int(field) + s.emin;
-  const double sig = static_cast<double>((std::uint64_t(1) << s.M) | frac);
-  // sig * 2^(exp - M), split so that neither factor leaves double's range.
-  const int k = exp - s.M;
-  return k < -1000 ? sig * pow2<double>(-1000) * pow2<double>(k + 1000) : sig * pow2<double>(k);
+  return scaled_bits<T>((std::uint64_t(1) << s.M) | frac, exp - s.M);
+}
+
+/// The value of a magnitude code, exactly, as a double (codes of finite values only).
+CPD_HOST_DEVICE constexpr double code_value(const spec& s, std::uint64_t mag) noexcept {
+  return bit_cast<double>(code_bits<double>(s, mag));
 }
 
 /// Builds the spec of a valid format (check it with format_error first).
@@ -187,11 +190,11 @@ CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias
   s.min_positive = code_value(s, s.min_code);
   s.min_normal = code_value(s, s.has_subnormals ? (std::uint64_t(1) << m) : 0);
   s.fits_float = m <= 23 && s.emax <= 127 && s.emin - m >= -149;  // the finest step is 2^(emin - m)
-  s.max_bits_f64 = bit_cast<std::uint64_t>(s.max_value);
-  s.min_bits_f64 = bit_cast<std::uint64_t>(s.min_positive);
+  s.max_bits_f64 = code_bits<double>(s, s.max_code);
+  s.min_bits_f64 = code_bits<double>(s, s.min_code);
   if (s.fits_float) {
-    s.max_bits_f32 = bit_cast<std::uint32_t>(static_cast<float>(s.max_value));
-    s.min_bits_f32 = bit_cast<std::uint32_t>(static_cast<float>(s.min_positive));
+    s.max_bits_f32 = code_bits<float>(s, s.max_code);
+    s.min_bits_f32 = code_bits<float>(s, s.min_code);
   }
   return s;
 }

@@ -93,8 +93,9 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(const spec&
       const auto r = round_bits<R, O, float>(s, bit_cast<std::uint32_t>(x), rnd, rbits);
       return {bit_cast<float>(r.value), r.code};
     }
-    const auto r = round_bits<R, O, double>(s, bit_cast<std::uint64_t>(static_cast<double>(x)), rnd, rbits);
-    return {static_cast<float>(bit_cast<double>(r.value)), r.code};
+    // (float <-> double by integer arithmetic: FTZ and DAZ would flush subnormals)
+    const auto r = round_bits<R, O, double>(s, widen_bits(bit_cast<std::uint32_t>(x)), rnd, rbits);
+    return {bit_cast<float>(narrow_bits(r.value)), r.code};
   } else {
     const auto r = round_bits<R, O, double>(s, bit_cast<std::uint64_t>(x), rnd, rbits);
     return {bit_cast<double>(r.value), r.code};
@@ -106,7 +107,7 @@ template <class T>
 CPD_HOST_DEVICE constexpr T decode_spec(const spec& s, std::uint64_t c) noexcept {
   if constexpr (std::is_same_v<T, float>) {
     if (s.fits_float) return bit_cast<float>(decode_bits<float>(s, c));
-    return static_cast<float>(bit_cast<double>(decode_bits<double>(s, c)));
+    return bit_cast<float>(narrow_bits(decode_bits<double>(s, c)));  // (rounded: not a float format)
   } else {
     return bit_cast<double>(decode_bits<double>(s, c));
   }

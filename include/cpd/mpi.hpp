@@ -26,6 +26,7 @@
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/error.hpp>
+#include <cpd/detail/fenv.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/execution.hpp>
 #include <cpd/float.hpp>
@@ -235,6 +236,7 @@ inline thread_local std::uint64_t native_seed = 0;
 /// c = Q(Q(t - s1) - y), s = t.
 template <class F, rounding R, overflow O, bool Kahan>
 void native_op(void* in_v, void* inout_v, int* len, MPI_Datatype*) {
+  const cpd::detail::default_fp_env fp_env;  // (MPI may call it on a thread of its own)
   using C = codec<F>;
   using S = typename C::storage;
   using A = code_arith<F, R, O>;
@@ -252,7 +254,7 @@ void native_op(void* in_v, void* inout_v, int* len, MPI_Datatype*) {
       return arith.plus(a, b);
     } else {
       const float x = C::value_of(a), y = C::value_of(b);
-      return C::code_of(rounded_add<F, R, O>(x, y, bits(x, y, 0)));
+      return C::code_of(cpd::detail::rounded_add_in_default_env<F, R, O>(x, y, bits(x, y, 0)));
     }
   };
   // Compensated combine of (s1, c1) and (s2, c2).
@@ -263,11 +265,12 @@ void native_op(void* in_v, void* inout_v, int* len, MPI_Datatype*) {
       s = t;
     } else {
       const float fs1 = C::value_of(s1), fc1 = C::value_of(c1), fs2 = C::value_of(s2), fc2 = C::value_of(c2);
-      const float u = rounded_add<F, R, O>(fc1, fc2, bits(fc1, fc2, 0));
-      const float y = rounded_sub<F, R, O>(fs2, u, bits(fs2, u, 1));
-      const float t = rounded_add<F, R, O>(fs1, y, bits(fs1, y, 2));
-      const float d = rounded_sub<F, R, O>(t, fs1, bits(t, fs1, 3));
-      c = C::code_of(rounded_sub<F, R, O>(d, y, bits(d, y, 4)));
+      constexpr auto add = cpd::detail::rounded_add_in_default_env<F, R, O>;
+      const float u = add(fc1, fc2, bits(fc1, fc2, 0));
+      const float y = add(fs2, -u, bits(fs2, u, 1));
+      const float t = add(fs1, y, bits(fs1, y, 2));
+      const float d = add(t, -fs1, bits(t, fs1, 3));
+      c = C::code_of(add(d, -y, bits(d, y, 4)));
       s = C::code_of(t);
     }
   };
@@ -464,6 +467,7 @@ class allreduce_plan {
                   "cpd::mpi: the scaler's statistic must be an int32 or a non-negative float combined by max");
     static_assert(std::is_same_v<Scale, pow2_scale> || std::is_same_v<Scale, float_scale>,
                   "cpd::mpi: the scaler must select a cpd::pow2_scale or a cpd::float_scale");
+    const cpd::detail::default_fp_env fp_env;  // the same bits whatever the caller's FTZ, DAZ, rounding
     const double t0 = MPI_Wtime();
     const std::clock_t k0 = std::clock();
     double comm_time = 0;
@@ -826,15 +830,15 @@ class allreduce_plan {
     float* fc = fs + m;
     if (!opt_.kahan) {
       for (std::size_t j = 0; j < m; ++j)
-        fs[j] = rounded_add<F, R, O>(codec::value_of(s[j]), codec::value_of(q[j]), bits(0, j));
+        fs[j] = cpd::detail::rounded_add_in_default_env<F, R, O>(codec::value_of(s[j]), codec::value_of(q[j]), bits(0, j));
       codec::encode(fs, m, s);
       return;
     }
     for (std::size_t j = 0; j < m; ++j) {
-      kahan_accumulator<F, R, O> k{codec::value_of(s[j]), codec::value_of(c[j])};
-      k.add(codec::value_of(q[j]), bits(0, j), bits(1, j), bits(2, j), bits(3, j));
-      fs[j] = k.sum;
-      fc[j] = k.compensation;
+      fs[j] = codec::value_of(s[j]);
+      fc[j] = codec::value_of(c[j]);
+      cpd::detail::kahan_step<F, R, O, true>(fs[j], fc[j], codec::value_of(q[j]), bits(0, j), bits(1, j), bits(2, j),
+                                             bits(3, j));
     }
     codec::encode(fs, m, s);
     codec::encode(fc, m, c);

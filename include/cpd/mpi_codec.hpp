@@ -39,6 +39,7 @@ struct codec_options {
 /// Returns what this rank sent. Throws cpd::mpi::error when MPI fails.
 inline codec_exchange_result codec_allreduce(const codec& c, const float* g, float* out, std::size_t n,
                                              MPI_Comm comm, const codec_options& opt = {}) {
+  const cpd::detail::default_fp_env fp_env;  // the same sums whatever the caller's FTZ, DAZ, rounding
   int rank = 0, size = 1;
   detail::check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   detail::check(MPI_Comm_size(comm, &size), "MPI_Comm_size");

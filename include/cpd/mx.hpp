@@ -5,11 +5,13 @@
 // (32 by default) share one float8_e8m0fnu scale X = 2^e, and each element is
 // stored as V / X in an element format: float8_e4m3fn, float8_e5m2,
 // float6_e3m2fn, float6_e2m3fn, float4_e2m1fn or mx_int8. Every element is
-// rounded by the rounding core.
+// rounded by the rounding core; the array calls run in the default
+// floating-point environment (cpd/detail/fenv.hpp).
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/checks.hpp>
+#include <cpd/detail/fenv.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
 #include <cpd/reduce.hpp>
@@ -87,7 +89,7 @@ template <class Elem>
   const std::uint32_t b = detail::bit_cast<std::uint32_t>(amax) & 0x7FFFFFFFu;
   if (b >= 0x7F800000u) return mx_nan_scale;
   if (b == 0) return 0;
-  const double a = static_cast<double>(detail::bit_cast<float>(b));
+  const double a = detail::widen(detail::bit_cast<float>(b));  // (integer: DAZ would read a subnormal as 0)
   int e = 0;
   switch (rule) {
     case mx_scale_rule::floor: e = detail::floor_log2(a) - Elem::spec.emax; break;
@@ -113,6 +115,7 @@ template <class Elem, rounding R = rounding::nearest_even>
 void mx_encode(const float* in, std::size_t n, std::uint8_t* scales, typename Elem::storage_type* codes,
                const mx_options& opt = {}) {
   static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_encode: the element must be a float format");
+  const detail::default_fp_env fp_env;
   detail::check_mx("cpd::mx_encode", opt, n, in, scales, codes);
   for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
     hi = detail::block_end(lo, opt.block_size, n);
@@ -135,6 +138,7 @@ template <class Elem>
 void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* codes, std::size_t n, float* out,
                const mx_options& opt = {}) {
   static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_decode: the element must be a float format");
+  const detail::default_fp_env fp_env;
   detail::check_mx("cpd::mx_decode", opt, n, scales, codes, out);
   using Code = typename Elem::storage_type;
   const Code stray = detail::stray_bits<Code>(Elem::spec);  // a code with these bits is rejected
@@ -153,6 +157,7 @@ void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* co
 /// MX fake quantization: out = decode(encode(in)), block by block (in == out allowed).
 template <class Elem, rounding R = rounding::nearest_even>
 void mx_quantize(const float* in, float* out, std::size_t n, const mx_options& opt = {}) {
+  const detail::default_fp_env fp_env;
   detail::check_mx("cpd::mx_quantize", opt, n, in, out);
   for (std::size_t lo = 0, len = 0; lo < n; lo += len) {
     len = detail::block_end(lo, opt.block_size, n) - lo;

@@ -135,6 +135,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 void encode_packed(Policy&& policy, const T* in, std::uint8_t* out, std::size_t n, const bulk_options& options = {}) {
   static_assert(packed_bits<F> != 0, "cpd::encode_packed: F must have codes of 4, 6 or 8 bits");
   static_assert(std::is_same_v<typename F::storage_type, std::uint8_t>, "cpd::encode_packed: F needs 8-bit storage");
+  const detail::default_fp_env fp_env;
   detail::check_options("cpd::encode_packed", options);
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::encode_packed: null pointer with n > 0");
   detail::check_packed<F>("cpd::encode_packed", in, out, n);
@@ -169,6 +170,7 @@ template <class F, class Policy, class T,
 void decode_packed(Policy&& policy, const std::uint8_t* in, T* out, std::size_t n, const bulk_options& options = {}) {
   static_assert(packed_bits<F> != 0, "cpd::decode_packed: F must have codes of 4, 6 or 8 bits");
   static_assert(std::is_same_v<typename F::storage_type, std::uint8_t>, "cpd::decode_packed: F needs 8-bit storage");
+  const detail::default_fp_env fp_env;
   detail::check_options("cpd::decode_packed", options);
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::decode_packed: null pointer with n > 0");
   detail::check_packed<F>("cpd::decode_packed", out, in, n);

@@ -8,10 +8,17 @@
 // Values are floats that hold values of F ("fake quantization"). One rounded
 // addition Q(a + b) rounds the exact sum of a and b once to F, through the
 // rounding core; it never rounds through float on the way.
+//
+// No result depends on the caller's floating-point environment (cpd/detail/fenv.hpp):
+// the scalar operations (rounded_add, rounded_mul, kahan_accumulator) form the exact
+// sum or product by integer arithmetic or exact double products of exactly widened
+// floats; the array operations run their faster float arithmetic (TwoSum) inside a
+// detail::default_fp_env.
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/checks.hpp>
+#include <cpd/detail/fenv.hpp>
 #include <cpd/detail/round.hpp>
 #include <cpd/float.hpp>
 #include <cpd/random.hpp>
@@ -33,11 +40,10 @@ CPD_HOST_DEVICE constexpr std::uint32_t reduce_random_bits(std::uint64_t seed, s
   return ::cpd::random_bits(seed, stream, index);
 }
 
-/// Rounds a double to F, giving a float (F must fit float).
+/// Rounds a double to F, giving a float (F must fit float; the narrowing is integer).
 template <class F, rounding R, overflow O>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE float round_to(double v, std::uint32_t rnd) noexcept {
-  return static_cast<float>(
-      bit_cast<double>(round_bits<R, O, double>(F::spec, bit_cast<std::uint64_t>(v), rnd).value));
+  return bit_cast<float>(narrow_bits(round_bits<R, O, double>(F::spec, bit_cast<std::uint64_t>(v), rnd).value));
 }
 
 /// Rounds a float to F.
@@ -47,7 +53,8 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE float round_to(float v, std::uint32_t rnd) noe
 }
 
 /// The float sum of a and b made round-to-odd (24 bits), exactly: TwoSum gives the error.
-/// Valid when a + b does not overflow float; inf and NaN pass through.
+/// Valid when a + b does not overflow float; inf and NaN pass through. Needs the default
+/// floating-point environment (round to nearest, no FTZ/DAZ): a default_fp_env scope.
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE float add_odd_float(float a, float b) noexcept {
   const float s = a + b;
   const float bb = s - a;
@@ -64,11 +71,64 @@ template <class F, rounding R>
 inline constexpr bool float_sum_path = F::mantissa_bits <= 21 && R != rounding::stochastic;
 
 /// True when F is IEEE binary32 itself and the mode is the hardware's (nearest_even, inf on
-/// overflow): then the exact sum rounded to F is the float sum a + b (no FTZ/DAZ assumed).
+/// overflow): then the exact sum rounded to F is the float sum a + b (in the default
+/// floating-point environment).
 template <class F, rounding R, overflow O>
 inline constexpr bool native_float_sum = F::exponent_bits == 8 && F::mantissa_bits == 23 &&
                                          F::encoding::kind == encoding_kind::ieee && F::bias == 127 &&
                                          R == rounding::nearest_even && O == overflow::infinity;
+
+/// a + b rounded once to F with float arithmetic (TwoSum): the array operations' step,
+/// valid in the default floating-point environment only (a default_fp_env scope, or
+/// device code). NaN results are the canonical +qNaN.
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_in_default_env(float a, float b, std::uint32_t random_bits) noexcept {
+  float r;
+  if constexpr (native_float_sum<F, R, O>) {
+    r = a + b;
+  } else if constexpr (float_sum_path<F, R>) {
+    const float s = add_odd_float(a, b);
+    // Overflow of float itself (inputs outside F) falls back to the exact double path.
+    if (s - s == 0 || !(a - a == 0) || !(b - b == 0)) r = round_to<F, R, O>(s, random_bits);
+    else r = round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
+  } else {
+    r = round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
+  }
+  return r == r ? r : bit_cast<float>(0x7FC00000u);
+}
+
+/// a + b rounded once to F in any floating-point environment: in the default one (one read
+/// of MXCSR tells) the float path; otherwise the exact sum rounded to odd in double by
+/// integer arithmetic (detail::add_odd), then by the core (half as fast). On a device, whose
+/// float arithmetic does not see the host's MXCSR, the float path.
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_any_env(float a, float b, std::uint32_t random_bits) noexcept {
+#if CPD_DEVICE_PASS
+  return rounded_add_in_default_env<F, R, O>(a, b, random_bits);
+#else
+  if (in_default_fp_env()) return rounded_add_in_default_env<F, R, O>(a, b, random_bits);
+  const float r = round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
+  return r == r ? r : bit_cast<float>(0x7FC00000u);
+#endif
+}
+
+/// rounded_add_in_default_env when InDefaultEnv, else rounded_add_any_env.
+template <class F, rounding R, overflow O, bool InDefaultEnv>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_as(float a, float b, std::uint32_t random_bits) noexcept {
+  if constexpr (InDefaultEnv) return rounded_add_in_default_env<F, R, O>(a, b, random_bits);
+  else return rounded_add_any_env<F, R, O>(a, b, random_bits);
+}
+
+/// One Kahan step on (sum, comp) with x, every operation rounded to F: y = Q(x - c),
+/// t = Q(s + y), c = Q(Q(t - s) - y), s = t (InDefaultEnv: with the float path).
+template <class F, rounding R, overflow O, bool InDefaultEnv>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE void kahan_step(float& sum, float& comp, float x, std::uint32_t r0, std::uint32_t r1,
+                                                  std::uint32_t r2, std::uint32_t r3) noexcept {
+  const float y = rounded_add_as<F, R, O, InDefaultEnv>(x, -comp, r0);
+  const float t = rounded_add_as<F, R, O, InDefaultEnv>(sum, y, r1);
+  comp = rounded_add_as<F, R, O, InDefaultEnv>(rounded_add_as<F, R, O, InDefaultEnv>(t, -sum, r2), -y, r3);
+  sum = t;
+}
 
 }  // namespace detail
 
@@ -78,18 +138,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 [[nodiscard]] CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add(float a, float b,
                                                                   std::uint32_t random_bits = 0) noexcept {
   static_assert(is_float_format_v<F> && F::fits_float, "cpd::rounded_add: F must be a cpd::float_t that fits float");
-  float r;
-  if constexpr (detail::native_float_sum<F, R, O>) {
-    r = a + b;
-  } else if constexpr (detail::float_sum_path<F, R>) {
-    const float s = detail::add_odd_float(a, b);
-    // Overflow of float itself (inputs outside F) falls back to the exact double path.
-    if (s - s == 0 || !(a - a == 0) || !(b - b == 0)) r = detail::round_to<F, R, O>(s, random_bits);
-    else r = detail::round_to<F, R, O>(detail::add_odd(static_cast<double>(a), static_cast<double>(b)), random_bits);
-  } else {
-    r = detail::round_to<F, R, O>(detail::add_odd(static_cast<double>(a), static_cast<double>(b)), random_bits);
-  }
-  return r == r ? r : detail::bit_cast<float>(0x7FC00000u);
+  return detail::rounded_add_any_env<F, R, O>(a, b, random_bits);
 }
 
 /// a - b rounded once to F.
@@ -104,7 +153,8 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 [[nodiscard]] CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_mul(float a, float b,
                                                                   std::uint32_t random_bits = 0) noexcept {
   static_assert(is_float_format_v<F> && F::fits_float, "cpd::rounded_mul: F must be a cpd::float_t that fits float");
-  const float r = detail::round_to<F, R, O>(static_cast<double>(a) * static_cast<double>(b), random_bits);
+  // (The product of two floats, widened exactly, is exact in double: no environment matters.)
+  const float r = detail::round_to<F, R, O>(detail::widen(a) * detail::widen(b), random_bits);
   return r == r ? r : detail::bit_cast<float>(0x7FC00000u);
 }
 
@@ -130,39 +180,36 @@ struct kahan_accumulator {
   /// Adds x; r0..r3 are the random bits of the four roundings (stochastic rounding only).
   CPD_HOST_DEVICE CPD_ALWAYS_INLINE void add(float x, std::uint32_t r0 = 0, std::uint32_t r1 = 0,
                                              std::uint32_t r2 = 0, std::uint32_t r3 = 0) noexcept {
-    const float y = rounded_sub<F, R, O>(x, compensation, r0);
-    const float t = rounded_add<F, R, O>(sum, y, r1);
-    compensation = rounded_sub<F, R, O>(rounded_sub<F, R, O>(t, sum, r2), y, r3);
-    sum = t;
+    detail::kahan_step<F, R, O, false>(sum, compensation, x, r0, r1, r2, r3);
   }
 };
 
 /// Element-wise acc[i] = Q(acc[i] + x[i]); random bits key.bits(0, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 void accumulate(float* acc, const float* x, std::size_t n, stream_key key = {}) noexcept {
+  const detail::default_fp_env fp_env;
   for (std::size_t i = 0; i < n; ++i)
-    acc[i] = rounded_add<F, R, O>(acc[i], x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
+    acc[i] = detail::rounded_add_in_default_env<F, R, O>(acc[i], x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
 }
 
 /// Element-wise Kahan step of (sum[i], comp[i]) with x[i]; random bits key.bits(k, i), k = 0..3.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, stream_key key = {}) noexcept {
   constexpr bool sr = R == rounding::stochastic;
-  for (std::size_t i = 0; i < n; ++i) {
-    kahan_accumulator<F, R, O> k{sum[i], comp[i]};
-    k.add(x[i], sr ? key.bits(0, i) : 0u, sr ? key.bits(1, i) : 0u, sr ? key.bits(2, i) : 0u,
-          sr ? key.bits(3, i) : 0u);
-    sum[i] = k.sum;
-    comp[i] = k.compensation;
-  }
+  const detail::default_fp_env fp_env;
+  for (std::size_t i = 0; i < n; ++i)
+    detail::kahan_step<F, R, O, true>(sum[i], comp[i], x[i], sr ? key.bits(0, i) : 0u, sr ? key.bits(1, i) : 0u,
+                                      sr ? key.bits(2, i) : 0u, sr ? key.bits(3, i) : 0u);
 }
 
 /// The sum of x[0..n) in F, left to right from 0: s = Q(s + x[i]); random bits key.bits(0, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 [[nodiscard]] float sum(const float* x, std::size_t n, stream_key key = {}) noexcept {
+  const detail::default_fp_env fp_env;
   float s = 0.0f;
   for (std::size_t i = 0; i < n; ++i)
-    s = rounded_add<F, R, O>(s, x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
+    s = detail::rounded_add_in_default_env<F, R, O>(s, x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
+  detail::fp_fence(s);
   return s;
 }
 
@@ -170,11 +217,13 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 [[nodiscard]] float kahan_sum(const float* x, std::size_t n, stream_key key = {}) noexcept {
   constexpr bool sr = R == rounding::stochastic;
-  kahan_accumulator<F, R, O> k;
+  const detail::default_fp_env fp_env;
+  float s = 0.0f, c = 0.0f;
   for (std::size_t i = 0; i < n; ++i)
-    k.add(x[i], sr ? key.bits(0, i) : 0u, sr ? key.bits(1, i) : 0u, sr ? key.bits(2, i) : 0u,
-          sr ? key.bits(3, i) : 0u);
-  return k.sum;
+    detail::kahan_step<F, R, O, true>(s, c, x[i], sr ? key.bits(0, i) : 0u, sr ? key.bits(1, i) : 0u,
+                                      sr ? key.bits(2, i) : 0u, sr ? key.bits(3, i) : 0u);
+  detail::fp_fence(s);
+  return s;
 }
 
 namespace detail {
@@ -216,6 +265,7 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const float* a, std::size
   const detail::byte_range rc = detail::matrix_bytes("C", c, m, n, ldc);
   if (detail::overlap(rc, ra) || detail::overlap(rc, rb))
     detail::fail_invalid("cpd::gemm: C overlaps A or B (C is written while they are read)");
+  const detail::default_fp_env fp_env;
   for (std::size_t i = 0; i < m; ++i) {
     float* ci = c + i * ldc;
     if (!opt.kahan) {
@@ -226,19 +276,20 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const float* a, std::size
         for (std::size_t j = 0; j < n; ++j) {
           const std::uint64_t idx = i * n + j;
           const float prod = rounded_mul<F, R, O>(aip, bp[j], sr ? opt.key.bits(5 * p, idx) : 0u);
-          ci[j] = rounded_add<F, R, O>(ci[j], prod, sr ? opt.key.bits(5 * p + 1, idx) : 0u);
+          ci[j] = detail::rounded_add_in_default_env<F, R, O>(ci[j], prod, sr ? opt.key.bits(5 * p + 1, idx) : 0u);
         }
       }
     } else {
       for (std::size_t j = 0; j < n; ++j) {
         const std::uint64_t idx = i * n + j;
-        kahan_accumulator<F, R, O> acc;
+        float s = 0.0f, comp = 0.0f;
         for (std::size_t p = 0; p < k; ++p) {
           const float prod = rounded_mul<F, R, O>(a[i * lda + p], b[p * ldb + j], sr ? opt.key.bits(5 * p, idx) : 0u);
-          acc.add(prod, sr ? opt.key.bits(5 * p + 1, idx) : 0u, sr ? opt.key.bits(5 * p + 2, idx) : 0u,
-                  sr ? opt.key.bits(5 * p + 3, idx) : 0u, sr ? opt.key.bits(5 * p + 4, idx) : 0u);
+          detail::kahan_step<F, R, O, true>(s, comp, prod, sr ? opt.key.bits(5 * p + 1, idx) : 0u,
+                                            sr ? opt.key.bits(5 * p + 2, idx) : 0u, sr ? opt.key.bits(5 * p + 3, idx) : 0u,
+                                            sr ? opt.key.bits(5 * p + 4, idx) : 0u);
         }
-        ci[j] = acc.sum;
+        ci[j] = s;
       }
     }
   }

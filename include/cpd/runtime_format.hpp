@@ -309,7 +309,7 @@ template <class T>
   detail::check_random_bits("cpd::encode", random_bits_used);
   if constexpr (std::is_same_v<T, float>) {  // a float is exactly a double: round once from there
     if (f.exponent_bits() > 8 || f.mantissa_bits() > 23)
-      return encode<double>(f, r, o, static_cast<double>(x), random_bits, random_bits_used);
+      return encode<double>(f, r, o, detail::widen(x), random_bits, random_bits_used);  // (exact, any environment)
   }
   return detail::with_rounding(r, [&](auto rc) {
     return detail::with_overflow(o, [&](auto oc) {

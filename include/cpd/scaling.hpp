@@ -17,6 +17,7 @@
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/checks.hpp>
 #include <cpd/detail/error.hpp>
+#include <cpd/detail/fenv.hpp>
 #include <cpd/float.hpp>
 #include <cpd/format.hpp>
 
@@ -55,8 +56,14 @@ struct float_scale {
   float inverse = 1.0f;  ///< 1 / value rounded to float (Transformer Engine's scale_inv)
   bool nonfinite = false;  ///< the statistic came from data holding inf or NaN: skip the step (see pow2_scale)
 
-  /// The scale s with inverse 1/s rounded to float.
-  [[nodiscard]] static float_scale of(float s) noexcept { return {s, 1.0f / s}; }
+  /// The scale s with inverse 1/s rounded to float (to nearest, whatever the environment).
+  [[nodiscard]] static float_scale of(float s) noexcept {
+    const detail::default_fp_env fp_env;
+    detail::fp_fence(s);
+    float inverse = 1.0f / s;
+    detail::fp_fence(inverse);
+    return {s, inverse};
+  }
 
   friend constexpr bool operator==(float_scale a, float_scale b) noexcept {
     return a.value == b.value && a.inverse == b.inverse && a.nonfinite == b.nonfinite;
@@ -165,8 +172,9 @@ class aps {
     const std::uint32_t b = detail::bit_cast<std::uint32_t>(amax) & 0x7FFFFFFFu;
     if (b == 0) return zero_statistic;
     if (b >= 0x7F800000u) return nonfinite_statistic;
-    // amax * world_size is exact in double (24 + 31 bits, far from over/underflow).
-    return detail::ceil_log2(static_cast<double>(detail::bit_cast<float>(b)) * world_size_);
+    // amax * world_size is exact in double (24 + 31 bits, far from over/underflow); the
+    // widening is integer (DAZ would read a subnormal amax as 0).
+    return detail::ceil_log2(detail::widen(detail::bit_cast<float>(b)) * world_size_);
   }
 
   /// ceil(log2(max|g| * world_size)); zero_statistic when g is all zeros, nonfinite_statistic with inf/NaN.
@@ -256,18 +264,26 @@ inline float amax_combine(float a, float b) noexcept {
 
 /// Transformer Engine's scale from an amax: max_f / max(amax, eps) / 2^margin in float,
 /// 1 for amax 0, inf or NaN, float max for an infinite quotient, optional power-of-two truncation.
+/// In the default floating-point environment, whatever the caller's.
 inline float te_scale_from_amax(float amax, float max_f, float eps, int margin, bool pow2) noexcept {
+  const default_fp_env fp_env;
+  fp_fence(amax);  // (the arithmetic below stays in the scope)
+  fp_fence(max_f);
+  fp_fence(eps);
   if (amax < eps) amax = eps;
-  if (amax - amax != 0 || amax == 0.0f) return 1.0f;  // inf, NaN or zero
-  float s = max_f / amax;
-  if (margin != 0) s = static_cast<float>(static_cast<double>(s) * pow2_scale{-margin}.factor());
-  if (s - s != 0 && s == s) s = std::numeric_limits<float>::max();
-  if (s != s) s = 1.0f;
-  if (pow2) {
-    std::uint32_t b = bit_cast<std::uint32_t>(s) & 0xFF800000u;
-    if (b == 0) b = 0x00800000u;  // a subnormal scale truncates to the smallest normal power of two
-    s = bit_cast<float>(b);
+  float s = 1.0f;
+  if (amax - amax == 0 && amax != 0.0f) {  // else inf, NaN or zero: 1
+    s = max_f / amax;
+    if (margin != 0) s = static_cast<float>(static_cast<double>(s) * pow2_scale{-margin}.factor());
+    if (s - s != 0 && s == s) s = std::numeric_limits<float>::max();
+    if (s != s) s = 1.0f;
+    if (pow2) {
+      std::uint32_t b = bit_cast<std::uint32_t>(s) & 0xFF800000u;
+      if (b == 0) b = 0x00800000u;  // a subnormal scale truncates to the smallest normal power of two
+      s = bit_cast<float>(b);
+    }
   }
+  fp_fence(s);
   return s;
 }
 
@@ -382,6 +398,7 @@ class delayed_scaling {
 
   /// Records this step's combined amax and recomputes the scale from the history.
   void update(statistic_type amax) noexcept {
+    const detail::default_fp_env fp_env;
     next_ = (next_ + 1) % history_.size();
     history_[newest()] = amax;
     const float a = history_amax();
@@ -433,6 +450,8 @@ class dynamic_loss_scaling {
   /// Every option in its range, else std::invalid_argument naming it: factors finite, scales
   /// finite with finite float inverses, min_scale <= init_scale.
   explicit dynamic_loss_scaling(options o) : opt_(o), scale_(o.init_scale) {
+    const detail::default_fp_env fp_env;
+    detail::fp_fence(o);
     auto finite = [](float v) { return v - v == 0; };
     auto invertible = [](float v) { return v > 0.0f && (1.0f / v) - (1.0f / v) == 0; };
     if (!(o.growth_factor > 1.0f) || !finite(o.growth_factor))
@@ -450,8 +469,15 @@ class dynamic_loss_scaling {
   [[nodiscard]] const options& opts() const noexcept { return opt_; }
   /// The current loss scale: multiply the loss (hence the gradients) by it.
   [[nodiscard]] float scale() const noexcept { return scale_; }
-  /// GradScaler's inverse: 1 / scale computed in double, rounded to float.
-  [[nodiscard]] float inverse_scale() const noexcept { return static_cast<float>(1.0 / static_cast<double>(scale_)); }
+  /// GradScaler's inverse: 1 / scale computed in double, rounded to float (to nearest).
+  [[nodiscard]] float inverse_scale() const noexcept {
+    const detail::default_fp_env fp_env;
+    float scale = scale_;
+    detail::fp_fence(scale);  // (else the division may run before the scope sets the environment)
+    float inverse = static_cast<float>(1.0 / static_cast<double>(scale));
+    detail::fp_fence(inverse);
+    return inverse;
+  }
   /// Clean steps since the last growth or backoff (GradScaler's growth tracker).
   [[nodiscard]] int growth_tracker() const noexcept { return tracker_; }
   /// True when the last update found an inf/NaN (the optimizer step must be skipped).
@@ -470,6 +496,7 @@ class dynamic_loss_scaling {
 
   /// Multiplies g by inverse_scale() in float and returns found_inf (GradScaler.unscale_).
   statistic_type unscale(float* g, std::size_t n) const noexcept {
+    const detail::default_fp_env fp_env;
     const float inv = inverse_scale();
     for (std::size_t i = 0; i < n; ++i) g[i] *= inv;
     return statistic(g, n);
@@ -477,15 +504,20 @@ class dynamic_loss_scaling {
 
   /// GradScaler.update with the combined found_inf.
   void update(statistic_type found_inf) noexcept {
+    const detail::default_fp_env fp_env;
+    float scale = scale_;
+    detail::fp_fence(scale);  // (the arithmetic below stays in the scope)
     skipped_ = found_inf != 0;
     if (skipped_) {
-      const float backed = scale_ * opt_.backoff_factor;
+      float backed = scale * opt_.backoff_factor;
+      detail::fp_fence(backed);
       scale_ = backed > opt_.min_scale ? backed : opt_.min_scale;  // never 0: min_scale bounds it
       tracker_ = 0;
       return;
     }
     if (++tracker_ == opt_.growth_interval) {
-      const float grown = scale_ * opt_.growth_factor;
+      float grown = scale * opt_.growth_factor;
+      detail::fp_fence(grown);
       if (grown - grown == 0) scale_ = grown;  // growth only while the scale stays finite
       tracker_ = 0;
     }

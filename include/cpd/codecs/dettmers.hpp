@@ -48,6 +48,7 @@ struct dynamic_tree_tables {
   static constexpr int lowest_binade = -22;  ///< every magnitude below 2^-22 is below threshold[0]
 
   dynamic_tree_tables() {
+    const default_fp_env fp_env;  // built once, shared: in the default environment, whatever the first caller's
     for (unsigned c = 0; c < 256; ++c) {
       const double m = dynamic_tree_magnitude(c);
       value[c] = static_cast<float>((c & 0x80u) && (c & 0x7Fu) ? -m : m);
@@ -126,6 +127,7 @@ class dynamic_tree_codec final : public codec {
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const auto& t = detail::dynamic_tree();
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     std::uint8_t* codes = payload + 4 * nb;
@@ -148,6 +150,7 @@ class dynamic_tree_codec final : public codec {
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const auto& t = detail::dynamic_tree();
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     const std::uint8_t* codes = payload + 4 * nb;
@@ -180,6 +183,7 @@ class linear8_codec final : public codec {
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {
@@ -203,6 +207,7 @@ class linear8_codec final : public codec {
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
     const std::uint8_t* codes = payload + 4 * nb;
     for (std::size_t b = 0; b < nb; ++b) {

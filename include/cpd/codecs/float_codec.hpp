@@ -47,6 +47,7 @@ class float_codec final : public codec {
   static constexpr std::uint32_t nonfinite_scale = 0x80000000u;
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const aps<F> a(1);
     const pow2_scale sc = a.select(a.statistic(in, n));
     if (sc.nonfinite) {  // marked: decodes to NaN
@@ -75,6 +76,7 @@ class float_codec final : public codec {
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     if (detail::load_le32(payload) == nonfinite_scale) {
       std::fill(out, out + n, detail::bit_cast<float>(detail::nonfinite_block_bits));
       return;

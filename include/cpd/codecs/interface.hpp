@@ -14,11 +14,16 @@
 // marked: its scale field is NaN (float codecs: k = INT32_MIN), its codes are 0, and
 // it decodes to NaN in every element. The exchange's sum then carries the NaN to
 // every worker, in the simulation and over MPI alike.
+//
+// Every codec's encode and decode run in the default floating-point environment
+// (detail::default_fp_env), whatever the caller's: the same payload and values under
+// FTZ, DAZ or another rounding direction.
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
 #include <cpd/detail/checks.hpp>
 #include <cpd/detail/error.hpp>
+#include <cpd/detail/fenv.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -36,6 +36,7 @@ class onebit_codec final : public codec {
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const std::size_t nb = detail::block_count(n, bucket_);
     std::uint8_t* bits = payload + 8 * nb;
     for (std::size_t i = 0; i < detail::ceil_div(n, 8); ++i) bits[i] = 0;
@@ -65,6 +66,7 @@ class onebit_codec final : public codec {
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const std::size_t nb = detail::block_count(n, bucket_);
     const std::uint8_t* bits = payload + 8 * nb;
     for (std::size_t b = 0; b < nb; ++b) {

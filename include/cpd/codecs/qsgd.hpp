@@ -48,6 +48,7 @@ class qsgd_codec final : public codec {
   [[nodiscard]] bool stochastic() const noexcept override { return true; }
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     switch (bits_) {
       case 2: encode_bits<2>(in, n, payload, key); break;
       case 4: encode_bits<4>(in, n, payload, key); break;
@@ -55,6 +56,7 @@ class qsgd_codec final : public codec {
     }
   }
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
+    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     switch (bits_) {
       case 2: decode_bits<2>(payload, n, out); break;
       case 4: decode_bits<4>(payload, n, out); break;

@@ -21,8 +21,9 @@
 // Everything the core decides for overflow, infinities and NaN is read off the
 // core itself once per call (detail::fast::make_plan): the smallest magnitude
 // that overflows, and the value and code each special input gets. The kernels
-// are used only when MXCSR has no DAZ/FTZ (which would change the float
-// arithmetic on tiny values); otherwise the generic kernels run.
+// run inside their entry point's detail::default_fp_env (cpd/detail/fenv.hpp):
+// embedded rounding overrides MXCSR's rounding control, but not its DAZ and FTZ,
+// which would change the fp method's arithmetic on tiny values.
 
 #include <cpd/config.hpp>
 #include <cpd/detail/bits.hpp>
@@ -99,21 +100,41 @@ struct plan {
   bool hardware_overflow = false;  ///< f16c with overflow::infinity: the conversion's overflow is the core's
 };
 
+/// The method that rounds floats to s in mode R (none: not the fast kernels). The one
+/// acceptance predicate: make_plan follows it, and the tests enumerate every format it
+/// accepts (tests/test_fast_formats.cpp).
+template <rounding R>
+constexpr method method_for(const spec& s) noexcept {
+  const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
+                     s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 32;
+  if (!shape) return method::none;
+  constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
+                                 R == rounding::upward || R == rounding::downward;
+  if (s.emin == -126) return method::integer;
+  if (hardware_mode && s.E == 5 && s.M == 10 && s.bias == 15 && s.enc == encoding_kind::ieee)
+    return method::f16c;  // IEEE binary16: the CPU's own conversion (vcvtps2ph)
+  if (s.emax + 23 - s.M <= 127 && s.emin - s.M >= -126) return method::fp;
+  return method::none;
+}
+
+/// The method that decodes codes of s to floats (none: not the fast decoder), the
+/// decoder's acceptance predicate: formats of at most 16 bits that the rounding kernels take.
+constexpr method decode_method_for(const spec& s) noexcept {
+  const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
+                     s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 16;
+  if (!shape) return method::none;
+  if (s.emin == -126) return method::integer;
+  if (s.emin - s.M >= -126) return method::fp;
+  return method::none;
+}
+
 /// The plan for rounding floats to s in mode R, overflow O (method none when the
 /// fast kernels do not handle s).
 template <rounding R, overflow O>
 plan make_plan(const spec& s, int rbits) noexcept {
   plan p;
-  const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
-                     s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 32;
-  if (!shape) return p;
-  constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
-                                 R == rounding::upward || R == rounding::downward;
-  if (s.emin == -126) p.how = method::integer;
-  else if (hardware_mode && s.E == 5 && s.M == 10 && s.bias == 15 && s.enc == encoding_kind::ieee)
-    p.how = method::f16c;  // IEEE binary16: the CPU's own conversion (vcvtps2ph)
-  else if (s.emax + 23 - s.M <= 127 && s.emin - s.M >= -126) p.how = method::fp;
-  else return p;
+  p.how = method_for<R>(s);
+  if (p.how == method::none) return p;
   p.M = s.M;
   p.d0 = 23 - s.M;
   p.rbits = clamp_random_bits(rbits);
@@ -185,13 +206,11 @@ plan cached_plan(const spec& s, int rbits) noexcept {
 /// and gigabytes. The scalar core and the generic loops stay instrumented.
 #define CPD_FAST_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 
-/// True when MXCSR flushes or treats tiny floats as zero (FTZ or DAZ set).
-inline bool mxcsr_flushes() noexcept { return (_mm_getcsr() & 0x8040u) != 0; }
-
 /// The constants of a plan in vector registers.
 struct vconsts {
   __m512i abs_mask, sign_mask, exp_mask, quiet, one;
   __m512i low, half_minus_one, half;  // integer method
+  __m512i lsb_mask;                   // integer method: 1, or all ones when M = 0 (see kept_lsb)
   __m512i emin_bits, c_shift, max_bits, above;
   __m512i thr0, thr1, big0, big1, inf0, inf1, nan0, nan1;
   __m512i code_normal, sign_code, code_one;  // code_one: 1 << M
@@ -238,6 +257,15 @@ constexpr int embedded_rounding() noexcept {
   else return _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;  // toward_zero, and the truncation of the others
 }
 
+/// The integer method: the last bit of the kept significand of each magnitude a (1 or
+/// 0), which ties to even and round to odd read. It is bit d0 of a when M >= 1. With
+/// M = 0 bit d0 is the exponent field's last bit, while the kept significand is the
+/// implicit bit alone: 1 for a normal float, 0 for a subnormal one, i.e. min(field, 1)
+/// (lsb_mask is all ones then).
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i kept_lsb(const vconsts& c, __m512i a) noexcept {
+  return _mm512_min_epu32(_mm512_and_si512(_mm512_srl_epi32(a, c.d0), c.lsb_mask), c.one);
+}
+
 /// Rounds 16 floats (bits x; stochastic: random bits rnd) and returns 16 values
 /// (Code false) or codes (Code true), exactly as round_bits would.
 template <rounding R, encoding_kind K, method H, bool Code>
@@ -272,8 +300,7 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
   if constexpr (H == method::integer) {
     __m512i t;
     if constexpr (R == rounding::nearest_even) {
-      const __m512i lsb = _mm512_and_si512(_mm512_srl_epi32(a, c.d0), c.one);
-      t = _mm512_add_epi32(_mm512_add_epi32(a, c.half_minus_one), lsb);
+      t = _mm512_add_epi32(_mm512_add_epi32(a, c.half_minus_one), kept_lsb(c, a));
     } else if constexpr (R == rounding::nearest_away) {
       t = _mm512_add_epi32(a, c.half);
     } else if constexpr (R == rounding::upward) {
@@ -289,9 +316,10 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
       t = a;  // toward_zero, odd
     }
     v = _mm512_andnot_si512(c.low, t);
-    if constexpr (R == rounding::odd) {
-      const __mmask16 inexact = _mm512_test_epi32_mask(a, c.low);
-      v = _mm512_mask_or_epi32(v, inexact, v, _mm512_add_epi32(c.low, c.one));
+    if constexpr (R == rounding::odd) {  // one quantum up where inexact and the kept part is even
+      const __mmask16 up = _mm512_mask_cmpeq_epi32_mask(_mm512_test_epi32_mask(a, c.low), kept_lsb(c, a),
+                                                        _mm512_setzero_si512());
+      v = _mm512_mask_add_epi32(v, up, v, _mm512_add_epi32(c.low, c.one));
     }
   } else {
     constexpr int er = embedded_rounding<R>();
@@ -307,8 +335,12 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
       const __m512 q = _mm512_castsi512_ps(_mm512_sub_epi32(C, _mm512_set1_epi32(23 << 23)));
       __mmask16 up;
       if constexpr (R == rounding::nearest_away) {
-        const __m512i rem = _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask);
-        up = _mm512_cmpge_epu32_mask(rem, _mm512_sub_epi32(C, _mm512_set1_epi32(24 << 23)));
+        // Up when |x - r| >= q / 2, compared as 2 |x - r| >= q (both exact): q / 2 is a float
+        // subnormal where the format's smallest quantum is 2^-126, and its bits are then no
+        // exponent step below q's.
+        const __m512 rem = _mm512_castsi512_ps(
+            _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
+        up = _mm512_cmpge_epu32_mask(_mm512_castps_si512(_mm512_add_round_ps(rem, rem, er)), _mm512_castps_si512(q));
       } else if constexpr (R == rounding::odd) {
         const __mmask16 inexact = _mm512_cmp_ps_mask(r, xf, _CMP_NEQ_UQ);
         const __mmask16 odd = _mm512_test_epi32_mask(_mm512_castps_si512(y), c.one);
@@ -316,9 +348,11 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
       } else {
         const __m512 rem = _mm512_castsi512_ps(
             _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
-        // |rem| / q * 2^32, an integer below 2^32 (truncated where rem is finer).
-        const __m512 scale = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(static_cast<int>(309u << 23)), C));
-        const __m512i u = _mm512_cvtt_roundps_epu32(_mm512_mul_round_ps(rem, scale, er), _MM_FROUND_NO_EXC);
+        // |rem| / q * 2^32 = |rem| * 2^(55 - c) for C = 2^c, an integer below 2^32 (truncated
+        // where rem is finer). The factor 2^(55 - c) reaches 2^158 for the formats whose
+        // quantum is near 2^-126, beyond float: vscalefps applies it exactly.
+        const __m512 k = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(182), _mm512_srli_epi32(C, 23)));
+        const __m512i u = _mm512_cvtt_roundps_epu32(_mm512_scalef_round_ps(rem, k, er), _MM_FROUND_NO_EXC);
         const __m512i remk = _mm512_srl_epi32(u, c.ksh_right);
         const __m512i rk = _mm512_and_si512(rnd, c.kmask);
         up = _mm512_cmpgt_epu32_mask(remk, _mm512_xor_si512(rk, c.kmask));
@@ -405,6 +439,7 @@ struct kernel {
     c.exp_mask = splat(0x7F800000u);
     c.quiet = splat(0x00400000u);
     c.one = splat(1u);
+    c.lsb_mask = splat(p.M == 0 ? 0xFFFFFFFFu : 1u);
     const std::uint32_t low = (std::uint32_t(1) << p.d0) - 1;
     c.low = splat(low);
     c.half_minus_one = splat(low >> 1);
@@ -467,14 +502,14 @@ struct kernel {
       std::size_t j = 0;
       for (; j + line <= m; j += line) {
         __m512i v[lines<Out>::vectors];
-        for (std::size_t k = 0; k < lines<Out>::vectors; ++k) {
+        for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
           // (address arithmetic on integers: the prefetched address may lie past the array)
-          _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + j + 16 * k) +
+          _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + j + 16 * u) +
                                                      prefetch_distance * sizeof(float)),
                        _MM_HINT_T0);
-          const __m512i x = _mm512_loadu_si512(in + i + j + 16 * k);
-          const __m512i r = stochastic ? _mm512_loadu_si512(rb + j + 16 * k) : zero;
-          v[k] = round16<R, K, H, codes>(c, x, r);
+          const __m512i x = _mm512_loadu_si512(in + i + j + 16 * u);
+          const __m512i r = stochastic ? _mm512_loadu_si512(rb + j + 16 * u) : zero;
+          v[u] = round16<R, K, H, codes>(c, x, r);
         }
         const __m512i packed = lines<Out>::pack(v);
         if (streaming) _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i + j), packed);
@@ -518,15 +553,11 @@ struct decode_plan {
   encoding_kind enc = encoding_kind::ieee;
 };
 
-/// The decoder plan of s: the same formats as the rounding kernels.
+/// The decoder plan of s.
 inline decode_plan make_decode_plan(const spec& s) noexcept {
   decode_plan p;
-  const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
-                     s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 16;
-  if (!shape) return p;
-  if (s.emin == -126) p.how = method::integer;
-  else if (s.emin - s.M >= -126) p.how = method::fp;
-  else return p;
+  p.how = decode_method_for(s);
+  if (p.how == method::none) return p;
   p.d0 = 23 - s.M;
   p.mag_mask = static_cast<std::uint32_t>(s.mag_mask);
   p.sign_code = static_cast<std::uint32_t>(s.sign_bit);

@@ -192,9 +192,10 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   return {value, code, uint_of<T>(ovf)};  // (an integer flag: a bool member keeps the struct in memory)
 }
 
-/// Decodes a code of s to the bits of a T (exact; s must fit T). s by value, as above.
-/// A code with bits set above the format's width is no code: it decodes to +NaN (the device
-/// paths' answer; the host bulk and runtime calls reject it with std::invalid_argument).
+/// Decodes a code of s to the bits of a T (exact; s must fit T), by integer arithmetic
+/// alone. s by value, as above. A code with bits set above the format's width is no code:
+/// it decodes to +NaN (the device paths' answer; the host bulk and runtime calls reject it
+/// with std::invalid_argument).
 template <class T>
 CPD_HOST_DEVICE constexpr uint_of<T> decode_bits(spec s, std::uint64_t code) noexcept {
   using S = source<T>;
@@ -224,10 +225,9 @@ CPD_HOST_DEVICE constexpr uint_of<T> decode_bits(spec s, std::uint64_t code) noe
   const int exp = s.has_subnormals ? int(field) - 1 + s.emin : int(field) + s.emin;
   if ((field != 0 || !s.has_subnormals) && exp >= S::emin && exp <= S::emax)  // normal in T
     return sgn | U(U(exp + S::bias) << S::mantissa_bits) | U(U(frac) << (S::mantissa_bits - s.M));
-  // Subnormal in the format or in T: exact through double arithmetic.
-  const double v = code_value(s, mag);
-  if constexpr (sizeof(T) == 4) return sgn | bit_cast<U>(static_cast<float>(v));
-  else return sgn | bit_cast<U>(v);
+  // Subnormal in the format or in T: by integer arithmetic too (never through the FPU,
+  // whose FTZ/DAZ modes would flush the value).
+  return sgn | code_bits<T>(s, mag);
 }
 
 }  // namespace cpd::detail
