@@ -254,15 +254,9 @@ class allreduce_engine {
       add(s1, c1, s2, lo, hi, step, rank);
       return;
     }
-    for (std::size_t i = lo; i < hi; ++i) {
-      const std::size_t j = i - lo;
-      constexpr auto add = rounded_add_in_default_env<F, R, O>;  // (inside simulate_allreduce's default_fp_env)
-      const float u = add(c1[j], c2[j], bits(step, rank, 0, i));
-      const float y = add(s2[j], -u, bits(step, rank, 1, i));
-      const float t = add(s1[j], y, bits(step, rank, 2, i));
-      c1[j] = add(add(t, -s1[j], bits(step, rank, 3, i)), -y, bits(step, rank, 4, i));
-      s1[j] = t;
-    }
+    for (std::size_t i = lo; i < hi; ++i)  // (inside simulate_allreduce's default_fp_env)
+      kahan_merge_step<F, R, O>(s1[i - lo], c1[i - lo], s2[i - lo], c2[i - lo],
+                                [&](int k, float, float) { return bits(step, rank, k, i); });
   }
 
   /// out[i] = unscale(s) (divided by W for a mean); a NaN is the canonical +qNaN, as every sum's.

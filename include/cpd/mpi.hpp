@@ -264,14 +264,11 @@ void native_op(void* in_v, void* inout_v, int* len, MPI_Datatype*) {
       c = arith.minus(arith.minus(t, s1), y);
       s = t;
     } else {
-      const float fs1 = C::value_of(s1), fc1 = C::value_of(c1), fs2 = C::value_of(s2), fc2 = C::value_of(c2);
-      constexpr auto add = cpd::detail::rounded_add_in_default_env<F, R, O>;
-      const float u = add(fc1, fc2, bits(fc1, fc2, 0));
-      const float y = add(fs2, -u, bits(fs2, u, 1));
-      const float t = add(fs1, y, bits(fs1, y, 2));
-      const float d = add(t, -fs1, bits(t, fs1, 3));
-      c = C::code_of(add(d, -y, bits(d, y, 4)));
-      s = C::code_of(t);
+      float fs = C::value_of(s1), fc = C::value_of(c1);
+      cpd::detail::kahan_merge_step<F, R, O>(fs, fc, C::value_of(s2), C::value_of(c2),
+                                             [&](int k, float a, float b) { return bits(a, b, k); });
+      s = C::code_of(fs);
+      c = C::code_of(fc);
     }
   };
   const std::size_t n = static_cast<std::size_t>(*len);

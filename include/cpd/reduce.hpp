@@ -81,20 +81,30 @@ inline constexpr bool native_float_sum = F::exponent_bits == 8 && F::mantissa_bi
 /// a + b rounded once to F with float arithmetic (TwoSum): the array operations' step,
 /// valid in the default floating-point environment only (a default_fp_env scope, or
 /// device code). NaN results are the canonical +qNaN.
+/// r, or the canonical +qNaN when r is a NaN (every sum's NaN).
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float canonical_nan(float r) noexcept {
+  return r == r ? r : bit_cast<float>(0x7FC00000u);
+}
+
+/// a + b rounded once to F in any environment: the exact sum rounded to odd in double by
+/// integer arithmetic (detail::add_odd), then by the core. NaN not made canonical.
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_exact(float a, float b, std::uint32_t random_bits) noexcept {
+  return round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
+}
+
 template <class F, rounding R, overflow O>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_in_default_env(float a, float b, std::uint32_t random_bits) noexcept {
-  float r;
   if constexpr (native_float_sum<F, R, O>) {
-    r = a + b;
+    return canonical_nan(a + b);
   } else if constexpr (float_sum_path<F, R>) {
     const float s = add_odd_float(a, b);
     // Overflow of float itself (inputs outside F) falls back to the exact double path.
-    if (s - s == 0 || !(a - a == 0) || !(b - b == 0)) r = round_to<F, R, O>(s, random_bits);
-    else r = round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
+    if (s - s == 0 || !(a - a == 0) || !(b - b == 0)) return canonical_nan(round_to<F, R, O>(s, random_bits));
+    return canonical_nan(rounded_add_exact<F, R, O>(a, b, random_bits));
   } else {
-    r = round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
+    return canonical_nan(rounded_add_exact<F, R, O>(a, b, random_bits));
   }
-  return r == r ? r : bit_cast<float>(0x7FC00000u);
 }
 
 /// a + b rounded once to F in any floating-point environment: in the default one (one read
@@ -107,8 +117,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE float rounded_add_any_env(float a, float b, st
   return rounded_add_in_default_env<F, R, O>(a, b, random_bits);
 #else
   if (in_default_fp_env()) return rounded_add_in_default_env<F, R, O>(a, b, random_bits);
-  const float r = round_to<F, R, O>(add_odd(widen(a), widen(b)), random_bits);
-  return r == r ? r : bit_cast<float>(0x7FC00000u);
+  return canonical_nan(rounded_add_exact<F, R, O>(a, b, random_bits));
 #endif
 }
 
@@ -128,6 +137,22 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE void kahan_step(float& sum, float& comp, float
   const float t = rounded_add_as<F, R, O, InDefaultEnv>(sum, y, r1);
   comp = rounded_add_as<F, R, O, InDefaultEnv>(rounded_add_as<F, R, O, InDefaultEnv>(t, -sum, r2), -y, r3);
   sum = t;
+}
+
+/// The compensated combine of two Kahan pairs, (s1, c1) += (s2, c2), every operation rounded
+/// to F with the float path (a default_fp_env scope): u = Q(c1 + c2), y = Q(s2 - u),
+/// t = Q(s1 + y), c1 = Q(Q(t - s1) - y), s1 = t. rb(k, a, b) gives the random bits of
+/// rounding k = 0..4, whose operands are a and b as written here (b before its negation).
+/// The simulation's tree and MPI's native op both call it: one protocol, the same bits.
+template <class F, rounding R, overflow O, class RandomBits>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE void kahan_merge_step(float& s1, float& c1, float s2, float c2,
+                                                        RandomBits&& rb) noexcept {
+  const float u = rounded_add_in_default_env<F, R, O>(c1, c2, rb(0, c1, c2));
+  const float y = rounded_add_in_default_env<F, R, O>(s2, -u, rb(1, s2, u));
+  const float t = rounded_add_in_default_env<F, R, O>(s1, y, rb(2, s1, y));
+  const float d = rounded_add_in_default_env<F, R, O>(t, -s1, rb(3, t, s1));
+  c1 = rounded_add_in_default_env<F, R, O>(d, -y, rb(4, d, y));
+  s1 = t;
 }
 
 }  // namespace detail
@@ -154,8 +179,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
                                                                   std::uint32_t random_bits = 0) noexcept {
   static_assert(is_float_format_v<F> && F::fits_float, "cpd::rounded_mul: F must be a cpd::float_t that fits float");
   // (The product of two floats, widened exactly, is exact in double: no environment matters.)
-  const float r = detail::round_to<F, R, O>(detail::widen(a) * detail::widen(b), random_bits);
-  return r == r ? r : detail::bit_cast<float>(0x7FC00000u);
+  return detail::canonical_nan(detail::round_to<F, R, O>(detail::widen(a) * detail::widen(b), random_bits));
 }
 
 /// Where the random bits of stochastic rounding come from: rounding number s of element i
