@@ -4,7 +4,7 @@
 //
 //   bench_allreduce_sim --benchmark_filter=ring
 
-#include <cpd/allreduce_sim.hpp>
+#include <cpd/exchange/simulate.hpp>
 
 #include <benchmark/benchmark.h>
 

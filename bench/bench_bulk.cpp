@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Host bulk kernels (cpd/bulk.hpp) against memcpy of the same bytes, in the same
+// Host bulk kernels (cpd/host/bulk.hpp) against memcpy of the same bytes, in the same
 // binary, and against the CPU's own float16 conversion (F16C) and the best
 // bfloat16 intrinsic sequence (this CPU has no AVX512-BF16).
 //
@@ -13,8 +13,8 @@
 //              --benchmark_out=bulk.json --benchmark_out_format=json
 //   python3 bench/bulk_ratios.py bulk.json
 
-#include <cpd/bulk.hpp>
-#include <cpd/pack.hpp>
+#include <cpd/host/bulk.hpp>
+#include <cpd/host/pack.hpp>
 
 #include <benchmark/benchmark.h>
 

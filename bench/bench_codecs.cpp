@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gradient codecs (cpd/codec.hpp): encode and decode throughput of one worker's
+// Gradient codecs (cpd/exchange/codec.hpp): encode and decode throughput of one worker's
 // tensor, single-threaded, against memcpy of the same float32 bytes in the same
 // binary. Every benchmark reports bytes_per_second as the float32 bytes of the
 // tensor (4n), so codec/memcpy is the ratio of the rates; the label is the codec's
@@ -7,7 +7,7 @@
 //
 //   bench_codecs --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 
-#include <cpd/codec.hpp>
+#include <cpd/exchange/codec.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -15,32 +15,60 @@ set(CPD_HEADERS
   include/cpd/codecs/onebit.hpp
   include/cpd/codecs/qsgd.hpp
   include/cpd/config.hpp
+  include/cpd/core/config.hpp
+  include/cpd/core/detail/bits.hpp
+  include/cpd/core/detail/checks.hpp
+  include/cpd/core/detail/error.hpp
+  include/cpd/core/detail/fenv.hpp
+  include/cpd/core/detail/round.hpp
+  include/cpd/core/encoding.hpp
+  include/cpd/core/float.hpp
+  include/cpd/core/format.hpp
+  include/cpd/core/io.hpp
+  include/cpd/core/random.hpp
+  include/cpd/core/rounding.hpp
   include/cpd/cpd.hpp
   include/cpd/cuda.cuh
-  include/cpd/detail/bits.hpp
-  include/cpd/detail/checks.hpp
-  include/cpd/detail/error.hpp
-  include/cpd/detail/round.hpp
-  include/cpd/detail/fast_avx512.hpp
-  include/cpd/detail/fenv.hpp
-  include/cpd/detail/simd.hpp
+  include/cpd/device/cuda.cuh
+  include/cpd/device/functors.hpp
+  include/cpd/device/nccl.cuh
+  include/cpd/device/thrust.hpp
   include/cpd/diagnostics.hpp
+  include/cpd/exchange/codec.hpp
+  include/cpd/exchange/codecs/dettmers.hpp
+  include/cpd/exchange/codecs/float_codec.hpp
+  include/cpd/exchange/codecs/interface.hpp
+  include/cpd/exchange/codecs/onebit.hpp
+  include/cpd/exchange/codecs/qsgd.hpp
+  include/cpd/exchange/simulate.hpp
   include/cpd/execution.hpp
   include/cpd/float.hpp
   include/cpd/format.hpp
   include/cpd/functors.hpp
+  include/cpd/host/bulk.hpp
+  include/cpd/host/detail/avx512.hpp
+  include/cpd/host/detail/isa.hpp
+  include/cpd/host/execution.hpp
+  include/cpd/host/pack.hpp
   include/cpd/io.hpp
-  include/cpd/mx.hpp
   include/cpd/mpi.hpp
+  include/cpd/mpi/allreduce.hpp
+  include/cpd/mpi/check.hpp
+  include/cpd/mpi/codec.hpp
   include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
+  include/cpd/mx.hpp
   include/cpd/nccl.cuh
   include/cpd/pack.hpp
   include/cpd/random.hpp
   include/cpd/reduce.hpp
+  include/cpd/reduce/reduce.hpp
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
   include/cpd/scaling.hpp
+  include/cpd/scaling/diagnostics.hpp
+  include/cpd/scaling/mx.hpp
+  include/cpd/scaling/scaling.hpp
   include/cpd/thrust.hpp
   include/cpd/version.hpp
 )
@@ -49,9 +77,12 @@ set(CPD_HEADERS
 # installed, but not compiled alone by cpd_header_check. Every .cuh is also
 # treated as such.
 set(CPD_OPTIONAL_DEPENDENCY_HEADERS
+  include/cpd/device/thrust.hpp
   include/cpd/mpi.hpp
+  include/cpd/mpi/allreduce.hpp
+  include/cpd/mpi/check.hpp
+  include/cpd/mpi/codec.hpp
   include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
-  include/cpd/nccl.hpp
   include/cpd/thrust.hpp
 )

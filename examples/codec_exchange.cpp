@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-// Every gradient codec of <cpd/codec.hpp> on the same synthetic exchange: 8 workers'
+// Every gradient codec of <cpd/exchange/codec.hpp> on the same synthetic exchange: 8 workers'
 // gradients (normal, per-worker noise around a shared signal) averaged through each
 // codec, with error feedback for 1-bit SGD. Prints bits per value on the wire and the
 // relative error of the averaged gradient against the exact float mean.
 //
 //   codec_exchange [NAME...]      (default: every codec below)
 
-#include <cpd/codec.hpp>
+#include <cpd/exchange/codec.hpp>
 
 #include <cmath>
 #include <cstdio>

@@ -3,7 +3,7 @@
 // a loop over the instruction-set paths.
 #pragma once
 
-#include <cpd/bulk.hpp>
+#include <cpd/host/bulk.hpp>
 #include <cpd/cpd.hpp>
 
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 // nvcc): every member of std::numeric_limits<cpd::float_t<...>> is usable in a
 // __global__ kernel without --expt-relaxed-constexpr, as the README promises.
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include <limits>
 

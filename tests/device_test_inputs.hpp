@@ -4,7 +4,7 @@
 // every midpoint between neighbouring values and the floats just beside it, the
 // special values of float, and random floats (any bit pattern, and values in F's range).
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include <algorithm>
 #include <cmath>

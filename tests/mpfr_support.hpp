@@ -5,7 +5,7 @@
 // of a cpd::float_t (from its template arguments only), the library's results in
 // every deterministic mode, and a mismatch collector. Nothing here rounds.
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include "mpfr_oracle.hpp"
 

@@ -9,7 +9,7 @@
 // exactly as the exact result would (Boldo & Melquiond, IEEE TC 2008); MPFR
 // computes it independently of the library's TwoSum/remainder code.
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include "mpfr_support.hpp"
 

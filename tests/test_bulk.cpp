@@ -4,7 +4,7 @@
 // instruction-set path, on random and special inputs (tests/test_bulk_more.cpp:
 // double, scales, lengths, alignment, in place, threads, runtime formats).
 //
-// The second half checks the AVX-512 fast kernels (cpd/detail/fast_avx512.hpp)
+// The second half checks the AVX-512 fast kernels (cpd/host/detail/avx512.hpp)
 // against the scalar core: every float binade with the bit patterns that decide
 // rounding (ties, neighbours of ties, all ones, lowest bit), every mode, both
 // overflow rules, every encoding they take, several random-bit counts; the

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Gradient codecs (cpd/codec.hpp): the bounds of each codec's paper, exact payload
+// Gradient codecs (cpd/exchange/codec.hpp): the bounds of each codec's paper, exact payload
 // sizes, stable round trips, statistics of QSGD, error feedback of 1-bit SGD and
 // the reproducibility of the simulated exchange.
 
-#include <cpd/codec.hpp>
+#include <cpd/exchange/codec.hpp>
 
 #include <doctest/doctest.h>
 

@@ -18,7 +18,7 @@
 
 #include "exhaustive.hpp"
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include <doctest/doctest.h>
 

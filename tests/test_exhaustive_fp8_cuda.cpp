@@ -39,7 +39,7 @@
 
 #include "exhaustive.hpp"
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The fast bulk kernels (cpd/detail/fast_avx512.hpp) against the rounding core on
+// The fast bulk kernels (cpd/host/detail/avx512.hpp) against the rounding core on
 // every format they accept for float input. tests/test_bulk.cpp checks them on a
 // hand-picked list; here the formats come at run time from the kernels' own
 // acceptance predicates (detail::fast::method_for, decode_method_for) applied to

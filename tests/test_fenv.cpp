@@ -17,7 +17,7 @@
 #include "bulk_test_support.hpp"
 
 #include <cpd/cpd.hpp>
-#include <cpd/functors.hpp>
+#include <cpd/device/functors.hpp>
 
 #include <doctest/doctest.h>
 

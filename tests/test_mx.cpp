@@ -2,7 +2,7 @@
 // OCP MX block scaling against the spec's rules, hand-worked blocks and a
 // reference written here with frexp.
 
-#include <cpd/mx.hpp>
+#include <cpd/scaling/mx.hpp>
 
 #include <doctest/doctest.h>
 

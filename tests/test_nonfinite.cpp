@@ -7,13 +7,13 @@
 
 #include "bulk_test_support.hpp"
 
-#include <cpd/allreduce_sim.hpp>
-#include <cpd/codec.hpp>
+#include <cpd/exchange/simulate.hpp>
+#include <cpd/exchange/codec.hpp>
 #include <cpd/cpd.hpp>
-#include <cpd/mx.hpp>
-#include <cpd/pack.hpp>
-#include <cpd/reduce.hpp>
-#include <cpd/scaling.hpp>
+#include <cpd/scaling/mx.hpp>
+#include <cpd/host/pack.hpp>
+#include <cpd/reduce/reduce.hpp>
+#include <cpd/scaling/scaling.hpp>
 
 #include <doctest/doctest.h>
 

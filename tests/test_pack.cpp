@@ -2,7 +2,7 @@
 // Sub-byte packing: the layout, round trips of every code, and encode_packed /
 // decode_packed equal to encode / decode followed by packing, for every length.
 
-#include <cpd/pack.hpp>
+#include <cpd/host/pack.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The counter-based generator of stochastic rounding (cpd/random.hpp): its
+// The counter-based generator of stochastic rounding (cpd/core/random.hpp): its
 // definition (key per 2^32 counters), and a battery of statistical tests over
 // consecutive counters (what one bulk call draws), streams and seeds. Each test
 // has a threshold far in the tail (|z| > 5, p < 1e-6) and a negative control: the
 // same battery rejects a Weyl sequence and a single weak round, so it can fail.
 
-#include <cpd/bulk.hpp>
-#include <cpd/random.hpp>
+#include <cpd/host/bulk.hpp>
+#include <cpd/core/random.hpp>
 
 #include <doctest/doctest.h>
 

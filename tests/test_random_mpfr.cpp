@@ -5,7 +5,7 @@
 // values) in every deterministic mode and both overflow modes.
 // CPD_RANDOM_SCALE=<factor> scales the number of inputs (default 1).
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include "mpfr_support.hpp"
 

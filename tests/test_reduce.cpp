@@ -3,8 +3,8 @@
 // simulate_allreduce in every order against plain loops written here, which
 // pass messages between per-rank buffers the way a real MPI ring would.
 
-#include <cpd/allreduce_sim.hpp>
-#include <cpd/reduce.hpp>
+#include <cpd/exchange/simulate.hpp>
+#include <cpd/reduce/reduce.hpp>
 
 #include <doctest/doctest.h>
 

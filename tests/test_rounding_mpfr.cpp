@@ -4,7 +4,7 @@
 // midpoint between adjacent values, +-1 ulp of double and of float, rounds right
 // in every deterministic mode and both overflow modes, (c) special inputs.
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include "mpfr_support.hpp"
 

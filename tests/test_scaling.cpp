@@ -2,9 +2,9 @@
 // Scale selection: APS properties, and each scaler against hand-worked cases and
 // the formulas of Transformer Engine and PyTorch's GradScaler.
 
-#include <cpd/allreduce_sim.hpp>
-#include <cpd/diagnostics.hpp>
-#include <cpd/scaling.hpp>
+#include <cpd/exchange/simulate.hpp>
+#include <cpd/scaling/diagnostics.hpp>
+#include <cpd/scaling/scaling.hpp>
 
 #include <doctest/doctest.h>
 

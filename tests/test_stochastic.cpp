@@ -6,7 +6,7 @@
 // the lower neighbour in ulps); only the low k bits of the random word count;
 // the same bits give the same result; the mean is unbiased.
 
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 #include "mpfr_support.hpp"
 

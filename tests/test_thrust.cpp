@@ -7,11 +7,11 @@
 
 #include <cpd/thrust.hpp>
 
-#include <cpd/bulk.hpp>
+#include <cpd/host/bulk.hpp>
 
 #include <cpd/cpd.hpp>
-#include <cpd/functors.hpp>
-#include <cpd/scaling.hpp>
+#include <cpd/device/functors.hpp>
+#include <cpd/scaling/scaling.hpp>
 
 #include "device_test_inputs.hpp"
 
@@ -329,7 +329,7 @@ TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": low-precision accumulate equals 
   CHECK(first_value_mismatch(to_host(d_acc), want) == -1);
 }
 
-// The same calls as the host bulk kernels (<cpd/bulk.hpp>), bit for bit: plain, power-of-two
+// The same calls as the host bulk kernels (<cpd/host/bulk.hpp>), bit for bit: plain, power-of-two
 // scaled (also beyond float's exponent range) and stochastic with an offset and a bit count.
 template <class F, rounding R, overflow O>
 void check_against_bulk() {

@@ -9,7 +9,7 @@
 //   mpiexec -n 4 --oversubscribe bench_mpi_allreduce [--large] [--min-time S] [--csv FILE]
 
 #include <cpd/mpi.hpp>
-#include <cpd/scaling.hpp>
+#include <cpd/scaling/scaling.hpp>
 
 #include <mpi.h>
 

@@ -7,10 +7,10 @@
 #include "cli.hpp"
 #include "mlp.hpp"
 
-#include <cpd/allreduce_sim.hpp>
-#include <cpd/codec.hpp>
+#include <cpd/exchange/simulate.hpp>
+#include <cpd/exchange/codec.hpp>
 #include <cpd/cpd.hpp>
-#include <cpd/scaling.hpp>
+#include <cpd/scaling/scaling.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -12,7 +12,7 @@
 
 #include <cpd/cpd.hpp>
 #include <cpd/mpi.hpp>
-#include <cpd/mpi_codec.hpp>
+#include <cpd/mpi/codec.hpp>
 
 #include <mpi.h>
 

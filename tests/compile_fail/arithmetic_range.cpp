@@ -1,4 +1,4 @@
 // expect: exponent range is too wide
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 auto x = cpd::float_t<10, 5>(1.0) * cpd::float_t<10, 5>(2.0);

@@ -1,5 +1,5 @@
 // expect: Bias too small
 #include <climits>
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 cpd::float_t<4, 3, cpd::ieee, INT_MIN> x;

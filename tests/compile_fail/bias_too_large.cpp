@@ -1,4 +1,4 @@
 // expect: Bias too large
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 cpd::float_t<8, 7, cpd::ieee, 1100> x;

@@ -1,4 +1,4 @@
 // expect: Bias too small
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 cpd::float_t<8, 7, cpd::ieee, -800> x;

@@ -1,4 +1,4 @@
 // expect: E must be in \[1, 11\]
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 cpd::float_t<12, 3> x;

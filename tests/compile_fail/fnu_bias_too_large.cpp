@@ -1,5 +1,5 @@
 // expect: Bias too large
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 // fnu has no subnormals, but its lowest binade still has steps of 2^(-Bias - M):
 // 2^-1081 here, below double's 2^-1074 (found by tests/fuzz/fuzz_format).

@@ -1,4 +1,4 @@
 // expect: cpd::ieee needs M >= 1 to encode NaN
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 cpd::float_t<4, 0> x;

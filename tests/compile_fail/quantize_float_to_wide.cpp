@@ -1,4 +1,4 @@
 // expect: every value of F must be a float
-#include <cpd/float.hpp>
+#include <cpd/core/float.hpp>
 
 float x = cpd::quantize<cpd::float_t<11, 10>>(1.0f);

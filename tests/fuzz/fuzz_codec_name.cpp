@@ -12,7 +12,7 @@
 
 #include "fuzz_check.hpp"
 
-#include <cpd/codec.hpp>
+#include <cpd/exchange/codec.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -13,7 +13,7 @@
 
 #include "fuzz_check.hpp"
 
-#include <cpd/runtime_format.hpp>
+#include <cpd/core/format.hpp>
 
 #include <cmath>
 #include <cstddef>

@@ -3,9 +3,9 @@
 // every rank's inputs from (seed, rank), so each can run the in-process simulation of the
 // whole allreduce and compare the real result with it bit for bit.
 
-#include <cpd/allreduce_sim.hpp>
+#include <cpd/exchange/simulate.hpp>
 #include <cpd/mpi.hpp>
-#include <cpd/scaling.hpp>
+#include <cpd/scaling/scaling.hpp>
 
 #include <doctest/doctest.h>
 #include <mpi.h>

@@ -4,9 +4,9 @@
 // the check these calls were silent (n = 99 against n = 100, two codecs), aborted the job
 // (MPI_ERR_TRUNCATE) or hung (a format compiled into some ranks only).
 
-#include <cpd/codec.hpp>
+#include <cpd/exchange/codec.hpp>
 #include <cpd/mpi.hpp>
-#include <cpd/mpi_codec.hpp>
+#include <cpd/mpi/codec.hpp>
 
 #include <doctest/doctest.h>
 #include <mpi.h>

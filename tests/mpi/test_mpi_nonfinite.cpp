@@ -4,11 +4,11 @@
 // with and without NaN, with APS and without a scale, and the scales say so; a codec exchange
 // marks the block on every rank.
 
-#include <cpd/allreduce_sim.hpp>
-#include <cpd/codec.hpp>
+#include <cpd/exchange/simulate.hpp>
+#include <cpd/exchange/codec.hpp>
 #include <cpd/mpi.hpp>
-#include <cpd/mpi_codec.hpp>
-#include <cpd/scaling.hpp>
+#include <cpd/mpi/codec.hpp>
+#include <cpd/scaling/scaling.hpp>
 
 #include <doctest/doctest.h>
 #include <mpi.h>

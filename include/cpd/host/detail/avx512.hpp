@@ -21,17 +21,17 @@
 // Everything the core decides for overflow, infinities and NaN is read off the
 // core itself once per call (detail::fast::make_plan): the smallest magnitude
 // that overflows, and the value and code each special input gets. The kernels
-// run inside their entry point's detail::default_fp_env (cpd/detail/fenv.hpp):
+// run inside their entry point's detail::default_fp_env (cpd/core/detail/fenv.hpp):
 // embedded rounding overrides MXCSR's rounding control, but not its DAZ and FTZ,
 // which would change the fp method's arithmetic on tiny values.
 
-#include <cpd/config.hpp>
-#include <cpd/detail/bits.hpp>
-#include <cpd/detail/round.hpp>
-#include <cpd/detail/simd.hpp>
-#include <cpd/format.hpp>
-#include <cpd/random.hpp>
-#include <cpd/rounding.hpp>
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/detail/round.hpp>
+#include <cpd/host/detail/isa.hpp>
+#include <cpd/core/encoding.hpp>
+#include <cpd/core/random.hpp>
+#include <cpd/core/rounding.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -30,7 +30,7 @@
 // 32-bit x86 without SSE math, the x87 control word too. CUDA device code does not
 // see the host's MXCSR; there FTZ is a compile option (-ftz=true, --use_fast_math).
 
-#include <cpd/config.hpp>
+#include <cpd/core/config.hpp>
 
 #if !CPD_DEVICE_PASS && (defined(__SSE__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 1))
 #define CPD_FENV_MXCSR 1

@@ -7,9 +7,9 @@
 // that arrive at run time. Each failure is a std::length_error or
 // std::invalid_argument that names the caller and the field (detail/error.hpp).
 
-#include <cpd/detail/error.hpp>
-#include <cpd/format.hpp>
-#include <cpd/rounding.hpp>
+#include <cpd/core/detail/error.hpp>
+#include <cpd/core/encoding.hpp>
+#include <cpd/core/rounding.hpp>
 
 #include <cstddef>
 #include <cstdint>

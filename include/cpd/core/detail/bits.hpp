@@ -4,7 +4,7 @@
 // The one place that knows how to look at the bits of a float or a double on
 // host and device, and the facts about the two source formats.
 
-#include <cpd/config.hpp>
+#include <cpd/core/config.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -104,7 +104,7 @@ CPD_HOST_DEVICE constexpr T pow2(int k) noexcept {
 
 // Conversions by integer arithmetic on the bits, never by the FPU: their results do
 // not depend on the floating-point environment (MXCSR's FTZ and DAZ flush subnormal
-// results and read subnormal operands as zero; see cpd/detail/fenv.hpp).
+// results and read subnormal operands as zero; see cpd/core/detail/fenv.hpp).
 
 /// The position of the leading one bit of x != 0 (constant-evaluable everywhere, unlike
 /// the device's clz intrinsics: format specs are built with it at compile time).

@@ -14,7 +14,7 @@
 // caps the choice (never above what the CPU has). Define CPD_NO_ISA_DISPATCH to
 // compile the baseline path only.
 
-#include <cpd/config.hpp>
+#include <cpd/core/config.hpp>
 
 #include <atomic>
 #include <cstdlib>

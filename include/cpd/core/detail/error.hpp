@@ -6,7 +6,7 @@
 // stderr and aborts, so that the message is never lost. Every throw site of cpd
 // goes through here (docs/reliability.md lists what each bad input gets).
 
-#include <cpd/config.hpp>
+#include <cpd/core/config.hpp>
 
 #include <cstdio>
 #include <cstdlib>

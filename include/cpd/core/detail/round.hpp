@@ -9,10 +9,10 @@
 // or a double. A format is a detail::spec; for compile-time formats the spec is a
 // constant and the compiler folds every fact about it into the code.
 
-#include <cpd/config.hpp>
-#include <cpd/detail/bits.hpp>
-#include <cpd/format.hpp>
-#include <cpd/rounding.hpp>
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/encoding.hpp>
+#include <cpd/core/rounding.hpp>
 
 #include <cstdint>
 #include <type_traits>

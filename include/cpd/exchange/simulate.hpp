@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// simulate_allreduce: W workers' gradients summed in one process, in the exact
+// order of a real allreduce algorithm, with every addition rounded to F
+// (CPD's "emulate N nodes"). docs/reduction.md defines, for each algorithm,
+// which partial sums are rounded when, the chunk boundaries and the keys of the
+// random bits, precisely enough for a real MPI implementation to match it bit
+// for bit. It runs in the default floating-point environment, whatever the
+// caller's (cpd/core/detail/fenv.hpp).
+
+#include <cpd/host/bulk.hpp>
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/detail/fenv.hpp>
+#include <cpd/scaling/diagnostics.hpp>
+#include <cpd/host/execution.hpp>
+#include <cpd/core/float.hpp>
+#include <cpd/reduce/reduce.hpp>
+#include <cpd/core/rounding.hpp>
+#include <cpd/scaling/scaling.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace cpd {
+
+/// The summation order of a simulated allreduce.
+enum class allreduce_algorithm : unsigned char {
+  sequential,       ///< rank 0 adds ranks 1, 2, ..., W-1 in order (CPD's emulation)
+  ring,             ///< ring reduce-scatter then all-gather, chunk by chunk
+  halving_doubling  ///< recursive halving reduce-scatter + recursive doubling all-gather (Rabenseifner)
+};
+
+/// The name of an algorithm ("sequential", "ring", "halving_doubling").
+constexpr const char* to_string(allreduce_algorithm a) noexcept {
+  switch (a) {
+    case allreduce_algorithm::sequential: return "sequential";
+    case allreduce_algorithm::ring: return "ring";
+    case allreduce_algorithm::halving_doubling: return "halving_doubling";
+  }
+  return "?";
+}
+
+/// A half-open range of element indices.
+struct index_range {
+  std::size_t begin = 0;  ///< first index
+  std::size_t end = 0;    ///< one past the last index
+  [[nodiscard]] constexpr std::size_t size() const noexcept { return end - begin; }
+};
+
+/// Part `index` of n elements split into `parts` contiguous parts, the first n % parts of
+/// which hold one element more (Open MPI's ring and MPICH's block split).
+[[nodiscard]] constexpr index_range partition(std::size_t n, std::size_t parts, std::size_t index) noexcept {
+  const std::size_t base = n / parts, extra = n % parts;
+  const std::size_t begin = index * base + (index < extra ? index : extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+
+/// The largest power of two <= w (w >= 1).
+[[nodiscard]] constexpr int floor_pow2(int w) noexcept {
+  int p = 1;
+  while (p <= w / 2) p *= 2;
+  return p;
+}
+
+/// Options of simulate_allreduce.
+struct allreduce_options {
+  allreduce_algorithm algorithm = allreduce_algorithm::ring;  ///< the summation order
+  bool kahan = false;       ///< Kahan-compensated sums (the compensation travels with the partial sum)
+  bool mean = false;        ///< divide the unscaled sum by W (in float)
+  stream_key key{};         ///< random bits for stochastic rounding (docs/reduction.md)
+  unsigned threads = 0;     ///< worker threads; 0: std::thread::hardware_concurrency()
+  /// Error feedback: W arrays of n floats, each worker's rounding residual; read (added to the
+  /// gradient before scaling) and overwritten with the new residual. nullptr: none.
+  float* const* residuals = nullptr;
+  bool diagnostics = false;  ///< fill allreduce_result::unscaled and ::scaled (two extra passes)
+};
+
+/// What simulate_allreduce did.
+template <class Scale>
+struct allreduce_result {
+  Scale scale{};                  ///< the scale the scaler selected (scale.nonfinite: some input was inf or NaN)
+  quantization_stats unscaled{};  ///< all workers' values quantized without the scale (with diagnostics)
+  quantization_stats scaled{};    ///< the same with the scale: what the exchange actually did (::nonfinite: inf/NaN inputs)
+  std::uint64_t nonfinite_out = 0;  ///< elements of the result that are inf or NaN (NaN wherever an input was NaN)
+};
+
+namespace detail {
+
+/// float_scale: x * value rounded to float, then to F (Transformer Engine).
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float scaled_quantize(float x, const float_scale& s, std::uint32_t rnd) noexcept {
+  return round_to<F, R, O>(x * s.value, rnd);
+}
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float unscale(float v, const float_scale& s) noexcept {
+  return v * s.inverse;
+}
+
+/// pow2_scale: x * 2^k is exact (in float when it stays normal there, else in double), rounded once.
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float scaled_quantize(float x, const pow2_scale& s, std::uint32_t rnd) noexcept {
+  if (s.exponent >= -126 && s.exponent <= 127) {
+    const float y = x * pow2<float>(s.exponent);
+    const float ay = y < 0 ? -y : y;
+    if ((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x == 0) return round_to<F, R, O>(y, rnd);
+  }
+  return round_to<F, R, O>(static_cast<double>(x) * s.factor(), rnd);
+}
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float unscale(float v, const pow2_scale& s) noexcept {
+  return static_cast<float>(static_cast<double>(v) * s.inverse());
+}
+
+/// The stream of rounding k (0..7) of the addition that `rank` performs at `step` of an
+/// allreduce among w workers (step -1: the quantization of the inputs). The one definition,
+/// shared by simulate_allreduce and the MPI ring of <cpd/mpi/allreduce.hpp>.
+template <class Key>
+[[nodiscard]] constexpr std::uint64_t allreduce_stream(const Key& key, int w, int step, int rank, int k) noexcept {
+  return key.stream + (static_cast<std::uint64_t>(step + 1) * static_cast<std::uint64_t>(w) +
+                       static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
+}
+
+/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...), i).
+template <class Key>
+[[nodiscard]] constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank, int k,
+                                                            std::uint64_t i) noexcept {
+  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i);
+}
+
+/// One simulated allreduce with a known scale: the rounding order of docs/reduction.md.
+template <class F, rounding R, overflow O, class Scale>
+class allreduce_engine {
+  static constexpr bool sr = R == rounding::stochastic;
+  static constexpr std::size_t block = 512;
+
+ public:
+  allreduce_engine(const float* const* x, float* const* residuals, float* out, std::size_t n, int w, Scale sc,
+                   const allreduce_options& opt)
+      : x_(x), res_(residuals), out_(out), n_(n), w_(w), sc_(sc), opt_(opt), p_(floor_pow2(w)) {
+    while ((1 << levels_) < p_) ++levels_;
+  }
+
+  /// Runs the elements [lo, hi) (any sub-range: the result does not depend on the split).
+  void run(std::size_t lo, std::size_t hi) {
+    std::vector<float> scratch(block * (opt_.kahan ? 2 : 1) * (static_cast<std::size_t>(levels_) + 3));
+    auto segments = [&](std::size_t parts, auto&& body) {
+      for (std::size_t c = 0; c < parts; ++c) {
+        const index_range r = partition(n_, parts, c);
+        const std::size_t b = std::max(r.begin, lo), e = std::min(r.end, hi);
+        for (std::size_t s = b; s < e; s += block) body(c, s, std::min(e, s + block), scratch.data());
+      }
+    };
+    switch (opt_.algorithm) {
+      case allreduce_algorithm::sequential:
+        segments(1, [&](std::size_t, std::size_t a, std::size_t b, float* m) { sequential(a, b, m); });
+        break;
+      case allreduce_algorithm::ring:
+        segments(static_cast<std::size_t>(w_),
+                 [&](std::size_t c, std::size_t a, std::size_t b, float* m) { ring(static_cast<int>(c), a, b, m); });
+        break;
+      case allreduce_algorithm::halving_doubling:
+        segments(static_cast<std::size_t>(p_), [&](std::size_t c, std::size_t a, std::size_t b, float* m) {
+          halving_doubling(static_cast<int>(c), a, b, m);
+        });
+        break;
+    }
+  }
+
+ private:
+  [[nodiscard]] std::uint32_t bits(int step, int rank, int k, std::size_t i) const noexcept {
+    return sr ? allreduce_random_bits(opt_.key, w_, step, rank, k, i) : 0u;
+  }
+
+  /// q[i - lo] = Q(x_r[i] * scale); with error feedback, residual_r[i] = x_r[i] - unscale(q).
+  /// The rounding runs in the bulk kernels (vectorized, dispatched at run time).
+  void load(int r, std::size_t lo, std::size_t hi, float* q) const {
+    const float* x = x_[r] + lo;
+    const std::size_t len = hi - lo;
+    bulk_options bo;
+    bo.offset = lo;
+    if constexpr (sr) {
+      bo.seed = opt_.key.seed;
+      bo.stream = allreduce_stream(opt_.key, w_, -1, r, 0);
+    }
+    bool exact = true;  // q[j] = x[j] * scale exactly (float_scale: by definition, in float)
+    if constexpr (std::is_same_v<Scale, float_scale>) {
+      const float v = sc_.value;
+      for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
+    } else if (sc_.exponent >= -126 && sc_.exponent <= 127) {
+      const float f = pow2<float>(sc_.exponent);
+      bool bad = false;
+      for (std::size_t j = 0; j < len; ++j) {
+        const float y = x[j] * f;
+        const float ay = y < 0 ? -y : y;
+        bad |= !((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x[j] == 0);
+        q[j] = y;
+      }
+      exact = !bad;
+    } else {
+      exact = false;
+    }
+    if (exact) {
+      cpd::quantize<F, R, O>(execution::seq, q, q, len, bo);
+    } else {  // a product left float's normal range: round x * 2^k from double, element by element
+      for (std::size_t j = 0; j < len; ++j) q[j] = scaled_quantize<F, R, O>(x[j], sc_, bits(-1, r, 0, lo + j));
+    }
+    if (res_) {
+      float* res = res_[r] + lo;
+      for (std::size_t j = 0; j < len; ++j) res[j] = x[j] - unscale<F, R, O>(q[j], sc_);
+    }
+  }
+
+  /// (s, c) += q: one rounded addition, or one Kahan step (four roundings).
+  void add(float* s, float* c, const float* q, std::size_t lo, std::size_t hi, int step, int rank) const {
+    if (!opt_.kahan) {
+      const std::size_t len = hi - lo;
+      if constexpr (float_sum_path<F, R>) {
+        // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does).
+        static thread_local float t[block];
+        bool overflow = false;
+        for (std::size_t j = 0; j < len; ++j) {
+          t[j] = add_odd_float(s[j], q[j]);
+          overflow |= !(t[j] - t[j] == 0) && s[j] - s[j] == 0 && q[j] - q[j] == 0;
+        }
+        if (!overflow) {
+          cpd::quantize<F, R, O>(execution::seq, t, s, len);
+          for (std::size_t j = 0; j < len; ++j) s[j] = s[j] == s[j] ? s[j] : bit_cast<float>(0x7FC00000u);
+          return;
+        }
+      }
+      for (std::size_t i = lo; i < hi; ++i)
+        s[i - lo] = rounded_add_in_default_env<F, R, O>(s[i - lo], q[i - lo], bits(step, rank, 0, i));
+      return;
+    }
+    for (std::size_t i = lo; i < hi; ++i)
+      kahan_step<F, R, O, true>(s[i - lo], c[i - lo], q[i - lo], bits(step, rank, 0, i), bits(step, rank, 1, i),
+                                bits(step, rank, 2, i), bits(step, rank, 3, i));
+  }
+
+  /// (s1, c1) += (s2, c2) at a tree node: plain Q(s1 + s2), or the compensated combine
+  /// u = Q(c1 + c2), y = Q(s2 - u), t = Q(s1 + y), c = Q(Q(t - s1) - y), s = t.
+  void merge(float* s1, float* c1, const float* s2, const float* c2, std::size_t lo, std::size_t hi, int step,
+             int rank) const noexcept {
+    if (!opt_.kahan) {
+      add(s1, c1, s2, lo, hi, step, rank);
+      return;
+    }
+    for (std::size_t i = lo; i < hi; ++i)  // (inside simulate_allreduce's default_fp_env)
+      kahan_merge_step<F, R, O>(s1[i - lo], c1[i - lo], s2[i - lo], c2[i - lo],
+                                [&](int k, float, float) { return bits(step, rank, k, i); });
+  }
+
+  /// out[i] = unscale(s) (divided by W for a mean); a NaN is the canonical +qNaN, as every sum's.
+  void finish(const float* s, std::size_t lo, std::size_t hi) const noexcept {
+    const float w = static_cast<float>(w_);
+    for (std::size_t i = lo; i < hi; ++i) {
+      float v = unscale<F, R, O>(s[i - lo], sc_);
+      if (opt_.mean) v = v / w;
+      out_[i] = v == v ? v : bit_cast<float>(0x7FC00000u);
+    }
+  }
+
+  void sequential(std::size_t lo, std::size_t hi, float* m) const noexcept {
+    float* s = m;
+    float* q = m + block;
+    float* c = m + 2 * block;
+    load(0, lo, hi, s);
+    std::fill(c, c + (hi - lo), 0.0f);
+    for (int r = 1; r < w_; ++r) {
+      load(r, lo, hi, q);
+      add(s, c, q, lo, hi, r - 1, 0);
+    }
+    finish(s, lo, hi);
+  }
+
+  void ring(int chunk, std::size_t lo, std::size_t hi, float* m) const noexcept {
+    float* s = m;
+    float* q = m + block;
+    float* c = m + 2 * block;
+    load(chunk, lo, hi, s);
+    std::fill(c, c + (hi - lo), 0.0f);
+    for (int j = 1; j < w_; ++j) {
+      const int r = (chunk + j) % w_;
+      load(r, lo, hi, q);
+      add(s, c, q, lo, hi, j - 1, r);
+    }
+    finish(s, lo, hi);
+  }
+
+  /// The original rank that forms the level-l partial sum of group g for elements of block b.
+  [[nodiscard]] int tree_rank(int b, int level, int group) const noexcept {
+    int nr = group << (level + 1);
+    for (int j = 0; j <= level; ++j) nr |= ((b >> (levels_ - 1 - j)) & 1) << j;
+    const int rem = w_ - p_;
+    return nr < rem ? 2 * nr + 1 : nr + rem;
+  }
+
+  void halving_doubling(int b, std::size_t lo, std::size_t hi, float* m) const noexcept {
+    const int rem = w_ - p_;
+    const std::size_t len = hi - lo;
+    const std::size_t stride = opt_.kahan ? 2 * block : block;
+    float* q = m;  // scratch for a loaded leaf
+    // A stack of partial sums (sum, compensation) with their tree levels; slot d at m + (d + 1) * stride.
+    int level_of[40];
+    int depth = 0;
+    for (int k = 0; k < p_; ++k) {
+      float* s = m + static_cast<std::size_t>(depth + 1) * stride;
+      float* c = s + block;
+      if (opt_.kahan) std::fill(c, c + len, 0.0f);
+      if (k < rem) {  // step 0: odd rank 2k+1 adds even rank 2k's vector
+        load(2 * k, lo, hi, s);
+        load(2 * k + 1, lo, hi, q);
+        add(s, c, q, lo, hi, 0, 2 * k + 1);
+      } else {
+        load(k + rem, lo, hi, s);
+      }
+      level_of[depth++] = 0;
+      // Merge equal levels: the partial sums of two aligned groups of 2^l new ranks.
+      int group = k;
+      while (depth >= 2 && level_of[depth - 1] == level_of[depth - 2]) {
+        const int l = level_of[depth - 1];
+        group >>= 1;
+        float* s1 = m + static_cast<std::size_t>(depth - 1) * stride;
+        float* s2 = m + static_cast<std::size_t>(depth) * stride;
+        merge(s1, s1 + block, s2, s2 + block, lo, hi, l + 1, tree_rank(b, l, group));
+        --depth;
+        level_of[depth - 1] = l + 1;
+      }
+    }
+    finish(m + stride, lo, hi);
+  }
+
+  const float* const* x_;
+  float* const* res_;
+  float* out_;
+  std::size_t n_;
+  int w_;
+  Scale sc_;
+  allreduce_options opt_;
+  int p_;
+  int levels_ = 0;
+};
+
+/// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm that is one of
+/// allreduce_algorithm's enumerators, and no null array when n > 0.
+inline void check_allreduce_args(const float* const* x, const float* out, std::size_t n, int world_size,
+                                 const allreduce_options& opt) {
+  if (world_size < 1) scaling_fail("cpd::simulate_allreduce: world_size must be >= 1");
+  switch (opt.algorithm) {
+    case allreduce_algorithm::sequential:
+    case allreduce_algorithm::ring:
+    case allreduce_algorithm::halving_doubling: break;
+    default:
+      scaling_fail("cpd::simulate_allreduce: allreduce_options::algorithm " +
+                   std::to_string(static_cast<int>(opt.algorithm)) + " is not a cpd::allreduce_algorithm");
+  }
+  if (n == 0) return;
+  if (x == nullptr || out == nullptr) scaling_fail("cpd::simulate_allreduce: null pointer with n > 0");
+  for (int r = 0; r < world_size; ++r)
+    if (x[r] == nullptr || (opt.residuals && opt.residuals[r] == nullptr))
+      scaling_fail("cpd::simulate_allreduce: worker " + std::to_string(r) + " has a null pointer");
+}
+
+/// Runs f(lo, hi) over [0, n) split into contiguous pieces on up to `threads` threads.
+template <class Fn>
+void parallel_ranges(std::size_t n, std::size_t work_per_element, unsigned threads, Fn&& f) {
+  unsigned t = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t min_work = std::size_t(1) << 16;  // below this, a thread costs more than it saves
+  const std::size_t w = std::max<std::size_t>(work_per_element, 1);
+  const std::size_t useful = (n > std::numeric_limits<std::size_t>::max() / w ? std::numeric_limits<std::size_t>::max()
+                                                                                : n * w) / min_work;
+  if (useful < t) t = static_cast<unsigned>(std::max<std::size_t>(useful, 1));
+  if (t <= 1) {
+    f(std::size_t(0), n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(t - 1);
+  for (unsigned k = 1; k < t; ++k) {
+    const index_range r = partition(n, t, k);
+    pool.emplace_back([&f, r] {
+      const default_fp_env fp_env;
+      f(r.begin, r.end);
+    });
+  }
+  const index_range r0 = partition(n, t, 0);
+  f(r0.begin, r0.end);
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace detail
+
+/// Sums W workers' tensors x[0..W)[0..n) into out[0..n) in the order of opt.algorithm, every
+/// addition rounded to F in mode R, with a scale chosen in advance: each worker's value is
+/// quantized as Q(x * scale), the sum is unscaled (and divided by W for a mean) in float.
+/// out may alias none of the inputs; with error feedback, x may be opt.residuals.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scale = pow2_scale>
+allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* out, std::size_t n, int world_size,
+                                                  Scale scale, const allreduce_options& opt = {}) {
+  static_assert(is_float_format_v<F> && F::fits_float,
+                "cpd::simulate_allreduce: F must be a cpd::float_t whose values are floats");
+  static_assert(std::is_same_v<Scale, pow2_scale> || std::is_same_v<Scale, float_scale>,
+                "cpd::simulate_allreduce: the scale must be cpd::pow2_scale or cpd::float_scale");
+  const detail::default_fp_env fp_env;
+  detail::check_allreduce_args(x, out, n, world_size, opt);
+  allreduce_result<Scale> result;
+  result.scale = scale;
+  if (opt.diagnostics) {
+    for (int r = 0; r < world_size; ++r) {
+      result.unscaled += measure_quantization<F, R, O>(x[r], n, Scale{});
+      result.scaled += measure_quantization<F, R, O>(x[r], n, scale);
+    }
+  }
+  detail::allreduce_engine<F, R, O, Scale> engine(x, opt.residuals, out, n, world_size, scale, opt);
+  detail::parallel_ranges(n, static_cast<std::size_t>(world_size) * (opt.kahan ? 4 : 1), opt.threads,
+                          [&](std::size_t lo, std::size_t hi) { engine.run(lo, hi); });
+  for (std::size_t i = 0; i < n; ++i) result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
+  return result;
+}
+
+/// The whole protocol for W workers: with error feedback, x_r += residual_r (in float, into the
+/// residual arrays); st_r = scaler.statistic(x_r); st = combine over r = 0..W-1 in rank order;
+/// scale = scaler.select(st); then simulate_allreduce_scaled.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scaler,
+          class = std::enable_if_t<!std::is_same_v<std::decay_t<Scaler>, allreduce_options>>>
+auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size, Scaler&& scaler,
+                        const allreduce_options& opt = {}) {
+  using S = std::decay_t<Scaler>;
+  const detail::default_fp_env fp_env;
+  detail::check_allreduce_args(g, out, n, world_size, opt);
+  const float* const* x = g;
+  std::vector<const float*> xs;
+  if (opt.residuals) {
+    xs.resize(static_cast<std::size_t>(world_size));
+    for (int r = 0; r < world_size; ++r) {
+      float* e = opt.residuals[r];
+      const float* gr = g[r];
+      for (std::size_t i = 0; i < n; ++i) e[i] = gr[i] + e[i];
+      xs[static_cast<std::size_t>(r)] = e;
+    }
+    x = xs.data();
+  }
+  typename S::statistic_type st = S::identity;
+  for (int r = 0; r < world_size; ++r) st = S::combine(st, scaler.statistic(x[r], n));
+  return simulate_allreduce_scaled<F, R, O>(x, out, n, world_size, scaler.select(st), opt);
+}
+
+/// simulate_allreduce without a scale (each value quantized as it is).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+allreduce_result<pow2_scale> simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size,
+                                                const allreduce_options& opt = {}) {
+  return simulate_allreduce<F, R, O>(g, out, n, world_size, fixed_scaling{}, opt);
+}
+
+}  // namespace cpd
