@@ -25,6 +25,7 @@ set(CPD_HEADERS
   include/cpd/core/float.hpp
   include/cpd/core/format.hpp
   include/cpd/core/io.hpp
+  include/cpd/core/options.hpp
   include/cpd/core/random.hpp
   include/cpd/core/rounding.hpp
   include/cpd/cpd.hpp
