@@ -25,6 +25,7 @@ set(CPD_HEADERS
   include/cpd/core/float.hpp
   include/cpd/core/format.hpp
   include/cpd/core/io.hpp
+  include/cpd/core/limits.hpp
   include/cpd/core/options.hpp
   include/cpd/core/random.hpp
   include/cpd/core/rounding.hpp
@@ -67,9 +68,13 @@ set(CPD_HEADERS
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
   include/cpd/scaling.hpp
+  include/cpd/scaling/aps.hpp
   include/cpd/scaling/diagnostics.hpp
+  include/cpd/scaling/loss.hpp
   include/cpd/scaling/mx.hpp
+  include/cpd/scaling/scale.hpp
   include/cpd/scaling/scaling.hpp
+  include/cpd/scaling/transformer_engine.hpp
   include/cpd/thrust.hpp
   include/cpd/version.hpp
 )

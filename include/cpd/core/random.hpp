@@ -66,13 +66,22 @@ struct random_key {
                      static_cast<std::uint32_t>(counter));
 }
 
-/// The generator as a function object: (seed, stream) by value, counter -> 32 random bits.
+/// cpd's one random key: (seed, stream), by value. Every stochastic call of every layer
+/// takes its random bits from one (bulk_options::seed/stream, the reductions' and the
+/// exchange's `key`, the codecs' key, the device functors); element i of sub-stream s
+/// draws random_bits(seed, stream + s, i).
 struct random_stream {
   std::uint64_t seed = 0;    ///< the user's seed
   std::uint64_t stream = 0;  ///< an independent stream (a tensor, a step, a worker...)
 
+  /// 32 random bits for element `counter` of this stream.
   [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint32_t operator()(std::uint64_t counter) const noexcept {
     return random_bits(seed, stream, counter);
+  }
+  /// 32 random bits for element i of sub-stream s (stream + s): a call that rounds each
+  /// element several times uses one sub-stream per rounding (docs/reduction.md).
+  [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint32_t bits(std::uint64_t s, std::uint64_t i) const noexcept {
+    return random_bits(seed, stream + s, i);
   }
 };
 
