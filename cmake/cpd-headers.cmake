@@ -63,7 +63,10 @@ set(CPD_HEADERS
   include/cpd/pack.hpp
   include/cpd/random.hpp
   include/cpd/reduce.hpp
+  include/cpd/reduce/gemm.hpp
+  include/cpd/reduce/kahan.hpp
   include/cpd/reduce/reduce.hpp
+  include/cpd/reduce/sum.hpp
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
   include/cpd/scaling.hpp
