@@ -41,6 +41,8 @@ set(CPD_HEADERS
   include/cpd/exchange/codecs/interface.hpp
   include/cpd/exchange/codecs/onebit.hpp
   include/cpd/exchange/codecs/qsgd.hpp
+  include/cpd/exchange/partition.hpp
+  include/cpd/exchange/protocol.hpp
   include/cpd/exchange/simulate.hpp
   include/cpd/execution.hpp
   include/cpd/float.hpp
@@ -56,6 +58,12 @@ set(CPD_HEADERS
   include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
+  include/cpd/mpi/native_op.hpp
+  include/cpd/mpi/options.hpp
+  include/cpd/mpi/plan.hpp
+  include/cpd/mpi/ring.hpp
+  include/cpd/mpi/timing.hpp
+  include/cpd/mpi/wire.hpp
   include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
   include/cpd/mx.hpp
@@ -70,6 +78,7 @@ set(CPD_HEADERS
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
   include/cpd/scaling.hpp
+  include/cpd/scaling/apply.hpp
   include/cpd/scaling/diagnostics.hpp
   include/cpd/scaling/mx.hpp
   include/cpd/scaling/scaling.hpp
@@ -86,6 +95,12 @@ set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
+  include/cpd/mpi/native_op.hpp
+  include/cpd/mpi/options.hpp
+  include/cpd/mpi/plan.hpp
+  include/cpd/mpi/ring.hpp
+  include/cpd/mpi/timing.hpp
+  include/cpd/mpi/wire.hpp
   include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
   include/cpd/thrust.hpp
