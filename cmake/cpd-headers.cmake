@@ -36,9 +36,11 @@ set(CPD_HEADERS
   include/cpd/device/thrust.hpp
   include/cpd/diagnostics.hpp
   include/cpd/exchange/codec.hpp
+  include/cpd/exchange/codec_allreduce.hpp
   include/cpd/exchange/codecs/dettmers.hpp
   include/cpd/exchange/codecs/float_codec.hpp
   include/cpd/exchange/codecs/interface.hpp
+  include/cpd/exchange/codecs/make_codec.hpp
   include/cpd/exchange/codecs/onebit.hpp
   include/cpd/exchange/codecs/qsgd.hpp
   include/cpd/exchange/partition.hpp
@@ -58,6 +60,7 @@ set(CPD_HEADERS
   include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
+  include/cpd/mpi/codec_allreduce.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
   include/cpd/mpi/plan.hpp
@@ -95,6 +98,7 @@ set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
+  include/cpd/mpi/codec_allreduce.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
   include/cpd/mpi/plan.hpp
