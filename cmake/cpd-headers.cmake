@@ -37,11 +37,15 @@ set(CPD_HEADERS
   include/cpd/device/thrust.hpp
   include/cpd/diagnostics.hpp
   include/cpd/exchange/codec.hpp
+  include/cpd/exchange/codec_allreduce.hpp
   include/cpd/exchange/codecs/dettmers.hpp
   include/cpd/exchange/codecs/float_codec.hpp
   include/cpd/exchange/codecs/interface.hpp
+  include/cpd/exchange/codecs/make_codec.hpp
   include/cpd/exchange/codecs/onebit.hpp
   include/cpd/exchange/codecs/qsgd.hpp
+  include/cpd/exchange/partition.hpp
+  include/cpd/exchange/protocol.hpp
   include/cpd/exchange/simulate.hpp
   include/cpd/execution.hpp
   include/cpd/float.hpp
@@ -57,6 +61,13 @@ set(CPD_HEADERS
   include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
+  include/cpd/mpi/codec_allreduce.hpp
+  include/cpd/mpi/native_op.hpp
+  include/cpd/mpi/options.hpp
+  include/cpd/mpi/plan.hpp
+  include/cpd/mpi/ring.hpp
+  include/cpd/mpi/timing.hpp
+  include/cpd/mpi/wire.hpp
   include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
   include/cpd/mx.hpp
@@ -64,10 +75,14 @@ set(CPD_HEADERS
   include/cpd/pack.hpp
   include/cpd/random.hpp
   include/cpd/reduce.hpp
+  include/cpd/reduce/gemm.hpp
+  include/cpd/reduce/kahan.hpp
   include/cpd/reduce/reduce.hpp
+  include/cpd/reduce/sum.hpp
   include/cpd/rounding.hpp
   include/cpd/runtime_format.hpp
   include/cpd/scaling.hpp
+  include/cpd/scaling/apply.hpp
   include/cpd/scaling/aps.hpp
   include/cpd/scaling/diagnostics.hpp
   include/cpd/scaling/loss.hpp
@@ -88,6 +103,13 @@ set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
+  include/cpd/mpi/codec_allreduce.hpp
+  include/cpd/mpi/native_op.hpp
+  include/cpd/mpi/options.hpp
+  include/cpd/mpi/plan.hpp
+  include/cpd/mpi/ring.hpp
+  include/cpd/mpi/timing.hpp
+  include/cpd/mpi/wire.hpp
   include/cpd/mpi_check.hpp
   include/cpd/mpi_codec.hpp
   include/cpd/thrust.hpp

@@ -51,10 +51,19 @@ using train_formats =
                      cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float4_e2m1fn, cpd::float_t<3, 0, cpd::fn>,
                      cpd::float_t<4, 0, cpd::fn>, cpd::float_t<3, 2>, cpd::float_t<2, 1>>;
 
-inline std::string train_format_names() {
-  return "fp32, e4m3fn, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m4, fp16, bf16, e3m2fn, e2m3fn, e2m1fn, e3m0, e4m0, e3m2, "
-         "e2m1";
+/// The names of formats of a list, as the command line takes them (fp32: no rounding).
+template <class... F>
+std::string format_names(cpd::format_list<F...>) {
+  std::string s;
+  const auto add = [&s](const cpd::format& f) {
+    s += (s.empty() ? "" : ", ") + (f == cpd::format::of<cpd::float_t<8, 23>>() ? std::string("fp32") : f.name());
+  };
+  (add(cpd::format::of<F>()), ...);
+  return s;
 }
+
+/// The names of train_formats, for the message that rejects any other.
+inline std::string train_format_names() { return format_names(train_formats{}); }
 
 /// Sums the W workers' gradients tensor by tensor with cpd::simulate_allreduce in
 /// ring order, every addition rounded to the gradient format (fp32: float sums),

@@ -93,6 +93,30 @@ struct run_result {
   bool diverged = false;  // a train loss or a final weight that is NaN or infinite
 };
 
+/// SGD with momentum (optional weight decay and LARS trust ratio per tensor): the update of
+/// weights w from the mean gradient, through the velocity.
+void sgd_update(const options& o, const train::mlp& net, const float* w, const float* mean, float* velocity,
+                float* update) {
+  for (const train::tensor_view& t : net.tensors()) {
+    double trust = 1.0;
+    if (o.lars && t.rows > 1) {
+      double wn = 0, gn = 0;
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        wn += double(w[t.offset + i]) * w[t.offset + i];
+        gn += double(mean[t.offset + i]) * mean[t.offset + i];
+      }
+      wn = std::sqrt(wn);
+      gn = std::sqrt(gn);
+      if (wn > 0 && gn > 0) trust = o.lars_eta * wn / (gn + o.weight_decay * wn);
+    }
+    for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
+      const float g = mean[i] + static_cast<float>(o.weight_decay) * w[i];
+      velocity[i] = static_cast<float>(o.momentum) * velocity[i] + static_cast<float>(trust) * g;
+      update[i] = -static_cast<float>(o.lr) * velocity[i];
+    }
+  }
+}
+
 /// One run. rank < 0: all W workers emulated in this process; else this process
 /// is worker `rank` of an MPI job of W ranks.
 run_result run_one(const options& o, const run_config& rc, const dataset& tr, const dataset& te,
@@ -168,26 +192,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
 #endif
       }
       for (double l : losses) loss_sum += l;
-      // SGD with momentum (optional weight decay and LARS trust ratio per tensor).
-      const float* w = weights.values();
-      for (const train::tensor_view& t : net.tensors()) {
-        double trust = 1.0;
-        if (o.lars && t.rows > 1) {
-          double wn = 0, gn = 0;
-          for (std::size_t i = 0; i < t.size(); ++i) {
-            wn += double(w[t.offset + i]) * w[t.offset + i];
-            gn += double(mean[t.offset + i]) * mean[t.offset + i];
-          }
-          wn = std::sqrt(wn);
-          gn = std::sqrt(gn);
-          if (wn > 0 && gn > 0) trust = o.lars_eta * wn / (gn + o.weight_decay * wn);
-        }
-        for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
-          const float g = mean[i] + static_cast<float>(o.weight_decay) * w[i];
-          velocity[i] = static_cast<float>(o.momentum) * velocity[i] + static_cast<float>(trust) * g;
-          update[i] = -static_cast<float>(o.lr) * velocity[i];
-        }
-      }
+      sgd_update(o, net, weights.values(), mean.data(), velocity.data(), update.data());
       weights.apply(update.data(), global_step);
       bar.update(epoch, o.epochs, step, steps, loss_sum / static_cast<double>((step + 1) * B));
     }

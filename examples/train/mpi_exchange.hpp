@@ -24,6 +24,13 @@
 
 namespace train {
 
+/// The sum of every rank's statistics (collective over MPI_COMM_WORLD).
+inline exchange_stats sum_over_ranks(const exchange_stats& s) {
+  std::uint64_t local[4] = {s.values, s.flushed, s.overflowed, s.nonfinite}, total[4] = {};
+  MPI_Allreduce(local, total, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return {total[0], total[1], total[2], total[3]};
+}
+
 /// The gradient exchange of one rank over MPI.
 class mpi_exchanger {
  public:
@@ -64,11 +71,7 @@ class mpi_exchanger {
   }
 
   /// The statistics of all ranks (collective).
-  exchange_stats stats() const {
-    std::uint64_t local[4] = {stats_.values, stats_.flushed, stats_.overflowed, stats_.nonfinite}, total[4] = {};
-    MPI_Allreduce(local, total, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    return {total[0], total[1], total[2], total[3]};
-  }
+  exchange_stats stats() const { return sum_over_ranks(stats_); }
 
   /// Bytes this rank sent (statistics and packed codes).
   std::uint64_t bytes_sent() const { return bytes_; }
@@ -118,11 +121,7 @@ class mpi_codec_exchanger {
   }
 
   /// The statistics of all ranks (collective).
-  exchange_stats stats() const {
-    std::uint64_t local[4] = {stats_.values, stats_.flushed, stats_.overflowed, stats_.nonfinite}, total[4] = {};
-    MPI_Allreduce(local, total, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    return {total[0], total[1], total[2], total[3]};
-  }
+  exchange_stats stats() const { return sum_over_ranks(stats_); }
 
   /// Bytes of the payloads this rank sent.
   std::uint64_t bytes_sent() const { return bytes_; }

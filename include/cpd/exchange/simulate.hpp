@@ -9,15 +9,15 @@
 // for bit. It runs in the default floating-point environment, whatever the
 // caller's (cpd/core/detail/fenv.hpp).
 
-#include <cpd/host/bulk.hpp>
 #include <cpd/core/config.hpp>
-#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
-#include <cpd/scaling/diagnostics.hpp>
-#include <cpd/host/execution.hpp>
 #include <cpd/core/float.hpp>
-#include <cpd/reduce/reduce.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/exchange/partition.hpp>
+#include <cpd/exchange/protocol.hpp>
+#include <cpd/reduce/reduce.hpp>
+#include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <algorithm>
@@ -49,28 +49,6 @@ constexpr const char* to_string(allreduce_algorithm a) noexcept {
   return "?";
 }
 
-/// A half-open range of element indices.
-struct index_range {
-  std::size_t begin = 0;  ///< first index
-  std::size_t end = 0;    ///< one past the last index
-  [[nodiscard]] constexpr std::size_t size() const noexcept { return end - begin; }
-};
-
-/// Part `index` of n elements split into `parts` contiguous parts, the first n % parts of
-/// which hold one element more (Open MPI's ring and MPICH's block split).
-[[nodiscard]] constexpr index_range partition(std::size_t n, std::size_t parts, std::size_t index) noexcept {
-  const std::size_t base = n / parts, extra = n % parts;
-  const std::size_t begin = index * base + (index < extra ? index : extra);
-  return {begin, begin + base + (index < extra ? 1 : 0)};
-}
-
-/// The largest power of two <= w (w >= 1).
-[[nodiscard]] constexpr int floor_pow2(int w) noexcept {
-  int p = 1;
-  while (p <= w / 2) p *= 2;
-  return p;
-}
-
 /// Options of simulate_allreduce.
 struct allreduce_options {
   allreduce_algorithm algorithm = allreduce_algorithm::ring;  ///< the summation order
@@ -95,57 +73,17 @@ struct allreduce_result {
 
 namespace detail {
 
-/// float_scale: x * value rounded to float, then to F (Transformer Engine).
-template <class F, rounding R, overflow O>
-CPD_ALWAYS_INLINE float scaled_quantize(float x, const float_scale& s, std::uint32_t rnd) noexcept {
-  return round_to<F, R, O>(x * s.value, rnd);
-}
-template <class F, rounding R, overflow O>
-CPD_ALWAYS_INLINE float unscale(float v, const float_scale& s) noexcept {
-  return v * s.inverse;
-}
-
-/// pow2_scale: x * 2^k is exact (in float when it stays normal there, else in double), rounded once.
-template <class F, rounding R, overflow O>
-CPD_ALWAYS_INLINE float scaled_quantize(float x, const pow2_scale& s, std::uint32_t rnd) noexcept {
-  if (s.exponent >= -126 && s.exponent <= 127) {
-    const float y = x * pow2<float>(s.exponent);
-    const float ay = y < 0 ? -y : y;
-    if ((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x == 0) return round_to<F, R, O>(y, rnd);
-  }
-  return round_to<F, R, O>(static_cast<double>(x) * s.factor(), rnd);
-}
-template <class F, rounding R, overflow O>
-CPD_ALWAYS_INLINE float unscale(float v, const pow2_scale& s) noexcept {
-  return static_cast<float>(static_cast<double>(v) * s.inverse());
-}
-
-/// The stream of rounding k (0..7) of the addition that `rank` performs at `step` of an
-/// allreduce among w workers (step -1: the quantization of the inputs). The one definition,
-/// shared by simulate_allreduce and the MPI ring of <cpd/mpi/allreduce.hpp>.
-template <class Key>
-[[nodiscard]] constexpr std::uint64_t allreduce_stream(const Key& key, int w, int step, int rank, int k) noexcept {
-  return key.stream + (static_cast<std::uint64_t>(step + 1) * static_cast<std::uint64_t>(w) +
-                       static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
-}
-
-/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...), i).
-template <class Key>
-[[nodiscard]] constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank, int k,
-                                                            std::uint64_t i) noexcept {
-  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i);
-}
-
 /// One simulated allreduce with a known scale: the rounding order of docs/reduction.md.
 template <class F, rounding R, overflow O, class Scale>
 class allreduce_engine {
-  static constexpr bool sr = R == rounding::stochastic;
-  static constexpr std::size_t block = 512;
+  using protocol = summation<F, R, O, Scale>;
+  static constexpr std::size_t block = protocol::block;
 
  public:
   allreduce_engine(const float* const* x, float* const* residuals, float* out, std::size_t n, int w, Scale sc,
                    const allreduce_options& opt)
-      : x_(x), res_(residuals), out_(out), n_(n), w_(w), sc_(sc), opt_(opt), p_(floor_pow2(w)) {
+      : x_(x), res_(residuals), out_(out), n_(n), w_(w), opt_(opt), p_(floor_pow2(w)),
+        protocol_(sc, w, opt.kahan, opt.mean, opt.key) {
     while ((1 << levels_) < p_) ++levels_;
   }
 
@@ -176,97 +114,18 @@ class allreduce_engine {
   }
 
  private:
-  [[nodiscard]] std::uint32_t bits(int step, int rank, int k, std::size_t i) const noexcept {
-    return sr ? allreduce_random_bits(opt_.key, w_, step, rank, k, i) : 0u;
-  }
-
-  /// q[i - lo] = Q(x_r[i] * scale); with error feedback, residual_r[i] = x_r[i] - unscale(q).
-  /// The rounding runs in the bulk kernels (vectorized, dispatched at run time).
+  /// The protocol's load of worker r's elements [lo, hi) into q, with error feedback.
   void load(int r, std::size_t lo, std::size_t hi, float* q) const {
-    const float* x = x_[r] + lo;
-    const std::size_t len = hi - lo;
-    bulk_options bo;
-    bo.offset = lo;
-    if constexpr (sr) {
-      bo.seed = opt_.key.seed;
-      bo.stream = allreduce_stream(opt_.key, w_, -1, r, 0);
-    }
-    bool exact = true;  // q[j] = x[j] * scale exactly (float_scale: by definition, in float)
-    if constexpr (std::is_same_v<Scale, float_scale>) {
-      const float v = sc_.value;
-      for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
-    } else if (sc_.exponent >= -126 && sc_.exponent <= 127) {
-      const float f = pow2<float>(sc_.exponent);
-      bool bad = false;
-      for (std::size_t j = 0; j < len; ++j) {
-        const float y = x[j] * f;
-        const float ay = y < 0 ? -y : y;
-        bad |= !((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x[j] == 0);
-        q[j] = y;
-      }
-      exact = !bad;
-    } else {
-      exact = false;
-    }
-    if (exact) {
-      cpd::quantize<F, R, O>(execution::seq, q, q, len, bo);
-    } else {  // a product left float's normal range: round x * 2^k from double, element by element
-      for (std::size_t j = 0; j < len; ++j) q[j] = scaled_quantize<F, R, O>(x[j], sc_, bits(-1, r, 0, lo + j));
-    }
-    if (res_) {
-      float* res = res_[r] + lo;
-      for (std::size_t j = 0; j < len; ++j) res[j] = x[j] - unscale<F, R, O>(q[j], sc_);
-    }
+    protocol_.load(r, x_[r] + lo, lo, hi - lo, q);
+    if (res_) protocol_.feedback(x_[r] + lo, q, hi - lo, res_[r] + lo);
   }
 
-  /// (s, c) += q: one rounded addition, or one Kahan step (four roundings).
   void add(float* s, float* c, const float* q, std::size_t lo, std::size_t hi, int step, int rank) const {
-    if (!opt_.kahan) {
-      const std::size_t len = hi - lo;
-      if constexpr (float_sum_path<F, R>) {
-        // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does).
-        static thread_local float t[block];
-        bool overflow = false;
-        for (std::size_t j = 0; j < len; ++j) {
-          t[j] = add_odd_float(s[j], q[j]);
-          overflow |= !(t[j] - t[j] == 0) && s[j] - s[j] == 0 && q[j] - q[j] == 0;
-        }
-        if (!overflow) {
-          cpd::quantize<F, R, O>(execution::seq, t, s, len);
-          for (std::size_t j = 0; j < len; ++j) s[j] = s[j] == s[j] ? s[j] : bit_cast<float>(0x7FC00000u);
-          return;
-        }
-      }
-      for (std::size_t i = lo; i < hi; ++i)
-        s[i - lo] = rounded_add_in_default_env<F, R, O>(s[i - lo], q[i - lo], bits(step, rank, 0, i));
-      return;
-    }
-    for (std::size_t i = lo; i < hi; ++i)
-      kahan_step<F, R, O, true>(s[i - lo], c[i - lo], q[i - lo], bits(step, rank, 0, i), bits(step, rank, 1, i),
-                                bits(step, rank, 2, i), bits(step, rank, 3, i));
+    protocol_.add(s, c, q, lo, hi - lo, step, rank);
   }
 
-  /// (s1, c1) += (s2, c2) at a tree node: plain Q(s1 + s2), or the compensated combine
-  /// u = Q(c1 + c2), y = Q(s2 - u), t = Q(s1 + y), c = Q(Q(t - s1) - y), s = t.
-  void merge(float* s1, float* c1, const float* s2, const float* c2, std::size_t lo, std::size_t hi, int step,
-             int rank) const noexcept {
-    if (!opt_.kahan) {
-      add(s1, c1, s2, lo, hi, step, rank);
-      return;
-    }
-    for (std::size_t i = lo; i < hi; ++i)  // (inside simulate_allreduce's default_fp_env)
-      kahan_merge_step<F, R, O>(s1[i - lo], c1[i - lo], s2[i - lo], c2[i - lo],
-                                [&](int k, float, float) { return bits(step, rank, k, i); });
-  }
-
-  /// out[i] = unscale(s) (divided by W for a mean); a NaN is the canonical +qNaN, as every sum's.
   void finish(const float* s, std::size_t lo, std::size_t hi) const noexcept {
-    const float w = static_cast<float>(w_);
-    for (std::size_t i = lo; i < hi; ++i) {
-      float v = unscale<F, R, O>(s[i - lo], sc_);
-      if (opt_.mean) v = v / w;
-      out_[i] = v == v ? v : bit_cast<float>(0x7FC00000u);
-    }
+    protocol_.finish(s, hi - lo, out_ + lo);
   }
 
   void sequential(std::size_t lo, std::size_t hi, float* m) const noexcept {
@@ -331,7 +190,7 @@ class allreduce_engine {
         group >>= 1;
         float* s1 = m + static_cast<std::size_t>(depth - 1) * stride;
         float* s2 = m + static_cast<std::size_t>(depth) * stride;
-        merge(s1, s1 + block, s2, s2 + block, lo, hi, l + 1, tree_rank(b, l, group));
+        protocol_.merge(s1, s1 + block, s2, s2 + block, lo, len, l + 1, tree_rank(b, l, group));
         --depth;
         level_of[depth - 1] = l + 1;
       }
@@ -344,9 +203,9 @@ class allreduce_engine {
   float* out_;
   std::size_t n_;
   int w_;
-  Scale sc_;
   allreduce_options opt_;
   int p_;
+  protocol protocol_;
   int levels_ = 0;
 };
 
@@ -354,20 +213,20 @@ class allreduce_engine {
 /// allreduce_algorithm's enumerators, and no null array when n > 0.
 inline void check_allreduce_args(const float* const* x, const float* out, std::size_t n, int world_size,
                                  const allreduce_options& opt) {
-  if (world_size < 1) scaling_fail("cpd::simulate_allreduce: world_size must be >= 1");
+  if (world_size < 1) fail_invalid("cpd::simulate_allreduce: world_size must be >= 1");
   switch (opt.algorithm) {
     case allreduce_algorithm::sequential:
     case allreduce_algorithm::ring:
     case allreduce_algorithm::halving_doubling: break;
     default:
-      scaling_fail("cpd::simulate_allreduce: allreduce_options::algorithm " +
+      fail_invalid("cpd::simulate_allreduce: allreduce_options::algorithm " +
                    std::to_string(static_cast<int>(opt.algorithm)) + " is not a cpd::allreduce_algorithm");
   }
   if (n == 0) return;
-  if (x == nullptr || out == nullptr) scaling_fail("cpd::simulate_allreduce: null pointer with n > 0");
+  if (x == nullptr || out == nullptr) fail_invalid("cpd::simulate_allreduce: null pointer with n > 0");
   for (int r = 0; r < world_size; ++r)
     if (x[r] == nullptr || (opt.residuals && opt.residuals[r] == nullptr))
-      scaling_fail("cpd::simulate_allreduce: worker " + std::to_string(r) + " has a null pointer");
+      fail_invalid("cpd::simulate_allreduce: worker " + std::to_string(r) + " has a null pointer");
 }
 
 /// Runs f(lo, hi) over [0, n) split into contiguous pieces on up to `threads` threads.

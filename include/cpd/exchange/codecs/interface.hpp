@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+// "codec" 1 of 3 (the others: exchange/codec_allreduce.hpp, mpi/codec_allreduce.hpp).
 // The one interface of cpd's gradient codecs (docs/codecs.md): a codec turns n
 // floats into a packed byte payload of an exact, known size and back. Float
 // formats, Dettmers' 8-bit dynamic tree and linear 8-bit, QSGD and 1-bit SGD all
@@ -24,6 +25,7 @@
 #include <cpd/core/detail/checks.hpp>
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
+#include <cpd/core/random.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -33,11 +35,9 @@
 
 namespace cpd {
 
-/// The random bits of a stochastic encode: element i draws cpd::random_bits(seed, stream, i).
-struct codec_key {
-  std::uint64_t seed = 0;    ///< the user's seed
-  std::uint64_t stream = 0;  ///< an independent stream (a tensor, a step, a worker...)
-};
+/// The random bits of a stochastic encode, element i drawing cpd::random_bits(seed, stream, i):
+/// the one (seed, stream) key of cpd (core/random.hpp).
+using codec_key = random_stream;
 
 /// A gradient codec: n floats <-> payload_size(n) bytes. Implementations are immutable
 /// (const member functions, no state), so one object serves any number of threads.
@@ -68,9 +68,6 @@ class codec {
 };
 
 namespace detail {
-
-/// Reports a bad argument of a codec: std::invalid_argument (detail::fail_invalid).
-[[noreturn]] inline void codec_fail(const std::string& what) { fail_invalid(what); }
 
 /// Writes v as 4 little-endian bytes.
 inline void store_le32(std::uint8_t* p, std::uint32_t v) noexcept {

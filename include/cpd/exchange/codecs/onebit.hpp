@@ -25,7 +25,7 @@ namespace cpd {
 class onebit_codec final : public codec {
  public:
   explicit onebit_codec(std::size_t bucket = 512) : bucket_(bucket) {
-    if (bucket == 0) detail::codec_fail("cpd::onebit_codec: bucket must be >= 1");
+    if (bucket == 0) detail::fail_invalid("cpd::onebit_codec: bucket must be >= 1");
   }
 
   [[nodiscard]] std::size_t bucket() const noexcept { return bucket_; }

@@ -29,8 +29,8 @@ namespace cpd {
 class qsgd_codec final : public codec {
  public:
   qsgd_codec(int bits = 4, std::size_t bucket = 512) : bits_(bits), bucket_(bucket) {
-    if (bits != 2 && bits != 4 && bits != 8) detail::codec_fail("cpd::qsgd_codec: bits must be 2, 4 or 8");
-    if (bucket == 0) detail::codec_fail("cpd::qsgd_codec: bucket must be >= 1");
+    if (bits != 2 && bits != 4 && bits != 8) detail::fail_invalid("cpd::qsgd_codec: bits must be 2, 4 or 8");
+    if (bucket == 0) detail::fail_invalid("cpd::qsgd_codec: bucket must be >= 1");
   }
 
   [[nodiscard]] int bits() const noexcept { return bits_; }

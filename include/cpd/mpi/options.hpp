@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// <cpd/mpi/options.hpp>: the vocabulary of cpd's MPI allreduce (docs/mpi.md): the
+// algorithms, the options of a plan, one tensor of a call and what a call did.
+// Shared by the plan (cpd/mpi/plan.hpp) and its algorithms (cpd/mpi/ring.hpp,
+// cpd/mpi/native_op.hpp).
+
+#include <cpd/exchange/simulate.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace cpd::mpi {
+
+/// How the packed codes are summed.
+enum class algorithm : unsigned char {
+  ring,   ///< reduce-scatter + all-gather over MPI_Sendrecv, the order of simulate_allreduce(ring)
+  native  ///< MPI_Allreduce with a user-defined MPI_Op (MPI's summation order)
+};
+
+/// The name of an algorithm ("ring" or "native").
+constexpr const char* to_string(algorithm a) noexcept { return a == algorithm::native ? "native" : "ring"; }
+
+/// Options fixed for the life of an allreduce_plan.
+struct options {
+  algorithm algo = algorithm::ring;  ///< the summation algorithm
+  bool kahan = false;                ///< Kahan-compensated sums (the compensation travels with the sum)
+  bool mean = false;                 ///< divide the unscaled sum by the number of ranks (in float)
+};
+
+/// The (seed, stream) of stochastic rounding: the type of allreduce_options::key.
+using key_type = decltype(allreduce_options{}.key);
+
+/// One tensor of a multi-tensor allreduce, as this rank sees it.
+struct tensor {
+  const float* in = nullptr;   ///< this rank's values (e.g. its gradient)
+  float* out = nullptr;        ///< the reduced values; may equal in, not residual
+  std::size_t size = 0;        ///< the number of values (the same on every rank)
+  float* residual = nullptr;   ///< error feedback: this rank's residual, read and overwritten; or nullptr
+  key_type key{};              ///< random bits of stochastic rounding, as allreduce_options::key
+};
+
+/// What one call did on this rank.
+template <class Scale>
+struct result {
+  std::vector<Scale> scales;             ///< the scale of each tensor (the same on every rank)
+  std::uint64_t statistics_bytes = 0;    ///< bytes this rank handed to the statistics MPI_Allreduce (and the NaN mask's)
+  std::uint64_t payload_bytes = 0;       ///< packed-code bytes this rank sent (ring) or handed to MPI_Allreduce (native)
+  double seconds = 0;                    ///< wall time of the call
+  double seconds_codec = 0;              ///< of which: statistics, scaling, encoding, decoding and adding
+  double cpu_seconds_codec = 0;          ///< processor time of the same work (std::clock), robust to a loaded machine
+  /// Statistics plus payload.
+  [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return statistics_bytes + payload_bytes; }
+};
+
+}  // namespace cpd::mpi

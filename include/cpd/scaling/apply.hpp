@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Applying a selected scale to one value: Q(x * scale), rounded once to F, and
+// its inverse, unscale(v) = v / scale, both exact where the scale is a power of two.
+// For cpd::pow2_scale, x * 2^k is formed in float when it stays normal there, else
+// in double; for cpd::float_scale, x * value is rounded to float first, then to F
+// (Transformer Engine's order). The exchange (exchange/protocol.hpp) applies every
+// scale through here.
+
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/rounding.hpp>
+#include <cpd/reduce/sum.hpp>
+#include <cpd/scaling/scaling.hpp>
+
+#include <cstdint>
+
+namespace cpd::detail {
+
+/// float_scale: x * value rounded to float, then to F (Transformer Engine).
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float scaled_quantize(float x, const float_scale& s, std::uint32_t rnd) noexcept {
+  return round_to<F, R, O>(x * s.value, rnd);
+}
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float unscale(float v, const float_scale& s) noexcept {
+  return v * s.inverse;
+}
+
+/// pow2_scale: x * 2^k is exact (in float when it stays normal there, else in double), rounded once.
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float scaled_quantize(float x, const pow2_scale& s, std::uint32_t rnd) noexcept {
+  if (s.exponent >= -126 && s.exponent <= 127) {
+    const float y = x * pow2<float>(s.exponent);
+    const float ay = y < 0 ? -y : y;
+    if ((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x == 0) return round_to<F, R, O>(y, rnd);
+  }
+  return round_to<F, R, O>(static_cast<double>(x) * s.factor(), rnd);
+}
+template <class F, rounding R, overflow O>
+CPD_ALWAYS_INLINE float unscale(float v, const pow2_scale& s) noexcept {
+  return static_cast<float>(static_cast<double>(v) * s.inverse());
+}
+
+}  // namespace cpd::detail
