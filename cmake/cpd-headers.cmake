@@ -32,8 +32,11 @@ set(CPD_HEADERS
   include/cpd/cpd.hpp
   include/cpd/cuda.cuh
   include/cpd/device/cuda.cuh
+  include/cpd/device/detail/kernels.cuh
   include/cpd/device/functors.hpp
   include/cpd/device/nccl.cuh
+  include/cpd/device/options.hpp
+  include/cpd/device/statistics.hpp
   include/cpd/device/thrust.hpp
   include/cpd/diagnostics.hpp
   include/cpd/exchange/codec.hpp

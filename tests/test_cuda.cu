@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -102,6 +103,30 @@ TEST_CASE_TEMPLATE("cuda host: fast paths equal the rounding core", F, cpd::floa
   // Without a hardware path, the fast functors are the generic ones.
   const cpd::cuda::fast_encoder<F, rounding::upward, O> fu;
   for (float v : x) REQUIRE(fu(v) == cpd::encoder<F, rounding::upward, O>{}(v));
+}
+
+// Options no device call honours are rejected on the host, before anything is launched.
+TEST_CASE("cuda host: bulk_options a device call cannot honour are std::invalid_argument") {
+  using F = cpd::float8_e4m3fn;
+  float* const none = nullptr;
+  std::uint8_t* const no_codes = nullptr;
+  cpd::bulk_stats stats;
+  cpd::bulk_options counts;
+  counts.stats = &stats;
+  CHECK_THROWS_AS(cpd::cuda::quantize<F>(none, none, 16, counts), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::cuda::encode<F>(none, no_codes, 16, counts), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::cuda::decode<F>(no_codes, none, 16, counts), std::invalid_argument);
+  cpd::bulk_options float_scale;
+  float_scale.scale_inverse = 0.5f;
+  CHECK_THROWS_AS(cpd::cuda::checked::quantize<F>(none, none, 16, float_scale), std::invalid_argument);
+  cpd::bulk_options bits;
+  bits.random_bits = 0;
+  CHECK_THROWS_AS((cpd::cuda::encode<F, rounding::stochastic>(none, no_codes, 16, bits)), std::invalid_argument);
+  cpd::bulk_options far;
+  far.scale_exponent = -5000;
+  CHECK_THROWS_AS(cpd::cuda::decode<F>(no_codes, none, 16, far), std::invalid_argument);
+  // Valid options and nothing to do: nothing launched, no error.
+  CHECK(cpd::cuda::quantize<F>(none, none, 0, cpd::bulk_options{}) == cudaSuccess);
 }
 
 // --- device: every launcher against the scalar core ---------------------------------------
@@ -196,6 +221,40 @@ TEST_SUITE("device") {
     CHECK(first_mismatch(d_y.download(), want) == -1);
     CHECK(first_mismatch(d_c.download(), want_codes) == -1);
     CHECK(cpd::cuda::quantize_scaled<F>(d_x.get(), d_y.get(), n, 5000) == cudaErrorInvalidValue);
+  }
+
+  TEST_CASE_TEMPLATE("cuda device: bulk_options launchers give the host calls' bits", F, cpd::float8_e4m3fn,
+                     cpd::float8_e5m2, cpd::bfloat16) {
+    const std::vector<float> x = cpd_test::inputs<F>(1 << 14, 8);
+    const std::size_t n = x.size();
+    device_buffer<float> d_x(n), d_y(n);
+    device_buffer<typename F::storage_type> d_c(n);
+    d_x.upload(x);
+    std::vector<float> y(n);
+    std::vector<typename F::storage_type> c(n);
+    for (int k : {0, -5, 11}) {
+      CAPTURE(k);
+      cpd::bulk_options o;
+      o.scale_exponent = k;
+      o.seed = 99;
+      o.stream = 3;
+      o.offset = 12345;
+      o.random_bits = 16;
+      cpd::quantize<F, rounding::stochastic, overflow::saturate>(x.data(), y.data(), n, o);
+      cpd::cuda::checked::quantize<F, rounding::stochastic, overflow::saturate>(d_x.get(), d_y.get(), n, o);
+      device_sync();
+      CHECK(first_mismatch(d_y.download(), y) == -1);
+      cpd::encode<F, rounding::toward_zero>(x.data(), c.data(), n, o);
+      cpd::cuda::checked::encode<F, rounding::toward_zero>(d_x.get(), d_c.get(), n, o);
+      device_sync();
+      CHECK(first_mismatch(d_c.download(), c) == -1);
+      if (cpd::detail::scaled_spec_of<F>(k).fits_float) {  // else the bulk decode asks for double
+        cpd::decode<F>(c.data(), y.data(), n, o);
+        cpd::cuda::checked::decode<F>(d_c.get(), d_y.get(), n, o);
+        device_sync();
+        CHECK(first_mismatch(d_y.download(), y) == -1);
+      }
+    }
   }
 
   TEST_CASE_TEMPLATE("cuda device: hardware paths equal the generic path", F, cpd::float8_e4m3fn, cpd::float8_e5m2,

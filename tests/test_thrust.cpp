@@ -380,3 +380,69 @@ TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": the same bits as the host bulk k
   check_against_bulk<F, rounding::odd, overflow::infinity>();
   check_against_bulk<F, rounding::stochastic, overflow::saturate>();
 }
+
+// The bulk_options overloads: the host calls' struct on the device, the host calls' bits.
+template <class F, rounding R, overflow O>
+void check_options_against_bulk() {
+  const std::vector<float> x = cpd_test::inputs<F>(1 << 12, 6);
+  const std::size_t n = x.size();
+  const thrust::device_vector<float> d_x(x.begin(), x.end());
+  thrust::device_vector<float> d_y(n);
+  thrust::device_vector<typename F::storage_type> d_c(n);
+  std::vector<float> y(n);
+  std::vector<typename F::storage_type> c(n);
+  for (int k : {0, -9, 13}) {
+    CAPTURE(k);
+    cpd::bulk_options o;
+    o.scale_exponent = k;
+    o.seed = 1234;
+    o.stream = 8;
+    o.offset = (std::uint64_t(1) << 32) - 100;  // crosses a 2^32 block of counters
+    o.random_bits = 20;
+    cpd::quantize<F, R, O>(x.data(), y.data(), n, o);
+    CHECK(cpd::quantize<F, R, O>(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), o) == d_y.end());
+    CHECK(first_mismatch(to_host(d_y), y) == -1);
+    cpd::encode<F, R, O>(x.data(), c.data(), n, o);
+    cpd::encode<F, R, O>(thrust::device, d_x.begin(), d_x.end(), d_c.begin(), o);
+    CHECK(first_mismatch(to_host(d_c), c) == -1);
+    if (cpd::detail::scaled_spec_of<F>(k).fits_float) {  // else the bulk decode asks for double
+      cpd::decode<F>(c.data(), y.data(), n, o);
+      cpd::decode<F>(thrust::device, d_c.begin(), d_c.end(), d_y.begin(), o);
+      CHECK(first_mismatch(to_host(d_y), y) == -1);
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("thrust " CPD_TEST_SYSTEM ": bulk_options calls give the host calls' bits", F, cpd::float8_e4m3fn,
+                   cpd::bfloat16) {
+  check_options_against_bulk<F, rounding::nearest_even, overflow::infinity>();
+  check_options_against_bulk<F, rounding::stochastic, overflow::saturate>();
+}
+
+TEST_CASE("thrust " CPD_TEST_SYSTEM ": bulk_options a device call cannot honour are std::invalid_argument") {
+  using F = cpd::float8_e4m3fn;
+  const thrust::device_vector<float> d_x(16, 1.5f);
+  thrust::device_vector<float> d_y(16);
+  thrust::device_vector<std::uint8_t> d_c(16);
+  cpd::bulk_stats stats;
+  cpd::bulk_options counts;
+  counts.stats = &stats;  // no counts are kept on the device: never silently left unfilled
+  CHECK_THROWS_AS(cpd::quantize<F>(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), counts), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::encode<F>(thrust::device, d_x.begin(), d_x.end(), d_c.begin(), counts), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::decode<F>(thrust::device, d_c.begin(), d_c.end(), d_y.begin(), counts), std::invalid_argument);
+  cpd::bulk_options float_scale;
+  float_scale.scale = 3.0f;
+  CHECK_THROWS_AS(cpd::quantize<F>(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), float_scale),
+                  std::invalid_argument);
+  cpd::bulk_options bits;
+  bits.random_bits = 33;
+  CHECK_THROWS_AS((cpd::quantize<F, rounding::stochastic>(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), bits)),
+                  std::invalid_argument);
+  cpd::bulk_options far;
+  far.scale_exponent = 5000;
+  CHECK_THROWS_AS(cpd::encode<F>(thrust::device, d_x.begin(), d_x.end(), d_c.begin(), far), std::invalid_argument);
+  // One converter behind every name: the functor matrix is aliases of cpd::converter.
+  using scaled_encode = cpd::converter<cpd::conversion::encode, F, rounding::nearest_even, overflow::infinity, true>;
+  static_assert(std::is_same_v<cpd::scaled_encoder<F>, scaled_encode>);
+  static_assert(sizeof(cpd::quantizer<F>) == 1 && std::is_empty_v<cpd::decoder<F>>);
+}

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// cpd for CUDA: kernels and stream-ordered launchers over the functors of
-// <cpd/device/functors.hpp>, so a GPU gives the bits of the scalar core.
+// cpd for CUDA: stream-ordered launchers over the functors of <cpd/device/functors.hpp>
+// (one cpd::converter behind quantize, encode and decode), so a GPU gives the bits of
+// the scalar core. The kernels are in <cpd/device/detail/kernels.cuh>.
 //
 //   cudaError_t e = cpd::cuda::quantize<cpd::float8_e4m3fn, cpd::rounding::nearest_even>(d_in, d_out, n, stream);
+//   e = cpd::cuda::quantize<F, R>(d_in, d_out, n, options, stream);   // a cpd::bulk_options
 //   cpd::cuda::checked::quantize<F, R>(d_in, d_out, n, stream);   // throws cpd::cuda::error
 //
 // Every launcher returns the launch's cudaError_t (argument errors as
@@ -12,13 +14,19 @@
 // with 4-wide vector loads and stores when the pointers allow, and a scalar
 // tail. in == out is allowed. Opt-in hardware paths (quantize_fast, encode_fast)
 // use the GPU's own conversions where they exist and equal the generic path.
+// The bulk_options overloads check the options on the host first, as the host
+// calls do, and throw std::invalid_argument for what no device call can do
+// (<cpd/device/options.hpp>: stats, a float scale) or a value out of range.
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/bits.hpp>
 #include <cpd/core/float.hpp>
-#include <cpd/device/functors.hpp>
+#include <cpd/core/options.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/device/detail/kernels.cuh>
+#include <cpd/device/functors.hpp>
+#include <cpd/device/options.hpp>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -110,192 +118,36 @@ struct fast_quantizer {
   }
 };
 
-namespace detail {
-
-inline constexpr unsigned block_size = 256;
-inline constexpr std::size_t max_blocks = 8192;  // grid-stride beyond this
-
-/// Four consecutive elements, aligned for one vector load or store.
-template <class T>
-struct alignas(4 * sizeof(T)) vec4 {
-  T v[4];
-};
-
-template <class T>
-bool aligned4(const T* p) noexcept {
-  return reinterpret_cast<std::uintptr_t>(p) % sizeof(vec4<T>) == 0;
-}
-
-inline unsigned grid_for(std::size_t work) noexcept {
-  const std::size_t blocks = (work + block_size - 1) / block_size;
-  return static_cast<unsigned>(blocks == 0 ? 1 : (blocks < max_blocks ? blocks : max_blocks));
-}
-
-/// Calls a unary functor, ignoring the element index.
-template <class Op>
-struct ignore_index {
-  Op op;
-  template <class T>
-  [[nodiscard]] CPD_HOST_DEVICE auto operator()(T x, std::uint64_t) const noexcept {
-    return op(x);
-  }
-};
-
-/// out[i] = fn(in[i], first_index + i) for i < n; 4-wide when `vector`.
-template <class In, class Out, class Fn>
-__global__ void map_kernel(const In* in, Out* out, std::size_t n, std::uint64_t first_index, Fn fn, bool vector) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  std::size_t done = 0;
-  if (vector) {
-    const std::size_t groups = n / 4;
-    const auto* vin = reinterpret_cast<const vec4<In>*>(in);
-    auto* vout = reinterpret_cast<vec4<Out>*>(out);
-    for (std::size_t g = t; g < groups; g += stride) {
-      const vec4<In> a = vin[g];
-      vec4<Out> b;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) b.v[k] = fn(a.v[k], first_index + 4 * g + k);
-      vout[g] = b;
-    }
-    done = groups * 4;
-  }
-  for (std::size_t i = done + t; i < n; i += stride) out[i] = fn(in[i], first_index + i);
-}
-
-/// acc[i] = op(acc[i], x[i], first_index + i) for i < n; 4-wide when `vector`.
-template <class Op>
-__global__ void accumulate_kernel(float* acc, const float* x, std::size_t n, std::uint64_t first_index, Op op,
-                                  bool vector) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  std::size_t done = 0;
-  if (vector) {
-    const std::size_t groups = n / 4;
-    auto* vacc = reinterpret_cast<vec4<float>*>(acc);
-    const auto* vx = reinterpret_cast<const vec4<float>*>(x);
-    for (std::size_t g = t; g < groups; g += stride) {
-      vec4<float> a = vacc[g];
-      const vec4<float> b = vx[g];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) a.v[k] = op(a.v[k], b.v[k], first_index + 4 * g + k);
-      vacc[g] = a;
-    }
-    done = groups * 4;
-  }
-  for (std::size_t i = done + t; i < n; i += stride) acc[i] = op(acc[i], x[i], first_index + i);
-}
-
-/// The largest |x| bits of a warp, in every lane.
-__device__ inline std::uint32_t warp_max(std::uint32_t v) {
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2) {
-    const std::uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, v, d);
-    v = o > v ? o : v;
-  }
-  return v;
-}
-
-/// *result = max(*result, max |x| bits over in[0, n)), NaN canonical (a block reduction, then atomicMax).
-template <class T>
-__global__ void amax_kernel(const T* in, std::size_t n, std::uint32_t* result, bool vector) {
-  static_assert(std::is_same_v<T, float>, "cpd::cuda::amax: float only");
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  std::uint32_t m = 0;
-  std::size_t done = 0;
-  if (vector) {
-    const std::size_t groups = n / 4;
-    const auto* vin = reinterpret_cast<const vec4<float>*>(in);
-    for (std::size_t g = t; g < groups; g += stride) {
-      const vec4<float> a = vin[g];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const std::uint32_t b = cpd::detail::abs_bits(a.v[k]);
-        m = b > m ? b : m;
-      }
-    }
-    done = groups * 4;
-  }
-  for (std::size_t i = done + t; i < n; i += stride) {
-    const std::uint32_t b = cpd::detail::abs_bits(in[i]);
-    m = b > m ? b : m;
-  }
-  m = cpd::detail::canonical_amax_bits(m);  // every NaN the same, so the max of canonical bits is canonical
-  __shared__ std::uint32_t partial[block_size / 32];
-  m = warp_max(m);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0u;
-    m = warp_max(m);
-    if (threadIdx.x == 0 && m != 0) atomicMax(result, m);
-  }
-}
-
-/// *stat = the APS statistic of the amax bits *stat (in place).
-template <class Stat>
-__global__ void aps_finish_kernel(Stat* stat, int world_size) {
-  const std::uint32_t bits = *reinterpret_cast<const std::uint32_t*>(stat);
-  *stat = cpd::detail::aps_statistic_of_amax_bits(bits, world_size);
-}
-
-/// out[i] = (sum over r < count of decode(codes[r * n + i]), in order r = 0, 1, ..., each
-/// partial sum rounded by op with stream + r - 1) * 2^-exponent.
-template <class F, class Op>
-__global__ void reduce_codes_kernel(const typename F::storage_type* codes, int count, std::size_t n, float* out,
-                                    int exponent, std::uint64_t first_index, Op op) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  const decoder<F> dec{};
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float s = count > 0 ? dec(codes[i]) : 0.0f;
-    Op step = op;
-    for (int r = 1; r < count; ++r) {
-      s = step(s, dec(codes[std::size_t(r) * n + i]), first_index + i);
-      ++step.stream;
-    }
-    out[i] = exponent == 0 ? s : cpd::detail::mul_pow2(s, -exponent);
-  }
-}
-
-/// cudaErrorInvalidValue when 2^k cannot scale F (see cpd::detail::scale_error).
-template <class F>
-cudaError_t check_scale(int k) noexcept {
-  return cpd::detail::scale_error<F>(k) == nullptr ? cudaSuccess : cudaErrorInvalidValue;
-}
-
-template <class In, class Out, class Fn>
-cudaError_t launch_map(const In* in, Out* out, std::size_t n, std::uint64_t first_index, Fn fn, cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  if (in == nullptr || out == nullptr) return cudaErrorInvalidValue;
-  const bool vector = aligned4(in) && aligned4(out);
-  map_kernel<<<grid_for(vector ? n / 4 + 3 : n), block_size, 0, s>>>(in, out, n, first_index, fn, vector);
-  return cudaGetLastError();
-}
-
-}  // namespace detail
-
-// --- quantize, encode, decode ------------------------------------------------------
+// --- quantize, encode, decode: plain, scaled, stochastic, or as bulk_options say -----
 
 /// out[i] = in[i] rounded to F in mode R (R != stochastic; see quantize_stochastic).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 cudaError_t quantize(const float* in, float* out, std::size_t n, cudaStream_t s = nullptr) {
-  return detail::launch_map(in, out, n, 0, detail::ignore_index<quantizer<F, R, O>>{}, s);
+  return detail::launch_convert(in, out, n, quantizer<F, R, O>{}, s);
+}
+
+/// quantize as o says (any R): x * 2^o.scale_exponent rounded and multiplied back; stochastic
+/// rounding draws cpd::random_bits(o.seed, o.stream, o.offset + i) for element i, as the
+/// host's cpd::quantize(in, out, n, o). Throws std::invalid_argument for options no device
+/// call honours (cpd::detail::check_device_options).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+cudaError_t quantize(const float* in, float* out, std::size_t n, const bulk_options& o, cudaStream_t s = nullptr) {
+  return cpd::detail::with_converter<conversion::quantize, F, R, O, float>(
+      "cpd::cuda::quantize", o,
+      [&](auto c, std::uint64_t index) { return detail::launch_convert(in, out, n, c, s, index); });
 }
 
 /// out[i] = round(in[i] * 2^exponent) * 2^-exponent.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 cudaError_t quantize_scaled(const float* in, float* out, std::size_t n, int exponent, cudaStream_t s = nullptr) {
-  if (const cudaError_t e = detail::check_scale<F>(exponent); e != cudaSuccess) return e;
-  return detail::launch_map(in, out, n, 0, detail::ignore_index<scaled_quantizer<F, R, O>>{scaled_quantizer<F, R, O>(exponent)}, s);
+  return detail::launch_convert(in, out, n, scaled_quantizer<F, R, O>(exponent), s);
 }
 
 /// Stochastic rounding with q's key; element i uses index first_index + i.
 template <class F, overflow O>
 cudaError_t quantize_stochastic(const float* in, float* out, std::size_t n, stochastic_quantizer<F, O> q,
                                 cudaStream_t s = nullptr, std::uint64_t first_index = 0) {
-  if (const cudaError_t e = detail::check_scale<F>(q.exponent()); e != cudaSuccess) return e;
-  return detail::launch_map(in, out, n, first_index, q, s);
+  return detail::launch_convert(in, out, n, q, s, first_index);
 }
 
 /// quantize through the GPU's conversion where has_fast_path<F, R, O> (same bits).
@@ -307,23 +159,30 @@ cudaError_t quantize_fast(const float* in, float* out, std::size_t n, cudaStream
 /// out[i] = the code of in[i] rounded to F in mode R.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 cudaError_t encode(const float* in, typename F::storage_type* out, std::size_t n, cudaStream_t s = nullptr) {
-  return detail::launch_map(in, out, n, 0, detail::ignore_index<encoder<F, R, O>>{}, s);
+  return detail::launch_convert(in, out, n, encoder<F, R, O>{}, s);
+}
+
+/// encode as o says (any R; scale exponent, key, offset, bit count), as the host's cpd::encode(in, out, n, o).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+cudaError_t encode(const float* in, typename F::storage_type* out, std::size_t n, const bulk_options& o,
+                   cudaStream_t s = nullptr) {
+  return cpd::detail::with_converter<conversion::encode, F, R, O, float>(
+      "cpd::cuda::encode", o,
+      [&](auto c, std::uint64_t index) { return detail::launch_convert(in, out, n, c, s, index); });
 }
 
 /// out[i] = the code of round(in[i] * 2^exponent).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 cudaError_t encode_scaled(const float* in, typename F::storage_type* out, std::size_t n, int exponent,
                           cudaStream_t s = nullptr) {
-  if (const cudaError_t e = detail::check_scale<F>(exponent); e != cudaSuccess) return e;
-  return detail::launch_map(in, out, n, 0, detail::ignore_index<scaled_encoder<F, R, O>>{scaled_encoder<F, R, O>(exponent)}, s);
+  return detail::launch_convert(in, out, n, scaled_encoder<F, R, O>(exponent), s);
 }
 
 /// Codes of stochastic rounding with e's key; element i uses index first_index + i.
 template <class F, overflow O>
 cudaError_t encode_stochastic(const float* in, typename F::storage_type* out, std::size_t n,
                               stochastic_encoder<F, O> e, cudaStream_t s = nullptr, std::uint64_t first_index = 0) {
-  if (const cudaError_t err = detail::check_scale<F>(e.exponent()); err != cudaSuccess) return err;
-  return detail::launch_map(in, out, n, first_index, e, s);
+  return detail::launch_convert(in, out, n, e, s, first_index);
 }
 
 /// encode through the GPU's conversion where has_fast_path<F, R, O> (same bits).
@@ -335,15 +194,22 @@ cudaError_t encode_fast(const float* in, typename F::storage_type* out, std::siz
 /// out[i] = the value of code in[i].
 template <class F>
 cudaError_t decode(const typename F::storage_type* in, float* out, std::size_t n, cudaStream_t s = nullptr) {
-  return detail::launch_map(in, out, n, 0, detail::ignore_index<decoder<F>>{}, s);
+  return detail::launch_convert(in, out, n, decoder<F>{}, s);
+}
+
+/// decode as o says: the values times 2^-o.scale_exponent, as the host's cpd::decode(in, out, n, o).
+template <class F>
+cudaError_t decode(const typename F::storage_type* in, float* out, std::size_t n, const bulk_options& o,
+                   cudaStream_t s = nullptr) {
+  return cpd::detail::with_converter<conversion::decode, F, rounding::nearest_even, overflow::infinity, float>(
+      "cpd::cuda::decode", o, [&](auto c, std::uint64_t) { return detail::launch_convert(in, out, n, c, s); });
 }
 
 /// out[i] = the value of code in[i] * 2^-exponent.
 template <class F>
 cudaError_t decode_scaled(const typename F::storage_type* in, float* out, std::size_t n, int exponent,
                           cudaStream_t s = nullptr) {
-  if (const cudaError_t e = detail::check_scale<F>(exponent); e != cudaSuccess) return e;
-  return detail::launch_map(in, out, n, 0, detail::ignore_index<scaled_decoder<F>>{scaled_decoder<F>(exponent)}, s);
+  return detail::launch_convert(in, out, n, scaled_decoder<F>(exponent), s);
 }
 
 // --- statistics -------------------------------------------------------------------
@@ -408,6 +274,10 @@ void quantize(const float* in, float* out, std::size_t n, cudaStream_t s = nullp
   check(cuda::quantize<F, R, O>(in, out, n, s), "cpd::cuda::quantize");
 }
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+void quantize(const float* in, float* out, std::size_t n, const bulk_options& o, cudaStream_t s = nullptr) {
+  check(cuda::quantize<F, R, O>(in, out, n, o, s), "cpd::cuda::quantize");
+}
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 void quantize_scaled(const float* in, float* out, std::size_t n, int exponent, cudaStream_t s = nullptr) {
   check(cuda::quantize_scaled<F, R, O>(in, out, n, exponent, s), "cpd::cuda::quantize_scaled");
 }
@@ -423,6 +293,11 @@ void quantize_fast(const float* in, float* out, std::size_t n, cudaStream_t s = 
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 void encode(const float* in, typename F::storage_type* out, std::size_t n, cudaStream_t s = nullptr) {
   check(cuda::encode<F, R, O>(in, out, n, s), "cpd::cuda::encode");
+}
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+void encode(const float* in, typename F::storage_type* out, std::size_t n, const bulk_options& o,
+            cudaStream_t s = nullptr) {
+  check(cuda::encode<F, R, O>(in, out, n, o, s), "cpd::cuda::encode");
 }
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 void encode_scaled(const float* in, typename F::storage_type* out, std::size_t n, int exponent,
@@ -441,6 +316,11 @@ void encode_fast(const float* in, typename F::storage_type* out, std::size_t n, 
 template <class F>
 void decode(const typename F::storage_type* in, float* out, std::size_t n, cudaStream_t s = nullptr) {
   check(cuda::decode<F>(in, out, n, s), "cpd::cuda::decode");
+}
+template <class F>
+void decode(const typename F::storage_type* in, float* out, std::size_t n, const bulk_options& o,
+            cudaStream_t s = nullptr) {
+  check(cuda::decode<F>(in, out, n, o, s), "cpd::cuda::decode");
 }
 template <class F>
 void decode_scaled(const typename F::storage_type* in, float* out, std::size_t n, int exponent,

@@ -128,50 +128,6 @@ CPD_HOST_DEVICE constexpr std::uint32_t random_bits_at(std::uint64_t seed, std::
   return cpd::random_bits(seed, stream, index);
 }
 
-/// The bits of |x| as an unsigned integer: ordered like |x|, with every NaN above +inf.
-template <class T>
-CPD_HOST_DEVICE constexpr uint_of<T> abs_bits(T x) noexcept {
-  return bit_cast<uint_of<T>>(x) & source<T>::abs_mask;
-}
-
-/// The APS statistic ceil(log2(amax * world_size)) of an amax given by its bits, exactly,
-/// with the conventions of cpd::aps (include/cpd/scaling/scaling.hpp): INT32_MIN for an all-zero
-/// tensor (the identity of max), INT32_MAX when amax is inf or NaN. amax = m * 2^e with an
-/// integer m < 2^24, so amax * world_size = (m * world_size) * 2^e, an exact 64-bit product.
-CPD_HOST_DEVICE constexpr std::int32_t aps_statistic_of_amax_bits(std::uint32_t bits, int world_size) noexcept {
-  const std::uint32_t a = bits & 0x7FFFFFFFu;
-  if (a == 0) return INT32_MIN;
-  if (a >= 0x7F800000u) return INT32_MAX;
-  const int field = static_cast<int>(a >> 23);
-  const std::uint64_t m = field != 0 ? (a & 0x7FFFFFu) | 0x800000u : a;
-  const int e = (field != 0 ? field : 1) - 150;
-  const std::uint64_t p = m * static_cast<std::uint64_t>(world_size < 1 ? 1 : world_size);
-  const int ceil_log2_p = p == 1 ? 0 : 64 - countl_zero(p - 1);
-  return e + ceil_log2_p;
-}
-
-/// The bits of the largest |x| as reduced by max_op: any NaN becomes the canonical +NaN.
-template <class U>
-CPD_HOST_DEVICE constexpr U canonical_amax_bits(U bits) noexcept {
-  using T = std::conditional_t<sizeof(U) == 4, float, double>;
-  return bits > source<T>::inf_bits ? source<T>::qnan_bits : bits;
-}
-
-/// x -> the bits of |x| (max over them is the bits of amax; see cpd::amax).
-struct abs_bits_op {
-  [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint32_t operator()(float x) const noexcept { return abs_bits(x); }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint64_t operator()(double x) const noexcept { return abs_bits(x); }
-};
-
-/// The larger of two unsigned integers: an exact, order-independent reduction.
-struct max_op {
-  [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint32_t operator()(std::uint32_t a, std::uint32_t b) const noexcept {
-    return a < b ? b : a;
-  }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint64_t operator()(std::uint64_t a, std::uint64_t b) const noexcept {
-    return a < b ? b : a;
-  }
-};
 
 /// get<0> and get<1> of a std::tuple, a thrust::tuple or a zip iterator's reference (found by ADL).
 namespace tuple_access {
@@ -188,228 +144,208 @@ CPD_HOST_DEVICE constexpr auto second(const Tuple& t) noexcept -> decltype(get<1
 }
 }  // namespace tuple_access
 
+/// The scale of a converter: none (F itself, a constant)...
+template <class F, bool Scaled>
+struct converter_scale {
+  CPD_HOST_DEVICE constexpr explicit converter_scale(int = 0) noexcept {}
+  /// Always 0: no scale.
+  [[nodiscard]] CPD_HOST_DEVICE static constexpr int exponent() noexcept { return 0; }
+};
+/// ... or 2^exponent, held as F with every value scaled by 2^-exponent (scaled_spec_of).
+template <class F>
+struct converter_scale<F, true> {
+  CPD_HOST_DEVICE constexpr explicit converter_scale(int exponent = 0) noexcept
+      : exponent_(exponent), spec_(scaled_spec_of<F>(exponent)) {}
+  /// Values are multiplied by 2^exponent() before rounding, by 2^-exponent() after (quantize, decode).
+  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
+
+ protected:
+  int exponent_;
+  spec spec_;
+};
+
+/// The random key of a converter: none...
+template <bool Random>
+struct converter_key {
+  CPD_HOST_DEVICE constexpr explicit converter_key(std::uint64_t = 0, std::uint64_t = 0, int = 32) noexcept {}
+};
+/// ... or cpd's generator keyed by (seed, stream), and how many of its bits decide.
+template <>
+struct converter_key<true> : random_stream {
+  int random_bits = 32;  ///< how many random bits decide (1..32)
+  CPD_HOST_DEVICE constexpr explicit converter_key(std::uint64_t key_seed = 0, std::uint64_t key_stream = 0,
+                                                   int bits = 32) noexcept
+      : random_stream{key_seed, key_stream}, random_bits(bits) {}
+};
+
+/// The type of a parameter that no argument converts to: an overload taking it is never
+/// chosen, so a converter has exactly the call signatures of its operation.
+template <int K>
+class no_argument {
+  no_argument() {}
+};
+
 }  // namespace detail
 
-// The functors take float and double through two non-template overloads, so that a
-// proxy reference (thrust::device_reference<float>) converts to the value it refers to.
+/// What a converter does: round to F and give the value (quantize) or the code (encode),
+/// or give the value of a code (decode).
+enum class conversion { quantize, encode, decode };
+
+/// The one function object behind every functor, Thrust algorithm and CUDA kernel of cpd
+/// (CUTLASS's NumericConverter is the model): Op applied with F, mode R and overflow O,
+/// under a power-of-two scale when Scaled, with stochastic rounding keyed by (seed, stream,
+/// element index) when Random (exactly when R is stochastic). T is what decode gives.
+/// Trivially copyable, state by value, const CPD_HOST_DEVICE operator(), and nothing but
+/// the rounding core inside. The names of the matrix below (quantizer, scaled_encoder,
+/// stochastic_quantizer...) are aliases of it.
+///
+/// Calls: quantize and encode take a float or a double (two non-template overloads, so that
+/// a proxy reference such as thrust::device_reference<float> converts to its value), or,
+/// when Random, (x, i) or a tuple (x, i) from a zip of the data and a counting iterator;
+/// decode takes a code.
+template <conversion Op, class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity,
+          bool Scaled = false, bool Random = false, class T = float>
+class converter : public detail::converter_key<Random>, public detail::converter_scale<F, Scaled> {
+  static_assert(is_float_format_v<F>, "cpd::converter: F must be a cpd::float_t");
+  static_assert(Random || R != rounding::stochastic,
+                "cpd::converter: stochastic rounding needs random bits; use cpd::stochastic_quantizer or "
+                "cpd::stochastic_encoder");
+  static_assert(!Random || R == rounding::stochastic, "cpd::converter: random bits are for rounding::stochastic only");
+  static_assert(!Random || Op != conversion::decode, "cpd::converter: decoding draws no random bits");
+  static_assert(Op != conversion::decode || std::is_same_v<T, double> ||
+                    (std::is_same_v<T, float> && (Scaled || F::fits_float)),
+                "cpd::decoder: T must be double, or float when every value of F is a float");
+
+  using key_base = detail::converter_key<Random>;
+  using scale_base = detail::converter_scale<F, Scaled>;
+  static constexpr bool rounds = Op != conversion::decode;
+  /// V when the condition holds, else a type no argument converts to.
+  template <bool Takes, class V, int K>
+  using param = std::conditional_t<Takes, V, detail::no_argument<K>>;
+  /// What a call on a V gives: V (quantize), the code (encode) or T (decode).
+  template <class V>
+  using out_t = std::conditional_t<Op == conversion::quantize, V,
+                                   std::conditional_t<Op == conversion::encode, typename F::storage_type, T>>;
+
+ public:
+  using storage_type = typename F::storage_type;
+
+  /// No scale (2^0), key (0, 0).
+  CPD_HOST_DEVICE constexpr converter() noexcept : key_base(), scale_base(0) {}
+  /// Scaled: values are multiplied by 2^exponent before rounding (by 2^-exponent after, for
+  /// quantize and decode), exactly, whatever the exponent (detail::scale_error says which keep F
+  /// within double's range).
+  template <bool S = Scaled && !Random, std::enable_if_t<S, int> = 0>
+  CPD_HOST_DEVICE constexpr explicit converter(int exponent) noexcept : key_base(), scale_base(exponent) {}
+  /// Stochastic: element i draws cpd::random_bits(seed, stream, i), of which `bits` decide.
+  template <bool K = Random, std::enable_if_t<K, int> = 0>
+  CPD_HOST_DEVICE constexpr explicit converter(std::uint64_t key, std::uint64_t key_stream = 0, int exponent = 0,
+                                               int bits = 32) noexcept
+      : key_base(key, key_stream, bits), scale_base(exponent) {}
+
+  [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<float> operator()(param<rounds && !Random, float, 0> x) const
+      noexcept {
+    return apply(x, 0u);
+  }
+  [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<double> operator()(param<rounds && !Random, double, 1> x) const
+      noexcept {
+    return apply(x, 0u);
+  }
+  [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<float> operator()(param<Random, float, 2> x,
+                                                                        std::uint64_t i) const noexcept {
+    return apply(x, detail::random_bits_at(this->seed, this->stream, i));
+  }
+  [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<double> operator()(param<Random, double, 3> x,
+                                                                         std::uint64_t i) const noexcept {
+    return apply(x, detail::random_bits_at(this->seed, this->stream, i));
+  }
+  template <class Tuple, bool K = Random, std::enable_if_t<K, int> = 0>
+  [[nodiscard]] CPD_HOST_DEVICE constexpr auto operator()(const Tuple& t) const noexcept {
+    return (*this)(detail::tuple_access::first(t), detail::tuple_access::second(t));
+  }
+  [[nodiscard]] CPD_HOST_DEVICE constexpr T operator()(param<!rounds, storage_type, 4> code) const noexcept {
+    if constexpr (Scaled) {
+      return detail::decode_spec<T>(this->spec_, code);
+    } else {
+      constexpr detail::spec s = F::spec;  // a copy: device code may not refer to the host object F::spec
+      return detail::bit_cast<T>(detail::decode_bits<T>(s, code));
+    }
+  }
+
+ private:
+  /// x rounded by the core (with random bits rnd): its value or its code.
+  template <class V>
+  CPD_HOST_DEVICE constexpr out_t<V> apply(V x, std::uint32_t rnd) const noexcept {
+    if constexpr (Op == conversion::quantize) {
+      detail::check_functor_source<F, V>();
+    } else {
+      detail::check_functor_code<F, V>();
+    }
+    int bits = 32;
+    if constexpr (Random) bits = this->random_bits;
+    if constexpr (Scaled) {
+      const auto r = detail::round_spec<R, O, V>(this->spec_, x, rnd, bits);
+      if constexpr (Op == conversion::quantize) return r.value;
+      else return static_cast<storage_type>(r.code);
+    } else {
+      const auto r = detail::round_fixed<F, R, O>(x, rnd, bits);
+      if constexpr (Op == conversion::quantize) return detail::bit_cast<V>(r.value);
+      else return static_cast<storage_type>(r.code);
+    }
+  }
+};
+
+// --- the functor matrix: operation x (plain, scaled, stochastic) -----------------------
 
 /// x -> x rounded to F in mode R ("fake quantization"), as the same type as x.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-struct quantizer {
-  static_assert(R != rounding::stochastic,
-                "cpd::quantizer: stochastic rounding needs random bits; use cpd::stochastic_quantizer");
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr float operator()(float x) const noexcept { return apply(x); }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr double operator()(double x) const noexcept { return apply(x); }
-
- private:
-  template <class T>
-  CPD_HOST_DEVICE static constexpr T apply(T x) noexcept {
-    detail::check_functor_source<F, T>();
-    return detail::bit_cast<T>(detail::round_fixed<F, R, O>(x).value);
-  }
-};
+using quantizer = converter<conversion::quantize, F, R, O>;
 
 /// x -> the code of x rounded to F in mode R.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-struct encoder {
-  static_assert(R != rounding::stochastic,
-                "cpd::encoder: stochastic rounding needs random bits; use cpd::stochastic_encoder");
-  using storage_type = typename F::storage_type;
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(float x) const noexcept { return apply(x); }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(double x) const noexcept { return apply(x); }
-
- private:
-  template <class T>
-  CPD_HOST_DEVICE static constexpr storage_type apply(T x) noexcept {
-    detail::check_functor_code<F, T>();
-    return static_cast<storage_type>(detail::round_fixed<F, R, O>(x).code);
-  }
-};
+using encoder = converter<conversion::encode, F, R, O>;
 
 /// code -> its value as a T (float by default; exact).
 template <class F, class T = float>
-struct decoder {
-  static_assert(is_float_format_v<F>, "cpd::decoder: F must be a cpd::float_t");
-  static_assert(std::is_same_v<T, double> || (std::is_same_v<T, float> && F::fits_float),
-                "cpd::decoder: T must be double, or float when every value of F is a float");
-  using storage_type = typename F::storage_type;
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr T operator()(storage_type code) const noexcept {
-    constexpr detail::spec s = F::spec;  // a copy: device code may not refer to the host object F::spec
-    return detail::bit_cast<T>(detail::decode_bits<T>(s, code));
-  }
-};
+using decoder = converter<conversion::decode, F, rounding::nearest_even, overflow::infinity, false, false, T>;
 
 /// x -> round(x * 2^exponent) * 2^-exponent, exactly: x rounded to F with every value
 /// scaled by 2^-exponent (quantization under a power-of-two scale: APS, amax scaling).
-/// The exponent must keep the scaled format within double's range (detail::scale_error).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-class scaled_quantizer {
-  static_assert(R != rounding::stochastic,
-                "cpd::scaled_quantizer: stochastic rounding needs random bits; use cpd::stochastic_quantizer");
-
- public:
-  CPD_HOST_DEVICE constexpr scaled_quantizer() noexcept : scaled_quantizer(0) {}
-  CPD_HOST_DEVICE constexpr explicit scaled_quantizer(int exponent) noexcept
-      : exponent_(exponent), spec_(detail::scaled_spec_of<F>(exponent)) {}
-  /// Values are multiplied by 2^exponent() before rounding, by 2^-exponent() after.
-  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr float operator()(float x) const noexcept { return apply(x); }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr double operator()(double x) const noexcept { return apply(x); }
-
- private:
-  template <class T>
-  CPD_HOST_DEVICE constexpr T apply(T x) const noexcept {
-    detail::check_functor_source<F, T>();
-    return detail::round_spec<R, O, T>(spec_, x, 0, 32).value;
-  }
-  int exponent_;
-  detail::spec spec_;
-};
+using scaled_quantizer = converter<conversion::quantize, F, R, O, true>;
 
 /// x -> the code of round(x * 2^exponent) in F (exact, whatever the exponent).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-class scaled_encoder {
-  static_assert(R != rounding::stochastic,
-                "cpd::scaled_encoder: stochastic rounding needs random bits; use cpd::stochastic_encoder");
-
- public:
-  using storage_type = typename F::storage_type;
-  CPD_HOST_DEVICE constexpr scaled_encoder() noexcept : scaled_encoder(0) {}
-  CPD_HOST_DEVICE constexpr explicit scaled_encoder(int exponent) noexcept
-      : exponent_(exponent), spec_(detail::scaled_spec_of<F>(exponent)) {}
-  /// Values are multiplied by 2^exponent() before rounding.
-  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(float x) const noexcept { return apply(x); }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(double x) const noexcept { return apply(x); }
-
- private:
-  template <class T>
-  CPD_HOST_DEVICE constexpr storage_type apply(T x) const noexcept {
-    detail::check_functor_code<F, T>();
-    return static_cast<storage_type>(detail::round_spec<R, O, T>(spec_, x, 0, 32).code);
-  }
-  int exponent_;
-  detail::spec spec_;
-};
+using scaled_encoder = converter<conversion::encode, F, R, O, true>;
 
 /// code -> its value * 2^-exponent, exactly (undoes a scaled_encoder with the same exponent).
 template <class F, class T = float>
-class scaled_decoder {
-  static_assert(is_float_format_v<F>, "cpd::scaled_decoder: F must be a cpd::float_t");
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::scaled_decoder: T must be float or double");
-
- public:
-  using storage_type = typename F::storage_type;
-  CPD_HOST_DEVICE constexpr scaled_decoder() noexcept : scaled_decoder(0) {}
-  CPD_HOST_DEVICE constexpr explicit scaled_decoder(int exponent) noexcept
-      : exponent_(exponent), spec_(detail::scaled_spec_of<F>(exponent)) {}
-  /// Decoded values are multiplied by 2^-exponent().
-  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr T operator()(storage_type code) const noexcept {
-    return detail::decode_spec<T>(spec_, code);
-  }
-
- private:
-  int exponent_;
-  detail::spec spec_;
-};
+using scaled_decoder = converter<conversion::decode, F, rounding::nearest_even, overflow::infinity, true, false, T>;
 
 /// Stochastic rounding of element i with random bits keyed by (seed, stream, i): the same
 /// seed gives the same bits on every backend, thread count and chunking. Call it with
 /// (x, i), or with a tuple (x, i) from a zip of the data and a counting iterator. An
 /// exponent k rounds x * 2^k and multiplies back by 2^-k, exactly (as scaled_quantizer).
 template <class F, overflow O = overflow::infinity>
-class stochastic_quantizer {
- public:
-  std::uint64_t seed = 0;    ///< the generator's key
-  std::uint64_t stream = 0;  ///< a second key (e.g. the training step or the tensor)
-  int random_bits = 32;      ///< how many random bits decide (1..32)
-
-  CPD_HOST_DEVICE constexpr stochastic_quantizer() noexcept : stochastic_quantizer(0) {}
-  CPD_HOST_DEVICE constexpr explicit stochastic_quantizer(std::uint64_t key, std::uint64_t key_stream = 0,
-                                                          int exponent = 0, int bits = 32) noexcept
-      : seed(key), stream(key_stream), random_bits(bits), exponent_(exponent),
-        spec_(detail::scaled_spec_of<F>(exponent)) {}
-  /// Values are multiplied by 2^exponent() before rounding, by 2^-exponent() after.
-  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr float operator()(float x, std::uint64_t i) const noexcept {
-    return apply(x, i);
-  }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr double operator()(double x, std::uint64_t i) const noexcept {
-    return apply(x, i);
-  }
-  template <class Tuple>
-  [[nodiscard]] CPD_HOST_DEVICE constexpr auto operator()(const Tuple& t) const noexcept {
-    return (*this)(detail::tuple_access::first(t), detail::tuple_access::second(t));
-  }
-
- private:
-  template <class T>
-  CPD_HOST_DEVICE constexpr T apply(T x, std::uint64_t i) const noexcept {
-    detail::check_functor_source<F, T>();
-    const std::uint32_t rnd = detail::random_bits_at(seed, stream, i);
-    return detail::round_spec<rounding::stochastic, O, T>(spec_, x, rnd, random_bits).value;
-  }
-  int exponent_;
-  detail::spec spec_;
-};
+using stochastic_quantizer = converter<conversion::quantize, F, rounding::stochastic, O, true, true>;
 
 /// The code of element i stochastically rounded with random bits keyed by (seed, stream, i)
 /// (of x * 2^exponent, with an exponent).
 template <class F, overflow O = overflow::infinity>
-class stochastic_encoder {
- public:
-  using storage_type = typename F::storage_type;
-  std::uint64_t seed = 0;    ///< the generator's key
-  std::uint64_t stream = 0;  ///< a second key (e.g. the training step or the tensor)
-  int random_bits = 32;      ///< how many random bits decide (1..32)
-
-  CPD_HOST_DEVICE constexpr stochastic_encoder() noexcept : stochastic_encoder(0) {}
-  CPD_HOST_DEVICE constexpr explicit stochastic_encoder(std::uint64_t key, std::uint64_t key_stream = 0,
-                                                        int exponent = 0, int bits = 32) noexcept
-      : seed(key), stream(key_stream), random_bits(bits), exponent_(exponent),
-        spec_(detail::scaled_spec_of<F>(exponent)) {}
-  /// Values are multiplied by 2^exponent() before rounding.
-  [[nodiscard]] CPD_HOST_DEVICE constexpr int exponent() const noexcept { return exponent_; }
-
-  [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(float x, std::uint64_t i) const noexcept {
-    return apply(x, i);
-  }
-  [[nodiscard]] CPD_HOST_DEVICE constexpr storage_type operator()(double x, std::uint64_t i) const noexcept {
-    return apply(x, i);
-  }
-  template <class Tuple>
-  [[nodiscard]] CPD_HOST_DEVICE constexpr auto operator()(const Tuple& t) const noexcept {
-    return (*this)(detail::tuple_access::first(t), detail::tuple_access::second(t));
-  }
-
- private:
-  template <class T>
-  CPD_HOST_DEVICE constexpr storage_type apply(T x, std::uint64_t i) const noexcept {
-    detail::check_functor_code<F, T>();
-    const std::uint32_t rnd = detail::random_bits_at(seed, stream, i);
-    return static_cast<storage_type>(detail::round_spec<rounding::stochastic, O, T>(spec_, x, rnd, random_bits).code);
-  }
-  int exponent_;
-  detail::spec spec_;
-};
+using stochastic_encoder = converter<conversion::encode, F, rounding::stochastic, O, true, true>;
 
 /// (a, b) -> a + b rounded once to F in mode R: the low-precision accumulation step.
 /// Floats go through cpd::rounded_add (<cpd/reduce/reduce.hpp>), the host reduction's own step,
 /// so device sums equal cpd::accumulate bit for bit (NaN results are the canonical +NaN);
 /// doubles are summed exactly (round-to-odd) and rounded by the core. For R == stochastic,
-/// call it with (a, b, i): random bits cpd::random_bits(seed, stream, i).
+/// call it with (a, b, i): random bits cpd::random_bits(seed, stream, i) (the key is a
+/// cpd::random_stream: fields seed and stream).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-struct accumulator {
-  std::uint64_t seed = 0;    ///< stochastic rounding only: the generator's key
-  std::uint64_t stream = 0;  ///< stochastic rounding only: a second key
+struct accumulator : random_stream {
+  CPD_HOST_DEVICE constexpr accumulator() noexcept : random_stream{} {}
+  /// Stochastic rounding only: the generator's key and a second key.
+  CPD_HOST_DEVICE constexpr explicit accumulator(std::uint64_t key, std::uint64_t key_stream = 0) noexcept
+      : random_stream{key, key_stream} {}
 
   [[nodiscard]] CPD_HOST_DEVICE float operator()(float a, float b) const noexcept {
     return add(a, b, 0u);

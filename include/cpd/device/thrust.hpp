@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// cpd for Thrust: the functors of <cpd/device/functors.hpp> (cpd::quantizer, encoder,
-// decoder, scaled_*, stochastic_*, accumulator) and algorithms that take a Thrust
-// execution policy first, so they run on every Thrust system (CUDA, OMP, TBB,
-// CPP) and give the bits of the scalar core:
+// cpd for Thrust: the functors of <cpd/device/functors.hpp> (cpd::converter and its
+// names: quantizer, encoder, decoder, scaled_*, stochastic_*; accumulator) and
+// algorithms that take a Thrust execution policy first, so they run on every Thrust
+// system (CUDA, OMP, TBB, CPP) and give the bits of the scalar core:
 //
 //   cpd::quantize<F, R>(thrust::device, x.begin(), x.end(), y.begin());
+//   cpd::quantize<F, R>(thrust::device, x.begin(), x.end(), y.begin(), options);  // cpd::bulk_options
 //   int st = cpd::aps_statistic(thrust::device, g.begin(), g.end(), world_size);
 //
 // Needs Thrust (the CUDA toolkit's, or any Thrust >= 1.17 with a host system).
@@ -14,7 +15,10 @@
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/bits.hpp>
 #include <cpd/core/detail/error.hpp>
+#include <cpd/core/options.hpp>
 #include <cpd/device/functors.hpp>
+#include <cpd/device/options.hpp>
+#include <cpd/device/statistics.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/scaling/scaling.hpp>
 
@@ -27,7 +31,6 @@
 
 #include <cstdint>
 #include <iterator>
-#include <string>
 #include <type_traits>
 
 namespace cpd {
@@ -48,29 +51,42 @@ struct indexed_op3 {
   }
 };
 
-/// Throws std::invalid_argument when 2^k cannot scale F (detail::fail_invalid).
-template <class F>
-void require_scale(int k, const char* who) {
-  if (const char* why = scale_error<F>(k))
-    fail_invalid(std::string(who) + ": the scale exponent " + std::to_string(k) +
-                 " takes the format out of double's range (" + why + ")");
-}
-
-/// thrust::transform of (x, first_index + position) through an index-keyed functor.
-template <class D, class InIt, class OutIt, class Op>
-OutIt transform_indexed(const thrust_policy<D>& exec, InIt first, InIt last, OutIt result, Op op,
-                        std::uint64_t first_index) {
-  const ::thrust::counting_iterator<std::uint64_t> index(first_index);
-  return ::thrust::transform(exec, first, last, index, result, op);
+/// thrust::transform of [first, last) through converter c; a stochastic converter is called
+/// with (x, first_index + position), so a range split into chunks gives the bits of the whole.
+template <class D, class InIt, class OutIt, conversion Op, class F, rounding R, overflow O, bool S, bool K, class T>
+OutIt thrust_convert(const thrust_policy<D>& exec, InIt first, InIt last, OutIt result,
+                     const converter<Op, F, R, O, S, K, T>& c, std::uint64_t first_index = 0) {
+  if constexpr (K) {
+    const ::thrust::counting_iterator<std::uint64_t> index(first_index);
+    return ::thrust::transform(exec, first, last, index, result, c);
+  } else {
+    (void)first_index;
+    return ::thrust::transform(exec, first, last, result, c);
+  }
 }
 
 }  // namespace detail
+
+// --- quantize, encode, decode: plain, under a power-of-two scale, stochastic, or as
+// bulk_options say (the host calls' struct; see <cpd/device/options.hpp> for what a device
+// call rejects). Every one is thrust::transform through one cpd::converter.
 
 /// Rounds [first, last) to F in mode R into result (in place allowed); returns the end of the output.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class D, class InIt,
           class OutIt>
 OutIt quantize(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result) {
-  return ::thrust::transform(exec, first, last, result, quantizer<F, R, O>{});
+  return detail::thrust_convert(exec, first, last, result, quantizer<F, R, O>{});
+}
+
+/// quantize as o says: x * 2^o.scale_exponent rounded and multiplied back; for stochastic
+/// rounding, element k draws cpd::random_bits(o.seed, o.stream, o.offset + k) (o.random_bits
+/// of them decide), as the host's cpd::quantize(in, out, n, o) does.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class D, class InIt,
+          class OutIt>
+OutIt quantize(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, const bulk_options& o) {
+  return detail::with_converter<conversion::quantize, F, R, O, float>("cpd::quantize", o, [&](auto c, auto index) {
+    return detail::thrust_convert(exec, first, last, result, c, index);
+  });
 }
 
 /// Rounds each x * 2^exponent to F and multiplies back by 2^-exponent.
@@ -78,7 +94,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
           class OutIt>
 OutIt quantize_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, int exponent) {
   detail::require_scale<F>(exponent, "cpd::quantize_scaled");
-  return ::thrust::transform(exec, first, last, result, scaled_quantizer<F, R, O>{exponent});
+  return detail::thrust_convert(exec, first, last, result, scaled_quantizer<F, R, O>{exponent});
 }
 
 /// Stochastic rounding with q's key; element k of the range uses index first_index + k,
@@ -87,14 +103,24 @@ template <class F, overflow O, class D, class InIt, class OutIt>
 OutIt quantize_stochastic(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result,
                           stochastic_quantizer<F, O> q, std::uint64_t first_index = 0) {
   detail::require_scale<F>(q.exponent(), "cpd::quantize_stochastic");
-  return detail::transform_indexed(exec, first, last, result, q, first_index);
+  return detail::thrust_convert(exec, first, last, result, q, first_index);
 }
 
 /// The codes of [first, last) rounded to F in mode R.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class D, class InIt,
           class OutIt>
 OutIt encode(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result) {
-  return ::thrust::transform(exec, first, last, result, encoder<F, R, O>{});
+  return detail::thrust_convert(exec, first, last, result, encoder<F, R, O>{});
+}
+
+/// encode as o says (scale exponent; stochastic: key, offset and bit count), as the host's
+/// cpd::encode(in, out, n, o) does.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class D, class InIt,
+          class OutIt>
+OutIt encode(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, const bulk_options& o) {
+  return detail::with_converter<conversion::encode, F, R, O, float>("cpd::encode", o, [&](auto c, auto index) {
+    return detail::thrust_convert(exec, first, last, result, c, index);
+  });
 }
 
 /// The codes of each x * 2^exponent rounded to F.
@@ -102,7 +128,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
           class OutIt>
 OutIt encode_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, int exponent) {
   detail::require_scale<F>(exponent, "cpd::encode_scaled");
-  return ::thrust::transform(exec, first, last, result, scaled_encoder<F, R, O>{exponent});
+  return detail::thrust_convert(exec, first, last, result, scaled_encoder<F, R, O>{exponent});
 }
 
 /// The codes of [first, last) stochastically rounded with e's key (indices from first_index).
@@ -110,20 +136,28 @@ template <class F, overflow O, class D, class InIt, class OutIt>
 OutIt encode_stochastic(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result,
                         stochastic_encoder<F, O> e, std::uint64_t first_index = 0) {
   detail::require_scale<F>(e.exponent(), "cpd::encode_stochastic");
-  return detail::transform_indexed(exec, first, last, result, e, first_index);
+  return detail::thrust_convert(exec, first, last, result, e, first_index);
 }
 
 /// The values (as T, float by default) of the codes in [first, last).
 template <class F, class T = float, class D, class InIt, class OutIt>
 OutIt decode(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result) {
-  return ::thrust::transform(exec, first, last, result, decoder<F, T>{});
+  return detail::thrust_convert(exec, first, last, result, decoder<F, T>{});
+}
+
+/// decode as o says: the values multiplied by 2^-o.scale_exponent, as the host's
+/// cpd::decode(in, out, n, o) does.
+template <class F, class T = float, class D, class InIt, class OutIt>
+OutIt decode(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, const bulk_options& o) {
+  return detail::with_converter<conversion::decode, F, rounding::nearest_even, overflow::infinity, T>(
+      "cpd::decode", o, [&](auto c, auto) { return detail::thrust_convert(exec, first, last, result, c); });
 }
 
 /// The values of the codes multiplied by 2^-exponent (undoes encode_scaled).
 template <class F, class T = float, class D, class InIt, class OutIt>
 OutIt decode_scaled(const detail::thrust_policy<D>& exec, InIt first, InIt last, OutIt result, int exponent) {
   detail::require_scale<F>(exponent, "cpd::decode_scaled");
-  return ::thrust::transform(exec, first, last, result, scaled_decoder<F, T>{exponent});
+  return detail::thrust_convert(exec, first, last, result, scaled_decoder<F, T>{exponent});
 }
 
 /// max |x| over [first, last) (0 when empty); +NaN when any element is NaN. An integer
