@@ -153,15 +153,8 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 
 /// Where the random bits of stochastic rounding come from: rounding number s of element i
 /// draws reduce_random_bits(seed, stream + s, i) (docs/reduction.md lists s for every call).
-struct stream_key {
-  std::uint64_t seed = 0;    ///< the experiment's seed
-  std::uint64_t stream = 0;  ///< the first stream of this call; use a different one per tensor and step
-
-  /// The random bits of sub-stream s for element i.
-  [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint32_t bits(std::uint64_t s, std::uint64_t i) const noexcept {
-    return detail::reduce_random_bits(seed, stream + s, i);
-  }
-};
+/// (cpd::random_stream, the one random key: key.bits(s, i) is random_bits(seed, stream + s, i).)
+using stream_key = random_stream;
 
 /// Element-wise acc[i] = Q(acc[i] + x[i]); random bits key.bits(0, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>

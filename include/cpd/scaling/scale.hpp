@@ -70,9 +70,6 @@ struct float_scale {
 
 namespace detail {
 
-/// Reports a bad argument of a scaler: std::invalid_argument (detail::fail_invalid).
-[[noreturn]] inline void scaling_fail(const std::string& what) { fail_invalid(what); }
-
 /// The largest |x| of n floats, as the bits of a non-negative float; any NaN gives
 /// the canonical +NaN (0x7FC00000), which is above +inf as an integer.
 inline std::uint32_t amax_bits(const float* g, std::size_t n) noexcept {
