@@ -49,6 +49,8 @@ set(CPD_HEADERS
   include/cpd/host/bulk.hpp
   include/cpd/host/detail/avx512.hpp
   include/cpd/host/detail/isa.hpp
+  include/cpd/host/detail/parallel_for.hpp
+  include/cpd/host/detail/tuning.hpp
   include/cpd/host/execution.hpp
   include/cpd/host/pack.hpp
   include/cpd/io.hpp
