@@ -56,7 +56,16 @@ set(CPD_HEADERS
   include/cpd/functors.hpp
   include/cpd/host/bulk.hpp
   include/cpd/host/detail/avx512.hpp
+  include/cpd/host/detail/avx512_decode.hpp
+  include/cpd/host/detail/call.hpp
+  include/cpd/host/detail/decode.hpp
+  include/cpd/host/detail/fast_plan.hpp
   include/cpd/host/detail/isa.hpp
+  include/cpd/host/detail/kernels.hpp
+  include/cpd/host/detail/parallel_for.hpp
+  include/cpd/host/detail/run.hpp
+  include/cpd/host/detail/select.hpp
+  include/cpd/host/detail/tuning.hpp
   include/cpd/host/execution.hpp
   include/cpd/host/pack.hpp
   include/cpd/io.hpp

@@ -147,20 +147,26 @@ CPD_HOST_DEVICE constexpr double code_value(const spec& s, std::uint64_t mag) no
   return bit_cast<double>(code_bits<double>(s, mag));
 }
 
-/// Builds the spec of a valid format (check it with format_error first).
-CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias) noexcept {
-  spec s{};
-  s.E = e;
-  s.M = m;
-  s.bias = bias;
+/// Sets the encoding of s and its yes/no facts: the one table from an encoding to its
+/// flags (make_spec, and the host kernels' encoding_spec, whose k is a constant).
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr void set_encoding(spec& s, encoding_kind k) noexcept {
   s.enc = k;
-  const std::uint64_t all = (std::uint64_t(1) << (e + m)) - 1;  // all ones below the sign
   s.has_sign = k != encoding_kind::fnu;
   s.has_inf = k == encoding_kind::ieee;
   s.has_nan = k != encoding_kind::finite;
   s.has_neg_zero = k == encoding_kind::ieee || k == encoding_kind::fn || k == encoding_kind::finite;
   s.has_zero = k != encoding_kind::fnu;
   s.has_subnormals = k != encoding_kind::fnu;
+}
+
+/// Builds the spec of a valid format (check it with format_error first).
+CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias) noexcept {
+  spec s{};
+  s.E = e;
+  s.M = m;
+  s.bias = bias;
+  set_encoding(s, k);
+  const std::uint64_t all = (std::uint64_t(1) << (e + m)) - 1;  // all ones below the sign
   s.bits = e + m + (s.has_sign ? 1 : 0);
   s.mag_mask = all;
   s.sign_bit = s.has_sign ? (std::uint64_t(1) << (e + m)) : 0;
@@ -211,6 +217,14 @@ template <class T>
 CPD_HOST_DEVICE constexpr uint_of<T> min_bits(const spec& s) noexcept {
   if constexpr (sizeof(T) == 4) return s.min_bits_f32;
   else return s.min_bits_f64;
+}
+
+/// True when s can be rounded in T itself (round_bits<R, O, T>), as the host vector
+/// kernels and the device functors do: emin >= emin(T), and every value is a T (for
+/// float also E <= 8 and M <= 23). Other formats are rounded in double.
+template <class T>
+CPD_HOST_DEVICE constexpr bool vector_kernel_takes(const spec& s) noexcept {
+  return s.emin >= source<T>::emin && (sizeof(T) == 8 || (s.fits_float && s.E <= 8 && s.M <= 23));
 }
 
 /// The smallest unsigned integer type that holds N bits.

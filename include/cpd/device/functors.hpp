@@ -89,7 +89,7 @@ template <rounding R, overflow O, class T>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(const spec& s, T x, std::uint32_t rnd,
                                                                          int rbits) noexcept {
   if constexpr (std::is_same_v<T, float>) {
-    if (s.emin >= source<float>::emin && s.fits_float && s.E <= 8 && s.M <= 23) {
+    if (vector_kernel_takes<float>(s)) {
       const auto r = round_bits<R, O, float>(s, bit_cast<std::uint32_t>(x), rnd, rbits);
       return {bit_cast<float>(r.value), r.code};
     }

@@ -7,6 +7,7 @@
 // stochastic rounding draws its bits from the element's index.
 
 #include <cpd/core/config.hpp>
+#include <cpd/host/detail/tuning.hpp>
 
 #include <cstddef>
 #include <type_traits>
@@ -19,7 +20,7 @@ struct sequenced_policy {};
 /// Run on several threads (OpenMP when compiled with -fopenmp, else std::thread).
 struct parallel_policy {
   unsigned threads = 0;        ///< number of threads; 0 = std::thread::hardware_concurrency()
-  std::size_t min_chunk = 1u << 16;  ///< fewest elements per thread worth a thread
+  std::size_t min_chunk = detail::tuning::min_chunk;  ///< fewest elements per thread worth a thread
 
   /// The same policy with `n` threads.
   [[nodiscard]] constexpr parallel_policy operator()(unsigned n) const noexcept { return {n, min_chunk}; }

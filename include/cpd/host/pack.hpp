@@ -15,10 +15,12 @@
 // encode_packed / decode_packed round and decode exactly as cpd::encode /
 // cpd::decode (same options, same random bits for element i), then pack.
 
-#include <cpd/host/bulk.hpp>
 #include <cpd/core/config.hpp>
-#include <cpd/host/execution.hpp>
 #include <cpd/core/float.hpp>
+#include <cpd/host/bulk.hpp>
+#include <cpd/host/detail/parallel_for.hpp>
+#include <cpd/host/detail/tuning.hpp>
+#include <cpd/host/execution.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -95,9 +97,6 @@ void unpack_codes(const std::uint8_t* in, std::uint8_t* codes, std::size_t n) no
   }
 }
 
-/// Element blocks of the packed calls: a multiple of every group (2 and 4 codes).
-inline constexpr std::size_t pack_block = 4096;
-
 /// The first packed byte of element j (a multiple of 8: every chunk and block starts at one).
 template <class F>
 constexpr std::size_t packed_offset(std::size_t j) noexcept {
@@ -139,11 +138,11 @@ void encode_packed(Policy&& policy, const T* in, std::uint8_t* out, std::size_t 
   detail::check_options("cpd::encode_packed", options);
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::encode_packed: null pointer with n > 0");
   detail::check_packed<F>("cpd::encode_packed", in, out, n);
-  const bulk_stats st = detail::run_policy(policy, n, [&](std::size_t b, std::size_t e) {
+  const bulk_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
     bulk_stats sum;
-    std::uint8_t codes[detail::pack_block];
-    for (std::size_t j = b; j < e; j += detail::pack_block) {
-      const std::size_t m = std::min(detail::pack_block, e - j);
+    std::uint8_t codes[detail::tuning::pack_block];
+    for (std::size_t j = b; j < e; j += detail::tuning::pack_block) {
+      const std::size_t m = std::min(detail::tuning::pack_block, e - j);
       bulk_stats s;
       bulk_options o = options;
       o.offset = options.offset + j;
@@ -175,11 +174,11 @@ void decode_packed(Policy&& policy, const std::uint8_t* in, T* out, std::size_t 
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::decode_packed: null pointer with n > 0");
   detail::check_packed<F>("cpd::decode_packed", out, in, n);
   detail::check_padding<F>("cpd::decode_packed", in, n);
-  const bulk_stats st = detail::run_policy(policy, n, [&](std::size_t b, std::size_t e) {
+  const bulk_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
     bulk_stats sum;
-    std::uint8_t codes[detail::pack_block];
-    for (std::size_t j = b; j < e; j += detail::pack_block) {
-      const std::size_t m = std::min(detail::pack_block, e - j);
+    std::uint8_t codes[detail::tuning::pack_block];
+    for (std::size_t j = b; j < e; j += detail::tuning::pack_block) {
+      const std::size_t m = std::min(detail::tuning::pack_block, e - j);
       detail::unpack_codes<packed_bits<F>>(in + detail::packed_offset<F>(j), codes, m);
       bulk_stats s;
       bulk_options o = options;

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The rounding core: the only place in cpd where a value is rounded. Scalar
-// conversion, the bulk host kernels, the Thrust functors and the CUDA kernels
-// all call round_bits(), so every backend gives the same bits.
+// The rounding core: the specification of rounding in cpd. Scalar conversion, the
+// generic host bulk kernels (cpd/host/detail/kernels.hpp), the Thrust functors and
+// the CUDA kernels call round_bits(). The AVX-512 fast kernels
+// (cpd/host/detail/avx512.hpp) are a second implementation of the seven modes that
+// reads only the special values and the overflow threshold off round_bits; they are
+// chosen only by the host selector (cpd/host/detail/select.hpp) and held to the core
+// bit for bit by tests/test_fast_formats.cpp over every format they accept.
 //
 // It is branch-free integer guard/round/sticky arithmetic on the bits of a float
 // or a double. A format is a detail::spec; for compile-time formats the spec is a

@@ -19,43 +19,29 @@
 //    core would.
 //
 // Everything the core decides for overflow, infinities and NaN is read off the
-// core itself once per call (detail::fast::make_plan): the smallest magnitude
-// that overflows, and the value and code each special input gets. The kernels
+// core itself once per call (detail::fast::make_plan, in cpd/host/detail/fast_plan.hpp):
+// the smallest magnitude that overflows, and the value and code each special input gets. The kernels
 // run inside their entry point's detail::default_fp_env (cpd/core/detail/fenv.hpp):
 // embedded rounding overrides MXCSR's rounding control, but not its DAZ and FTZ,
 // which would change the fp method's arithmetic on tiny values.
+//
+// They are a second implementation of the seven rounding modes, next to the core's:
+// only the selector (cpd/host/detail/select.hpp) runs them, and
+// tests/test_fast_formats.cpp holds them to round_bits bit for bit over every format
+// their acceptance predicate (fast::method_for) takes.
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/bits.hpp>
-#include <cpd/core/detail/round.hpp>
-#include <cpd/host/detail/isa.hpp>
 #include <cpd/core/encoding.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/host/detail/fast_plan.hpp>
+#include <cpd/host/detail/isa.hpp>
+#include <cpd/host/detail/tuning.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-
-// CPD_FAST_KERNELS: 1 when the fast kernels are compiled. Not under ASan (the
-// instrumented intrinsic loops, hundreds of them in a test of the runtime-format
-// calls, took gigabytes and many minutes to compile; the tests were run under
-// ASan+UBSan with them once, clean), nor with -DCPD_NO_FAST_KERNELS.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CPD_DETAIL_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define CPD_DETAIL_ASAN 1
-#endif
-#if CPD_ISA_DISPATCH && !defined(CPD_NO_FAST_KERNELS) && !defined(CPD_DETAIL_ASAN)
-#define CPD_FAST_KERNELS 1
-#include <immintrin.h>
-#else
-#define CPD_FAST_KERNELS 0
-#endif
 
 // GCC 12 reports its own AVX-512 intrinsics (_mm512_undefined_* in their
 // masked forms) as "may be used uninitialized" once inlined (GCC bug 105593,
@@ -67,135 +53,6 @@
 #endif
 
 namespace cpd::detail::fast {
-
-/// How a format is rounded by the fast kernels (none: not by them).
-enum class method : unsigned char { none, integer, fp, f16c };
-
-/// Output bytes from which the fast kernels store with non-temporal (streaming)
-/// stores: an output this large is not read back from the cache anyway, and
-/// streaming stores skip the read-for-ownership of each destination line.
-inline constexpr std::size_t stream_threshold_bytes = std::size_t(4) << 20;
-
-/// How many floats ahead the kernels prefetch their input (8 KiB): the hardware
-/// prefetchers alone left a single core reading the L3 at a fraction of its
-/// bandwidth here (measured: 64 MiB quantize 0.99x memcpy without, 1.2-1.8x with).
-inline constexpr std::size_t prefetch_distance = 2048;
-
-/// The per-call constants of a fast kernel, computed from the spec and the core.
-struct plan {
-  method how = method::none;
-  int M = 0;
-  int d0 = 0;                   ///< 23 - M: the dropped bits of a normal float
-  int rbits = 32;               ///< stochastic: random bits per value
-  std::uint32_t emin_bits = 0;  ///< float bits of 2^emin
-  std::uint32_t c_shift = 0;    ///< (23 - M) << 23: from 2^e to C = 2^(e + 23 - M)
-  std::uint32_t max_bits = 0;   ///< float bits of the largest finite value
-  std::uint32_t above = 0;      ///< float bits of 2^(emax + 1) (inf's when not a float)
-  std::uint32_t code_normal = 0;  ///< (bits >> d0) - code_normal is the code of a normal value
-  std::uint32_t sign_code = 0;    ///< the sign bit of a code
-  std::uint32_t thr[2] = {};      ///< deterministic modes: |x| bits >= thr[neg] overflow (or inf, NaN)
-  std::uint32_t big_value[2] = {}, big_code[2] = {};  ///< what an overflowing x of each sign gives
-  std::uint32_t inf_value[2] = {}, inf_code[2] = {};  ///< what +-inf give
-  std::uint32_t nan_value[2] = {}, nan_code[2] = {};  ///< what a NaN gives (value: finite encoding only)
-  bool hardware_overflow = false;  ///< f16c with overflow::infinity: the conversion's overflow is the core's
-};
-
-/// The method that rounds floats to s in mode R (none: not the fast kernels). The one
-/// acceptance predicate: make_plan follows it, and the tests enumerate every format it
-/// accepts (tests/test_fast_formats.cpp).
-template <rounding R>
-constexpr method method_for(const spec& s) noexcept {
-  const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
-                     s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 32;
-  if (!shape) return method::none;
-  constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
-                                 R == rounding::upward || R == rounding::downward;
-  if (s.emin == -126) return method::integer;
-  if (hardware_mode && s.E == 5 && s.M == 10 && s.bias == 15 && s.enc == encoding_kind::ieee)
-    return method::f16c;  // IEEE binary16: the CPU's own conversion (vcvtps2ph)
-  if (s.emax + 23 - s.M <= 127 && s.emin - s.M >= -126) return method::fp;
-  return method::none;
-}
-
-/// The method that decodes codes of s to floats (none: not the fast decoder), the
-/// decoder's acceptance predicate: formats of at most 16 bits that the rounding kernels take.
-constexpr method decode_method_for(const spec& s) noexcept {
-  const bool shape = s.fits_float && s.E <= 8 && s.M <= 22 && s.emin >= -126 && s.has_subnormals &&
-                     s.has_zero && s.enc != encoding_kind::fnu && s.bits <= 16;
-  if (!shape) return method::none;
-  if (s.emin == -126) return method::integer;
-  if (s.emin - s.M >= -126) return method::fp;
-  return method::none;
-}
-
-/// The plan for rounding floats to s in mode R, overflow O (method none when the
-/// fast kernels do not handle s).
-template <rounding R, overflow O>
-plan make_plan(const spec& s, int rbits) noexcept {
-  plan p;
-  p.how = method_for<R>(s);
-  if (p.how == method::none) return p;
-  p.M = s.M;
-  p.d0 = 23 - s.M;
-  p.rbits = clamp_random_bits(rbits);
-  p.emin_bits = static_cast<std::uint32_t>(s.emin + 127) << 23;
-  p.c_shift = static_cast<std::uint32_t>(23 - s.M) << 23;
-  p.max_bits = s.max_bits_f32;
-  p.above = s.emax + 1 <= 127 ? static_cast<std::uint32_t>(s.emax + 1 + 127) << 23 : 0x7F800000u;
-  p.code_normal = static_cast<std::uint32_t>(s.emin + 126) << s.M;
-  p.sign_code = static_cast<std::uint32_t>(s.sign_bit);
-  constexpr bool stochastic = R == rounding::stochastic;
-  for (int neg = 0; neg < 2; ++neg) {
-    const std::uint32_t sg = neg != 0 ? 0x80000000u : 0u;
-    // The smallest magnitude whose rounding overflows: the core's overflow flag
-    // is monotone in |x|, false at max and true at 2^(emax + 1).
-    std::uint32_t lo = p.max_bits, hi = p.above;
-    if (!stochastic) {
-      while (hi - lo > 1) {
-        const std::uint32_t mid = lo + (hi - lo) / 2;
-        if (round_bits<R, O, float>(s, mid | sg, 0u, 32).overflow != 0) hi = mid;
-        else lo = mid;
-      }
-    }
-    p.thr[neg] = hi;
-    // An overflowing value (stochastic: one that does round up past max).
-    const auto big = round_bits<R, O, float>(s, (stochastic ? 0x7F7FFFFFu : hi) | sg, 0xFFFFFFFFu, 32);
-    p.big_value[neg] = big.value;
-    p.big_code[neg] = big.code;
-    const auto inf = round_bits<R, O, float>(s, 0x7F800000u | sg, 0u, 32);
-    p.inf_value[neg] = inf.value;
-    p.inf_code[neg] = inf.code;
-    const auto nan = round_bits<R, O, float>(s, 0x7FC00000u | sg, 0u, 32);
-    p.nan_value[neg] = nan.value;
-    p.nan_code[neg] = nan.code;
-  }
-  // vcvtps2ph overflows to +-inf where the mode rounds away from zero and to
-  // +-max where it does not, and keeps infinities: IEEE's rule, and the core's
-  // under overflow::infinity (tests/test_bulk.cpp checks it on every binade).
-  p.hardware_overflow = p.how == method::f16c && O == overflow::infinity;
-  return p;
-}
-
-/// make_plan, remembered per thread for the last format and random-bit count
-/// (small arrays would otherwise pay the plan's bisection on every call).
-template <rounding R, overflow O>
-plan cached_plan(const spec& s, int rbits) noexcept {
-  struct entry {
-    int E = -1, M = 0, bias = 0, rbits = 0;
-    encoding_kind enc{};
-    plan p;
-  };
-  thread_local entry last;
-  if (last.E != s.E || last.M != s.M || last.bias != s.bias || last.enc != s.enc || last.rbits != rbits) {
-    last.p = make_plan<R, O>(s, rbits);
-    last.E = s.E;
-    last.M = s.M;
-    last.bias = s.bias;
-    last.enc = s.enc;
-    last.rbits = rbits;
-  }
-  return last.p;
-}
 
 #if CPD_FAST_KERNELS
 
@@ -266,101 +123,121 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i kept_lsb(const vconsts& c, __m512i a
   return _mm512_min_epu32(_mm512_and_si512(_mm512_srl_epi32(a, c.d0), c.lsb_mask), c.one);
 }
 
-/// Rounds 16 floats (bits x; stochastic: random bits rnd) and returns 16 values
-/// (Code false) or codes (Code true), exactly as round_bits would.
-template <rounding R, encoding_kind K, method H, bool Code>
-CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x, __m512i rnd) noexcept {
-  constexpr bool stochastic = R == rounding::stochastic;
-  const __m512i a = _mm512_and_si512(x, c.abs_mask);
-  const __mmask16 neg = _mm512_movepi32_mask(x);
-  if constexpr (H == method::f16c) {
-    if constexpr (!stochastic && R != rounding::nearest_away && R != rounding::odd) {
-      // IEEE binary16 in a hardware mode: vcvtps2ph rounds finite values as the
-      // core does (signs and zeros included); overflow in saturate mode, NaN
-      // payloads and codes are blended in from the plan as below.
-      constexpr int er = embedded_rounding<R>();
-      const __m256i h = _mm512_cvtps_ph(_mm512_castsi512_ps(x), er);
-      if (c.hardware_overflow) {
-        // overflow::infinity: the conversion's own overflow and infinities are the core's.
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
-        if constexpr (Code) return _mm512_mask_mov_epi32(_mm512_cvtepu16_epi32(h), nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
-        else return _mm512_mask_or_epi32(_mm512_castps_si512(_mm512_cvtph_ps(h)), nan, x, c.quiet);
-      }
-      const __mmask16 big = _mm512_cmpge_epu32_mask(a, _mm512_mask_blend_epi32(neg, c.thr0, c.thr1));
-      const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
-      __m512i r = Code ? _mm512_cvtepu16_epi32(h) : _mm512_castps_si512(_mm512_cvtph_ps(h));
-      const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, c.exp_mask);
-      r = _mm512_mask_mov_epi32(r, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
-      r = _mm512_mask_mov_epi32(r, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
-      if constexpr (Code) return _mm512_mask_mov_epi32(r, nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
-      else return _mm512_mask_or_epi32(r, nan, x, c.quiet);
-    }
-  }
-  __m512i v;  // the rounded magnitude, exponent unbounded (garbage where |x| >= thr)
-  if constexpr (H == method::integer) {
-    __m512i t;
-    if constexpr (R == rounding::nearest_even) {
-      t = _mm512_add_epi32(_mm512_add_epi32(a, c.half_minus_one), kept_lsb(c, a));
-    } else if constexpr (R == rounding::nearest_away) {
-      t = _mm512_add_epi32(a, c.half);
-    } else if constexpr (R == rounding::upward) {
-      t = _mm512_mask_add_epi32(a, static_cast<__mmask16>(~neg), a, c.low);
-    } else if constexpr (R == rounding::downward) {
-      t = _mm512_mask_add_epi32(a, neg, a, c.low);
-    } else if constexpr (stochastic) {
-      const __m512i rk = _mm512_and_si512(rnd, c.kmask);
-      // The k random bits aligned with the d0 dropped bits: the carry out of
-      // the dropped field is the core's "remk > kmask ^ rnd".
-      t = _mm512_add_epi32(a, _mm512_sll_epi32(_mm512_srl_epi32(rk, c.ksh_right), c.ksh_left));
-    } else {
-      t = a;  // toward_zero, odd
-    }
-    v = _mm512_andnot_si512(c.low, t);
-    if constexpr (R == rounding::odd) {  // one quantum up where inexact and the kept part is even
-      const __mmask16 up = _mm512_mask_cmpeq_epi32_mask(_mm512_test_epi32_mask(a, c.low), kept_lsb(c, a),
-                                                        _mm512_setzero_si512());
-      v = _mm512_mask_add_epi32(v, up, v, _mm512_add_epi32(c.low, c.one));
-    }
-  } else {
-    constexpr int er = embedded_rounding<R>();
-    const __m512i E = _mm512_max_epu32(_mm512_and_si512(a, c.exp_mask), c.emin_bits);
-    const __m512i C = _mm512_add_epi32(E, c.c_shift);
-    const __m512 Cs = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(C, x, c.sign_mask, 0xF8));
-    const __m512 xf = _mm512_castsi512_ps(x);
-    const __m512 y = _mm512_add_round_ps(xf, Cs, er);
-    const __m512 r = _mm512_sub_round_ps(y, Cs, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);  // exact
-    v = _mm512_and_si512(_mm512_castps_si512(r), c.abs_mask);
-    if constexpr (R == rounding::nearest_away || R == rounding::odd || stochastic) {
-      // r is x truncated; q is the quantum (C * 2^-23), up says where to add it.
-      const __m512 q = _mm512_castsi512_ps(_mm512_sub_epi32(C, _mm512_set1_epi32(23 << 23)));
-      __mmask16 up;
-      if constexpr (R == rounding::nearest_away) {
-        // Up when |x - r| >= q / 2, compared as 2 |x - r| >= q (both exact): q / 2 is a float
-        // subnormal where the format's smallest quantum is 2^-126, and its bits are then no
-        // exponent step below q's.
-        const __m512 rem = _mm512_castsi512_ps(
-            _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
-        up = _mm512_cmpge_epu32_mask(_mm512_castps_si512(_mm512_add_round_ps(rem, rem, er)), _mm512_castps_si512(q));
-      } else if constexpr (R == rounding::odd) {
-        const __mmask16 inexact = _mm512_cmp_ps_mask(r, xf, _CMP_NEQ_UQ);
-        const __mmask16 odd = _mm512_test_epi32_mask(_mm512_castps_si512(y), c.one);
-        up = _kandn_mask16(odd, inexact);
-      } else {
-        const __m512 rem = _mm512_castsi512_ps(
-            _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
-        // |rem| / q * 2^32 = |rem| * 2^(55 - c) for C = 2^c, an integer below 2^32 (truncated
-        // where rem is finer). The factor 2^(55 - c) reaches 2^158 for the formats whose
-        // quantum is near 2^-126, beyond float: vscalefps applies it exactly.
-        const __m512 k = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(182), _mm512_srli_epi32(C, 23)));
-        const __m512i u = _mm512_cvtt_roundps_epu32(_mm512_scalef_round_ps(rem, k, er), _MM_FROUND_NO_EXC);
-        const __m512i remk = _mm512_srl_epi32(u, c.ksh_right);
-        const __m512i rk = _mm512_and_si512(rnd, c.kmask);
-        up = _mm512_cmpgt_epu32_mask(remk, _mm512_xor_si512(rk, c.kmask));
-      }
-      v = _mm512_castps_si512(_mm512_mask_add_round_ps(_mm512_castsi512_ps(v), up, _mm512_castsi512_ps(v), q, er));
-    }
-  }
+/// A vector of 16 copies of u.
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
+  return _mm512_set1_epi32(static_cast<int>(u));
+}
 
+/// IEEE binary16 in a hardware mode, 16 floats (bits x, magnitudes a, signs neg).
+template <rounding R, bool Code>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16_f16c(const vconsts& c, __m512i x, __m512i a,
+                                                         __mmask16 neg) noexcept {
+  // IEEE binary16 in a hardware mode: vcvtps2ph rounds finite values as the
+  // core does (signs and zeros included); overflow in saturate mode, NaN
+  // payloads and codes are blended in from the plan as below.
+  constexpr int er = embedded_rounding<R>();
+  const __m256i h = _mm512_cvtps_ph(_mm512_castsi512_ps(x), er);
+  if (c.hardware_overflow) {
+    // overflow::infinity: the conversion's own overflow and infinities are the core's.
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
+    if constexpr (Code) return _mm512_mask_mov_epi32(_mm512_cvtepu16_epi32(h), nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+    else return _mm512_mask_or_epi32(_mm512_castps_si512(_mm512_cvtph_ps(h)), nan, x, c.quiet);
+  }
+  const __mmask16 big = _mm512_cmpge_epu32_mask(a, _mm512_mask_blend_epi32(neg, c.thr0, c.thr1));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
+  __m512i r = Code ? _mm512_cvtepu16_epi32(h) : _mm512_castps_si512(_mm512_cvtph_ps(h));
+  const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, c.exp_mask);
+  r = _mm512_mask_mov_epi32(r, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
+  r = _mm512_mask_mov_epi32(r, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
+  if constexpr (Code) return _mm512_mask_mov_epi32(r, nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+  else return _mm512_mask_or_epi32(r, nan, x, c.quiet);
+}
+
+/// The integer method: the rounded magnitudes of a (exponent unbounded).
+template <rounding R>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_integer(const vconsts& c, __m512i a, __mmask16 neg,
+                                                              __m512i rnd) noexcept {
+  constexpr bool stochastic = R == rounding::stochastic;
+  __m512i v;
+  __m512i t;
+  if constexpr (R == rounding::nearest_even) {
+    t = _mm512_add_epi32(_mm512_add_epi32(a, c.half_minus_one), kept_lsb(c, a));
+  } else if constexpr (R == rounding::nearest_away) {
+    t = _mm512_add_epi32(a, c.half);
+  } else if constexpr (R == rounding::upward) {
+    t = _mm512_mask_add_epi32(a, static_cast<__mmask16>(~neg), a, c.low);
+  } else if constexpr (R == rounding::downward) {
+    t = _mm512_mask_add_epi32(a, neg, a, c.low);
+  } else if constexpr (stochastic) {
+    const __m512i rk = _mm512_and_si512(rnd, c.kmask);
+    // The k random bits aligned with the d0 dropped bits: the carry out of
+    // the dropped field is the core's "remk > kmask ^ rnd".
+    t = _mm512_add_epi32(a, _mm512_sll_epi32(_mm512_srl_epi32(rk, c.ksh_right), c.ksh_left));
+  } else {
+    t = a;  // toward_zero, odd
+  }
+  v = _mm512_andnot_si512(c.low, t);
+  if constexpr (R == rounding::odd) {  // one quantum up where inexact and the kept part is even
+    const __mmask16 up = _mm512_mask_cmpeq_epi32_mask(_mm512_test_epi32_mask(a, c.low), kept_lsb(c, a),
+                                                      _mm512_setzero_si512());
+    v = _mm512_mask_add_epi32(v, up, v, _mm512_add_epi32(c.low, c.one));
+  }
+  return v;
+}
+
+/// The fp method: the rounded magnitudes of x (bits x, magnitudes a; exponent unbounded).
+template <rounding R>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_fp(const vconsts& c, __m512i x, __m512i a,
+                                                         __m512i rnd) noexcept {
+  constexpr bool stochastic = R == rounding::stochastic;
+  __m512i v;
+  constexpr int er = embedded_rounding<R>();
+  const __m512i E = _mm512_max_epu32(_mm512_and_si512(a, c.exp_mask), c.emin_bits);
+  const __m512i C = _mm512_add_epi32(E, c.c_shift);
+  const __m512 Cs = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(C, x, c.sign_mask, 0xF8));
+  const __m512 xf = _mm512_castsi512_ps(x);
+  const __m512 y = _mm512_add_round_ps(xf, Cs, er);
+  const __m512 r = _mm512_sub_round_ps(y, Cs, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);  // exact
+  v = _mm512_and_si512(_mm512_castps_si512(r), c.abs_mask);
+  if constexpr (R == rounding::nearest_away || R == rounding::odd || stochastic) {
+    // r is x truncated; q is the quantum (C * 2^-23), up says where to add it.
+    const __m512 q = _mm512_castsi512_ps(_mm512_sub_epi32(C, _mm512_set1_epi32(23 << 23)));
+    __mmask16 up;
+    if constexpr (R == rounding::nearest_away) {
+      // Up when |x - r| >= q / 2, compared as 2 |x - r| >= q (both exact): q / 2 is a float
+      // subnormal where the format's smallest quantum is 2^-126, and its bits are then no
+      // exponent step below q's.
+      const __m512 rem = _mm512_castsi512_ps(
+          _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
+      up = _mm512_cmpge_epu32_mask(_mm512_castps_si512(_mm512_add_round_ps(rem, rem, er)), _mm512_castps_si512(q));
+    } else if constexpr (R == rounding::odd) {
+      const __mmask16 inexact = _mm512_cmp_ps_mask(r, xf, _CMP_NEQ_UQ);
+      const __mmask16 odd = _mm512_test_epi32_mask(_mm512_castps_si512(y), c.one);
+      up = _kandn_mask16(odd, inexact);
+    } else {
+      const __m512 rem = _mm512_castsi512_ps(
+          _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
+      // |rem| / q * 2^32 = |rem| * 2^(55 - c) for C = 2^c, an integer below 2^32 (truncated
+      // where rem is finer). The factor 2^(55 - c) reaches 2^158 for the formats whose
+      // quantum is near 2^-126, beyond float: vscalefps applies it exactly.
+      const __m512 k = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(182), _mm512_srli_epi32(C, 23)));
+      const __m512i u = _mm512_cvtt_roundps_epu32(_mm512_scalef_round_ps(rem, k, er), _MM_FROUND_NO_EXC);
+      const __m512i remk = _mm512_srl_epi32(u, c.ksh_right);
+      const __m512i rk = _mm512_and_si512(rnd, c.kmask);
+      up = _mm512_cmpgt_epu32_mask(remk, _mm512_xor_si512(rk, c.kmask));
+    }
+    v = _mm512_castps_si512(_mm512_mask_add_round_ps(_mm512_castsi512_ps(v), up, _mm512_castsi512_ps(v), q, er));
+  }
+  (void)rnd;
+  return v;
+}
+
+/// The rounded magnitudes v of x made results: overflow, infinities and NaN blended in
+/// from the plan, the sign put back, and (Code) the values made codes.
+template <rounding R, encoding_kind K, method H, bool Code>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x, __m512i a, __mmask16 neg,
+                                                     __m512i v) noexcept {
+  constexpr bool stochastic = R == rounding::stochastic;
   // Overflow: deterministic modes from the threshold, stochastic from the result.
   __mmask16 big;
   if constexpr (stochastic) {
@@ -409,9 +286,22 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
   }
 }
 
-/// A vector of 16 copies of u.
-CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
-  return _mm512_set1_epi32(static_cast<int>(u));
+/// Rounds 16 floats (bits x; stochastic: random bits rnd) and returns 16 values
+/// (Code false) or codes (Code true), exactly as round_bits would.
+template <rounding R, encoding_kind K, method H, bool Code>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x, __m512i rnd) noexcept {
+  constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
+                                 R == rounding::upward || R == rounding::downward;
+  const __m512i a = _mm512_and_si512(x, c.abs_mask);
+  const __mmask16 neg = _mm512_movepi32_mask(x);
+  if constexpr (H == method::f16c && hardware_mode) {
+    (void)rnd;
+    return round16_f16c<R, Code>(c, x, a, neg);
+  } else if constexpr (H == method::integer) {
+    return finish16<R, K, H, Code>(c, x, a, neg, magnitude_integer<R>(c, a, neg, rnd));
+  } else {
+    return finish16<R, K, H, Code>(c, x, a, neg, magnitude_fp<R>(c, x, a, rnd));
+  }
 }
 
 /// The fast kernel (run_kernel's interface): rounds floats to Out, values or codes.
@@ -430,9 +320,9 @@ struct kernel {
   bool stream = false;
   random_key key{};
 
+  /// The constants of the plan in vector registers, for method H.
   template <method H>
-  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
-                                                              std::uint32_t lo0) const noexcept {
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE vconsts make_consts() const noexcept {
     vconsts c;
     c.abs_mask = splat(0x7FFFFFFFu);
     c.sign_mask = splat(0x80000000u);
@@ -470,10 +360,16 @@ struct kernel {
       c.ksh_right = _mm_cvtsi32_si128(32 - k);
       c.ksh_left = _mm_cvtsi32_si128(0);
     }
+    return c;
+  }
 
+  template <method H>
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
+                                                              std::uint32_t lo0) const noexcept {
+    const vconsts c = make_consts<H>();
     // Random bits are drawn for blocks of `block` values into rb (a loop the
     // compiler vectorizes), then read back by the rounding loop.
-    constexpr std::size_t block = stochastic ? 1024 : ~std::size_t(0) / 2;
+    constexpr std::size_t block = stochastic ? tuning::fast_random_block : ~std::size_t(0) / 2;
     alignas(64) std::uint32_t rb[stochastic ? block : 16];
     const __m512i zero = _mm512_setzero_si512();
     std::size_t i = 0;
@@ -505,7 +401,7 @@ struct kernel {
         for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
           // (address arithmetic on integers: the prefetched address may lie past the array)
           _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + j + 16 * u) +
-                                                     prefetch_distance * sizeof(float)),
+                                                     tuning::prefetch_distance * sizeof(float)),
                        _MM_HINT_T0);
           const __m512i x = _mm512_loadu_si512(in + i + j + 16 * u);
           const __m512i r = stochastic ? _mm512_loadu_si512(rb + j + 16 * u) : zero;
@@ -538,135 +434,6 @@ struct kernel {
     if (integer_ok && p.how == method::integer) loop<integer_ok ? method::integer : method::fp>(in, out, n, lo0);
     else if (f16c_ok && p.how == method::f16c) loop<f16c_ok ? method::f16c : method::fp>(in, out, n, lo0);
     else loop<method::fp>(in, out, n, lo0);
-    c = Counts{};
-  }
-};
-
-/// The per-call constants of the fast decoder of s (how == none: not handled).
-struct decode_plan {
-  method how = method::none;
-  int d0 = 0;
-  std::uint32_t mag_mask = 0, sign_code = 0, max_code = 0, inf_code = 0, nan_code = 0;
-  std::uint32_t normal_off = 0;   ///< added to mag << d0 for a normal code: (emin + 126) << 23
-  std::uint32_t sub_one = 0;      ///< 1 << M: codes below are subnormal
-  std::uint32_t emin_bits = 0;    ///< float bits of 2^emin
-  encoding_kind enc = encoding_kind::ieee;
-};
-
-/// The decoder plan of s.
-inline decode_plan make_decode_plan(const spec& s) noexcept {
-  decode_plan p;
-  p.how = decode_method_for(s);
-  if (p.how == method::none) return p;
-  p.d0 = 23 - s.M;
-  p.mag_mask = static_cast<std::uint32_t>(s.mag_mask);
-  p.sign_code = static_cast<std::uint32_t>(s.sign_bit);
-  p.max_code = static_cast<std::uint32_t>(s.max_code);
-  p.inf_code = static_cast<std::uint32_t>(s.inf_code);
-  p.nan_code = static_cast<std::uint32_t>(s.nan_code);
-  p.normal_off = static_cast<std::uint32_t>(s.emin + 126) << 23;
-  p.sub_one = std::uint32_t(1) << s.M;
-  p.emin_bits = static_cast<std::uint32_t>(s.emin + 127) << 23;
-  p.enc = s.enc;
-  return p;
-}
-
-/// 16 codes (zero-extended) to 16 floats, exactly as decode_bits.
-template <method H>
-CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i decode16(const decode_plan& p, __m512i c, __m128i d0) noexcept {
-  const __m512i mag = _mm512_and_si512(c, splat(p.mag_mask));
-  __m512i v = _mm512_add_epi32(_mm512_sll_epi32(mag, d0), splat(p.normal_off));
-  if constexpr (H == method::fp) {
-    // A subnormal code: 2^emin (1 + f 2^-M) - 2^emin, exactly.
-    const __mmask16 sub = _mm512_cmplt_epu32_mask(mag, splat(p.sub_one));
-    v = _mm512_mask_add_epi32(v, sub, v, splat(std::uint32_t(1) << 23));
-    v = _mm512_castps_si512(_mm512_mask_sub_round_ps(_mm512_castsi512_ps(v), sub, _mm512_castsi512_ps(v),
-                                                     _mm512_castsi512_ps(splat(p.emin_bits)),
-                                                     _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-  }
-  const __m512i qnan = splat(0x7FC00000u);
-  if (p.enc == encoding_kind::fnuz) {
-    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(c, splat(p.nan_code)), qnan);
-  } else if (p.enc != encoding_kind::finite) {
-    v = _mm512_mask_mov_epi32(v, _mm512_cmpgt_epu32_mask(mag, splat(p.max_code)), qnan);
-    if (p.enc == encoding_kind::ieee)
-      v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(mag, splat(p.inf_code)), splat(0x7F800000u));
-  }
-  const __mmask16 neg = _mm512_test_epi32_mask(c, splat(p.sign_code));
-  return _mm512_mask_or_epi32(v, neg, v, splat(0x80000000u));
-}
-
-/// The fast decoder (run_kernel's interface): 8- or 16-bit codes to floats. The codes are
-/// OR-ed as they are loaded; bits of `stray` among them (above the format's width) are
-/// reported to *seen, and the call then rejects the code.
-template <class Code>
-struct decode_kernel {
-  using in_type = Code;
-  using out_type = float;
-  static constexpr bool stochastic = false;
-  static constexpr bool dispatch = false;
-  static constexpr bool quantizes = false;
-
-  decode_plan p;
-  bool stream = false;
-  Code stray = 0;
-  std::atomic<std::uint64_t>* seen = nullptr;
-
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i load16(const Code* in) noexcept {
-    if constexpr (sizeof(Code) == 1) return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
-    else return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)));
-  }
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i load16(const Code* in, __mmask16 m) noexcept {
-    if constexpr (sizeof(Code) == 1) return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, in));
-    else return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, in));
-  }
-
-  /// Decodes in[0..n) to out; returns the OR of the codes.
-  template <method H>
-  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE std::uint32_t loop(const Code* in, float* out,
-                                                                       std::size_t n) const noexcept {
-    const __m128i d0 = _mm_cvtsi32_si128(p.d0);
-    __m512i all = _mm512_setzero_si512();
-    std::size_t i = 0;
-    const bool streaming = stream && reinterpret_cast<std::uintptr_t>(out) % sizeof(float) == 0;
-    if (streaming) {
-      const std::size_t mis = reinterpret_cast<std::uintptr_t>(out) % 64;
-      std::size_t head = mis == 0 ? 0 : (64 - mis) / sizeof(float);
-      if (head > n) head = n;
-      if (head != 0) {
-        const __mmask16 mk = static_cast<__mmask16>((1u << head) - 1);
-        const __m512i c = load16(in, mk);
-        all = _mm512_or_si512(all, c);
-        _mm512_mask_storeu_epi32(out, mk, decode16<H>(p, c, d0));
-        i = head;
-      }
-      for (; i + 16 <= n; i += 16) {
-        const __m512i c = load16(in + i);
-        all = _mm512_or_si512(all, c);
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), decode16<H>(p, c, d0));
-      }
-    } else {
-      for (; i + 16 <= n; i += 16) {
-        const __m512i c = load16(in + i);
-        all = _mm512_or_si512(all, c);
-        _mm512_storeu_si512(out + i, decode16<H>(p, c, d0));
-      }
-    }
-    if (i < n) {
-      const __mmask16 mk = static_cast<__mmask16>((1u << (n - i)) - 1);
-      const __m512i c = load16(in + i, mk);
-      all = _mm512_or_si512(all, c);
-      _mm512_mask_storeu_epi32(out + i, mk, decode16<H>(p, c, d0));
-    }
-    if (streaming) _mm_sfence();
-    return static_cast<std::uint32_t>(_mm512_reduce_or_epi32(all));
-  }
-
-  template <class Counts>
-  void run(const Code* in, float* out, std::size_t n, std::uint32_t, Counts& c) const noexcept {
-    const std::uint32_t all =
-        p.how == method::integer ? loop<method::integer>(in, out, n) : loop<method::fp>(in, out, n);
-    if ((all & stray) != 0) seen->fetch_or(all & stray, std::memory_order_relaxed);
     c = Counts{};
   }
 };

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// What every host bulk call does before the selector: check its arguments (options,
+// pointers, sizes, overlap), scale the format by bulk_options::scale_exponent, and,
+// for a runtime cpd::format, turn the encoding into a compile-time constant (the
+// kernel of the encoding) or find the format in the caller's list (a kernel with
+// every fact folded).
+
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/checks.hpp>
+#include <cpd/core/encoding.hpp>
+#include <cpd/core/format.hpp>
+#include <cpd/core/options.hpp>
+#include <cpd/core/rounding.hpp>
+#include <cpd/host/detail/kernels.hpp>
+#include <cpd/host/detail/select.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace cpd::detail {
+
+template <class T>
+inline constexpr bool is_bulk_value_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+template <class C>
+inline constexpr bool is_code_v = std::is_same_v<C, std::uint8_t> || std::is_same_v<C, std::uint16_t> ||
+                                  std::is_same_v<C, std::uint32_t> || std::is_same_v<C, std::uint64_t>;
+
+/// Checks the options of a bulk call: every field in its range, so that no call turns
+/// every output into NaN or rounds with another number of random bits than asked.
+inline void check_options(const char* who, const bulk_options& o) {
+  if (o.random_bits < 1 || o.random_bits > 32)
+    fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
+                 " must be in [1, 32]");
+  if (!(o.scale == o.scale) || o.scale == 0 || o.scale - o.scale != 0)
+    fail_invalid(std::string(who) + ": bulk_options::scale must be finite and non-zero");
+  if (!(o.scale_inverse == o.scale_inverse) || o.scale_inverse - o.scale_inverse != 0)
+    fail_invalid(std::string(who) + ": bulk_options::scale_inverse must be finite (0 means 1 / scale)");
+  const float inverse = 1.0f / o.scale;
+  if (o.scale_inverse == 0 && inverse - inverse != 0)
+    fail_invalid(std::string(who) + ": bulk_options::scale " + number(o.scale) +
+                 " has no float inverse (1 / scale overflows); set bulk_options::scale_inverse");
+}
+
+/// Checks the arguments every bulk call shares: options, pointers, sizes, overlap (compared
+/// as address ranges that cannot wrap: n * sizeof must fit first).
+template <class In, class Out>
+void check_arrays(const char* who, const In* in, const Out* out, std::size_t n, const bulk_options& o) {
+  check_options(who, o);
+  if (n == 0) return;
+  if (in == nullptr || out == nullptr) fail_invalid(std::string(who) + ": null pointer with n > 0");
+  const byte_range a = bytes_of(who, "the input", in, n, sizeof(In));
+  const byte_range b = bytes_of(who, "the output", out, n, sizeof(Out));
+  if (a.begin != b.begin && overlap(a, b))
+    fail_invalid(std::string(who) + ": the input and output overlap (only in == out is allowed)");
+}
+
+/// The checks every bulk call starts with; false when there is nothing to do (n == 0,
+/// statistics cleared).
+template <class In, class Out>
+bool begin_call(const char* who, const In* in, const Out* out, std::size_t n, const bulk_options& o) {
+  check_arrays(who, in, out, n, o);
+  if (n != 0) return true;
+  if (o.stats) *o.stats = bulk_stats{};
+  return false;
+}
+
+/// The format s with values scaled by 2^-k: x rounded to it is round(x * 2^k) * 2^-k.
+inline spec scaled_spec(const spec& s, int k, const char* who) {
+  if (k == 0) return s;
+  const long bias = static_cast<long>(s.bias) + k;
+  const char* why = bias < -100000 || bias > 100000 ? "the scale is out of range"
+                                                    : format_error(s.E, s.M, s.enc, static_cast<int>(bias));
+  if (why != nullptr)
+    fail_invalid(std::string(who) + ": bulk_options::scale_exponent " + std::to_string(k) +
+                 " takes the format out of double's range (" + why + ")");
+  return make_spec(s.E, s.M, s.enc, static_cast<int>(bias));
+}
+
+/// The spec provider of a compile-time format F for T: the kernel of its encoding (E, M
+/// and bias as values), with F's spec scaled by 2^-scale_exponent.
+template <class F, class T>
+encoding_spec<F::encoding::kind, T> encoding_spec_of(const bulk_options& o, const char* who) {
+  return {scaled_spec(F::spec, o.scale_exponent, who)};
+}
+
+/// Calls f(std::integral_constant<encoding_kind, K>{}) for the runtime encoding k.
+template <class Fn>
+decltype(auto) with_encoding(encoding_kind k, Fn&& f) {
+  switch (k) {
+    case encoding_kind::fn: return f(std::integral_constant<encoding_kind, encoding_kind::fn>{});
+    case encoding_kind::fnuz: return f(std::integral_constant<encoding_kind, encoding_kind::fnuz>{});
+    case encoding_kind::finite: return f(std::integral_constant<encoding_kind, encoding_kind::finite>{});
+    case encoding_kind::fnu: return f(std::integral_constant<encoding_kind, encoding_kind::fnu>{});
+    case encoding_kind::ieee: break;
+  }
+  return f(std::integral_constant<encoding_kind, encoding_kind::ieee>{});
+}
+
+/// Rounds with a runtime spec s (already scaled): the kernel of its encoding.
+template <rounding R, overflow O, class T, class Out, bulk_op Op, class Policy>
+void round_runtime(Policy&& policy, const spec& s, const T* in, Out* out, std::size_t n, const bulk_options& o) {
+  with_encoding(s.enc, [&](auto kc) {
+    round_call<R, O, T, Out, Op>(policy, encoding_spec<decltype(kc)::value, T>{s}, in, out, n, o);
+  });
+}
+
+/// A format of the list of a runtime call: a kernel with every fact of F folded
+/// (when unscaled, and F is rounded in T), else the kernel of its encoding.
+template <class F, rounding R, overflow O, class T, class Out, bulk_op Op, class Policy>
+void round_listed(Policy&& policy, const T* in, Out* out, std::size_t n, const bulk_options& o, const char* who) {
+  if (o.scale_exponent == 0 && vector_kernel_takes<T>(F::spec))
+    round_call<R, O, T, Out, Op>(policy, fixed_spec<F>{}, in, out, n, o);
+  else
+    round_call<R, O, T, Out, Op>(policy, encoding_spec_of<F, T>(o, who), in, out, n, o);
+}
+
+/// visit<List>, false for the empty list.
+template <class List, class Fn>
+bool visit_listed(const format& f, Fn&& fn) {
+  if constexpr (std::is_same_v<List, format_list<>>) return false;
+  else return visit<List>(f, fn);
+}
+
+}  // namespace cpd::detail

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The one selector of the host bulk kernels. Every call computes one kernel_choice
+// (which strategy, on which instruction set) from named predicates on the format's
+// spec and the call, and runs the kernel of that strategy:
+//
+//   rounding (quantize, encode)
+//     general  round_bits in double, value by value: !vector_kernel_takes<T>(s)
+//     fast     the AVX-512 fast kernel (cpd/host/detail/avx512.hpp): float in, float or
+//              8/16-bit codes out, no statistics, >= tuning::fast_min_values values,
+//              an AVX-512 CPU, and fast::fast_kernel_takes<R, Out>(s)
+//     vector   round_kernel: round_bits in T, compiled per instruction set (the
+//              fallback of the fast kernel)
+//   decoding
+//     fast_decode    the AVX-512 decoder: float out, 8/16-bit codes, unscaled, enough
+//                    values, an AVX-512 CPU, fast::decode_method_for(s) != none
+//     table          8-bit codes, or 16-bit codes with the format's cached table
+//     direct_decode  decode_bits value by value
+//
+// The instruction set is asked here only (active_isa(): the CPU's best, capped by
+// CPD_ISA=baseline|avx2|avx512 or set_isa_override), once per call. The fast
+// kernels' per-format constants are cached per thread (fast::cached_plan).
+
+#include <cpd/core/config.hpp>
+#include <cpd/core/encoding.hpp>
+#include <cpd/core/options.hpp>
+#include <cpd/core/rounding.hpp>
+#include <cpd/host/detail/avx512.hpp>
+#include <cpd/host/detail/avx512_decode.hpp>
+#include <cpd/host/detail/fast_plan.hpp>
+#include <cpd/host/detail/isa.hpp>
+#include <cpd/host/detail/kernels.hpp>
+#include <cpd/host/detail/run.hpp>
+#include <cpd/host/detail/tuning.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cpd::detail {
+
+/// The strategies of the host bulk kernels.
+enum class strategy : unsigned char {
+  general,        ///< general_kernel: round_bits in double, value by value
+  vector,         ///< round_kernel: round_bits in T, one loop per instruction set
+  fast,           ///< fast::kernel: the AVX-512 second implementation of the modes
+  fast_decode,    ///< fast::decode_kernel: AVX-512 arithmetic decoding
+  table,          ///< table_kernel: the values of every code
+  direct_decode   ///< direct_decode_kernel: decode_bits value by value
+};
+
+/// What the selector chose for one call.
+struct kernel_choice {
+  strategy how = strategy::general;
+  isa where = isa::baseline;  ///< the instruction set of the kernel's loop
+};
+
+/// True when the fast rounding kernel is compiled for (R, K, T, Out): float in, float or
+/// 8/16-bit codes out, an encoding with a sign, on a build with the fast kernels.
+template <encoding_kind K, class T, class Out>
+inline constexpr bool fast_kernel_compiled =
+    CPD_FAST_KERNELS && std::is_same_v<T, float> && K != encoding_kind::fnu &&
+    (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> || std::is_same_v<Out, std::uint16_t>);
+
+/// The choice for rounding n values of T to the spec s of encoding K in mode R, out to Out.
+template <rounding R, encoding_kind K, class T, class Out>
+kernel_choice choose_rounding(const spec& s, std::size_t n, const bulk_options& o) noexcept {
+  const isa where = active_isa();
+  if (!vector_kernel_takes<T>(s)) return {strategy::general, where};
+  if constexpr (fast_kernel_compiled<K, T, Out>) {
+    if (o.stats == nullptr && n >= tuning::fast_min_values && where == isa::avx512 &&
+        fast::fast_kernel_takes<R, Out>(s))
+      return {strategy::fast, where};
+  }
+  (void)n, (void)o;
+  return {strategy::vector, where};
+}
+
+/// The choice for decoding n codes of s to T (scaled: by scale_inverse; cached: the
+/// format's table of 16-bit codes is at hand).
+template <class Code, class T>
+kernel_choice choose_decode(const spec& s, std::size_t n, bool scaled, bool cached) noexcept {
+  const isa where = active_isa();
+  if constexpr (CPD_FAST_KERNELS && std::is_same_v<T, float> && sizeof(Code) <= 2) {
+    if (!scaled && n >= tuning::fast_min_values && where == isa::avx512 &&
+        fast::decode_method_for(s) != fast::method::none)
+      return {strategy::fast_decode, where};
+  }
+  (void)s, (void)n;
+  if (sizeof(Code) == 1 || (cached && !scaled)) return {strategy::table, where};
+  return {strategy::direct_decode, where};
+}
+
+/// Rounds n values of T to the format of the spec provider SP (fixed_spec or
+/// encoding_spec) in mode R, overflow O: the one decision point of quantize and encode.
+template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, class Policy>
+void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
+  constexpr encoding_kind K = spec_encoding<SP>::value;
+  const kernel_choice c = choose_rounding<R, K, T, Out>(sp.raw(), n, o);
+  bulk_stats st;
+  switch (c.how) {
+    case strategy::fast:
+#if CPD_FAST_KERNELS
+      if constexpr (fast_kernel_compiled<K, T, Out>) {
+        const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
+        const bool stream = !same && n * sizeof(Out) >= tuning::stream_threshold_bytes;
+        const fast::plan p = fast::cached_plan<R, O>(sp.get(), o.random_bits);
+        run_kernel(policy, fast::kernel<R, K, Out>{p, stream}, c.where, in, out, n, o);
+        return;
+      }
+#endif
+      [[fallthrough]];
+    case strategy::vector:
+      if (o.stats == nullptr) {
+        run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, false>{sp, {}, o.random_bits}, c.where, in, out, n, o);
+        return;
+      }
+      st = run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, true>{sp, {}, o.random_bits}, c.where, in, out, n,
+                      o);
+      break;
+    default:  // strategy::general
+      st = run_kernel(policy, general_kernel<R, O, T, Out, Op>{sp.raw(), {}, o.random_bits, o.stats != nullptr},
+                      c.where, in, out, n, o);
+      break;
+  }
+  if (o.stats) *o.stats = st;
+}
+
+/// Decodes n codes of the (scaled) spec s to T, reporting codes with `stray` bits to
+/// *seen: the one decision point of decode (no statistics: the caller counts them).
+template <class Code, class T, class Policy>
+void decode_call(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
+                 const uint_of<T>* cached_table, Code stray, std::atomic<std::uint64_t>* seen) {
+  const float_scale_of<T> fs(o);
+  bulk_options oo = o;
+  oo.stats = nullptr;
+  const kernel_choice c = choose_decode<Code, T>(s, n, fs.any, cached_table != nullptr);
+  switch (c.how) {
+    case strategy::fast_decode:
+#if CPD_FAST_KERNELS
+      if constexpr (std::is_same_v<T, float> && sizeof(Code) <= 2) {
+        // Arithmetic decoding (cpd/host/detail/avx512_decode.hpp) instead of table gathers.
+        const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
+        const bool stream = !same && n * sizeof(T) >= tuning::stream_threshold_bytes;
+        const fast::decode_kernel<Code> k{fast::make_decode_plan(s), stream, stray, seen};
+        run_kernel(policy, k, c.where, in, out, n, oo);
+        return;
+      }
+#endif
+      [[fallthrough]];
+    case strategy::table:
+      if (sizeof(Code) == 1) {
+        std::array<uint_of<T>, 256> local{};
+        const uint_of<T>* table = cached_table;
+        if (table == nullptr || fs.any) {
+          fill_table<T>(local.data(), 256, s, fs.inverse, fs.any);
+          table = local.data();
+        }
+        run_kernel(policy, table_kernel<Code, T>{table, stray, seen}, c.where, in, out, n, oo);
+      } else {
+        run_kernel(policy, table_kernel<Code, T>{cached_table, stray, seen}, c.where, in, out, n, oo);
+      }
+      return;
+    default:  // strategy::direct_decode
+      run_kernel(policy, direct_decode_kernel<Code, T>{s, fs.inverse, fs.any, stray, seen}, c.where, in, out, n,
+                 oo);
+      return;
+  }
+}
+
+}  // namespace cpd::detail
