@@ -13,12 +13,13 @@
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/exchange/codecs/interface.hpp>
+#include <cpd/host/detail/parallel_for.hpp>
+#include <cpd/host/execution.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace cpd {
@@ -77,8 +78,6 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
   const std::size_t bytes = c.payload_size(n);
   std::vector<std::uint8_t> payloads(detail::checked_mul("cpd::simulate_codec_allreduce", "the payloads", w, bytes));
   std::vector<float> decoded(detail::checked_mul("cpd::simulate_codec_allreduce", "the decoded values", w, n));
-  unsigned t = opt.threads != 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
-  t = static_cast<unsigned>(std::min<std::size_t>(t, w));
   // Phase 1, per worker (each encode is sequential, so any thread count gives the same payloads).
   auto worker = [&](std::size_t r) {
     const float* x = g[r];
@@ -96,17 +95,11 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
       for (std::size_t i = 0; i < n; ++i) e[i] = e[i] - d[i];
     }
   };
-  if (t <= 1) {
-    for (std::size_t r = 0; r < w; ++r) worker(r);
-  } else {
-    std::vector<std::thread> pool;
-    for (unsigned k = 0; k < t; ++k)
-      pool.emplace_back([&, k] {
-        const detail::default_fp_env thread_env;
-        for (std::size_t r = k; r < w; r += t) worker(r);
-      });
-    for (auto& th : pool) th.join();
-  }
+  detail::parallel_for(execution::parallel_policy{opt.threads, 1}, w,
+                       [&](std::size_t b, std::size_t e) {
+                         for (std::size_t r = b; r < e; ++r) worker(r);
+                       },
+                       1);
   // Phase 2: the rank-order float sum every worker computes from the W decoded payloads.
   const float fw = static_cast<float>(world_size);
   std::copy(decoded.begin(), decoded.begin() + static_cast<std::ptrdiff_t>(n), out);

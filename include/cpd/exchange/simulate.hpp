@@ -16,6 +16,9 @@
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/host/detail/parallel_for.hpp>
+#include <cpd/host/detail/tuning.hpp>
+#include <cpd/host/execution.hpp>
 #include <cpd/reduce/reduce.hpp>
 #include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/scaling.hpp>
@@ -25,7 +28,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -229,31 +231,11 @@ inline void check_allreduce_args(const float* const* x, const float* out, std::s
       fail_invalid("cpd::simulate_allreduce: worker " + std::to_string(r) + " has a null pointer");
 }
 
-/// Runs f(lo, hi) over [0, n) split into contiguous pieces on up to `threads` threads.
-template <class Fn>
-void parallel_ranges(std::size_t n, std::size_t work_per_element, unsigned threads, Fn&& f) {
-  unsigned t = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t min_work = std::size_t(1) << 16;  // below this, a thread costs more than it saves
+/// The policy of simulate_allreduce: opt.threads threads (0: all), each with at least
+/// tuning::simulate_min_work additions (work_per_element per element).
+inline execution::parallel_policy simulate_policy(unsigned threads, std::size_t work_per_element) noexcept {
   const std::size_t w = std::max<std::size_t>(work_per_element, 1);
-  const std::size_t useful = (n > std::numeric_limits<std::size_t>::max() / w ? std::numeric_limits<std::size_t>::max()
-                                                                                : n * w) / min_work;
-  if (useful < t) t = static_cast<unsigned>(std::max<std::size_t>(useful, 1));
-  if (t <= 1) {
-    f(std::size_t(0), n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(t - 1);
-  for (unsigned k = 1; k < t; ++k) {
-    const index_range r = partition(n, t, k);
-    pool.emplace_back([&f, r] {
-      const default_fp_env fp_env;
-      f(r.begin, r.end);
-    });
-  }
-  const index_range r0 = partition(n, t, 0);
-  f(r0.begin, r0.end);
-  for (auto& th : pool) th.join();
+  return {threads, std::max<std::size_t>((tuning::simulate_min_work + w - 1) / w, 1)};
 }
 
 }  // namespace detail
@@ -280,8 +262,8 @@ allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* 
     }
   }
   detail::allreduce_engine<F, R, O, Scale> engine(x, opt.residuals, out, n, world_size, scale, opt);
-  detail::parallel_ranges(n, static_cast<std::size_t>(world_size) * (opt.kahan ? 4 : 1), opt.threads,
-                          [&](std::size_t lo, std::size_t hi) { engine.run(lo, hi); });
+  detail::parallel_for(detail::simulate_policy(opt.threads, static_cast<std::size_t>(world_size) * (opt.kahan ? 4 : 1)),
+                       n, [&](std::size_t lo, std::size_t hi) { engine.run(lo, hi); });
   for (std::size_t i = 0; i < n; ++i) result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
   return result;
 }

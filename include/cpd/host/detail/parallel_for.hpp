@@ -58,19 +58,22 @@ void run_threads(unsigned t, Piece&& piece) {
 
 /// fn(0, n) on the calling thread.
 template <class Fn>
-decltype(auto) parallel_for(execution::sequenced_policy, std::size_t n, Fn&& fn) {
+decltype(auto) parallel_for(execution::sequenced_policy, std::size_t n, Fn&& fn,
+                            std::size_t = tuning::chunk_granule) {
   return fn(std::size_t(0), n);
 }
 
-/// fn(begin, end) on chunks of [0, n) (multiples of tuning::chunk_granule elements), one
-/// per thread; returns the sum (operator+=, from a value-initialized result) of the
-/// chunks' results in chunk order, or nothing when fn returns void.
+/// fn(begin, end) on chunks of [0, n) (multiples of `granule` elements: whole cache
+/// lines and packing groups by default; 1 for a loop over workers), one per thread;
+/// returns the sum (operator+=, from a value-initialized result) of the chunks'
+/// results in chunk order, or nothing when fn returns void.
 template <class Fn>
-auto parallel_for(const execution::parallel_policy& p, std::size_t n, Fn&& fn) {
+auto parallel_for(const execution::parallel_policy& p, std::size_t n, Fn&& fn,
+                  std::size_t granule = tuning::chunk_granule) {
   using result = std::invoke_result_t<Fn&, std::size_t, std::size_t>;
   const unsigned t = thread_count(p, n);
   if (t <= 1) return fn(std::size_t(0), n);
-  constexpr std::size_t g = tuning::chunk_granule;
+  const std::size_t g = std::max<std::size_t>(granule, 1);
   const std::size_t chunk = ((n + t - 1) / t + g - 1) / g * g;
   const auto bounds = [=](unsigned j) {
     return std::pair<std::size_t, std::size_t>(std::min(n, j * chunk), std::min(n, (j + 1) * chunk));

@@ -52,4 +52,8 @@ inline constexpr std::size_t table_min_codes16 = std::size_t(1) << 16;
 /// stack, and a multiple of every packing group (2 and 4 codes).
 inline constexpr std::size_t pack_block = 4096;
 
+/// simulate_allreduce gives a thread at least this many element-additions (elements
+/// times workers, times 4 with Kahan): below, starting a thread costs more than it saves.
+inline constexpr std::size_t simulate_min_work = std::size_t(1) << 16;
+
 }  // namespace cpd::detail::tuning
