@@ -363,6 +363,7 @@ struct kernel {
     return c;
   }
 
+  /// Rounds in[0..n) to out[0..n) by method H; lo0 is the random counter of in[0].
   template <method H>
   CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
                                                               std::uint32_t lo0) const noexcept {

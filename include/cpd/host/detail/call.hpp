@@ -23,9 +23,11 @@
 
 namespace cpd::detail {
 
+/// True for the element types of the bulk calls (float, double).
 template <class T>
 inline constexpr bool is_bulk_value_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
+/// True for the code types of the runtime-format calls (uint8_t ... uint64_t).
 template <class C>
 inline constexpr bool is_code_v = std::is_same_v<C, std::uint8_t> || std::is_same_v<C, std::uint16_t> ||
                                   std::is_same_v<C, std::uint32_t> || std::is_same_v<C, std::uint64_t>;
