@@ -203,8 +203,7 @@ class summation {
       bool bad = false;
       for (std::size_t j = 0; j < len; ++j) {
         const float y = x[j] * f;
-        const float ay = y < 0 ? -y : y;
-        bad |= !((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x[j] == 0);
+        bad |= !exact_in_float(x[j], y);
         q[j] = y;
       }
       exact = !bad;

@@ -28,13 +28,18 @@ CPD_ALWAYS_INLINE float unscale(float v, const float_scale& s) noexcept {
   return v * s.inverse;
 }
 
+/// Whether y = x * 2^k, formed in float, is exact: y is a finite normal float, or x is zero.
+CPD_ALWAYS_INLINE bool exact_in_float(float x, float y) noexcept {
+  const float ay = y < 0 ? -y : y;
+  return (ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x == 0;
+}
+
 /// pow2_scale: x * 2^k is exact (in float when it stays normal there, else in double), rounded once.
 template <class F, rounding R, overflow O>
 CPD_ALWAYS_INLINE float scaled_quantize(float x, const pow2_scale& s, std::uint32_t rnd) noexcept {
   if (s.exponent >= -126 && s.exponent <= 127) {
     const float y = x * pow2<float>(s.exponent);
-    const float ay = y < 0 ? -y : y;
-    if ((ay >= 1.17549435e-38f && ay <= 3.40282347e38f) || x == 0) return round_to<F, R, O>(y, rnd);
+    if (exact_in_float(x, y)) return round_to<F, R, O>(y, rnd);
   }
   return round_to<F, R, O>(static_cast<double>(x) * s.factor(), rnd);
 }
