@@ -352,6 +352,16 @@ failure check_memory(const options& o, const std::vector<run_config>& configs, s
                                  ": use fewer --workers, a smaller --batch or narrower --hidden layers"};
 }
 
+/// The first line of the report: the data, the network and the options.
+void print_setup(const options& o, const dataset& tr, const dataset& te, int threads) {
+  std::printf("cpd-train: %zu training and %zu test images of %zu pixels, MLP", tr.n, te.n, tr.dim);
+  std::printf(" %zu", tr.dim);
+  for (std::size_t h : o.hidden) std::printf("-%zu", h);
+  std::printf("-10, %d workers%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
+              o.mpi ? " (MPI ranks)" : "", o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
+              o.weights_name.c_str(), threads);
+}
+
 int run_main(int argc, char** argv, int& rank) {
   options o;
   try {
@@ -416,12 +426,7 @@ int run_main(int argc, char** argv, int& rank) {
   if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
   const train::thread_pool pool(threads);
   if (!printer && !std::freopen("/dev/null", "w", stdout)) return train::exit_failure;  // only rank 0 reports
-  std::printf("cpd-train: %zu training and %zu test images of %zu pixels, MLP", tr.n, te.n, tr.dim);
-  std::printf(" %zu", tr.dim);
-  for (std::size_t h : o.hidden) std::printf("-%zu", h);
-  std::printf("-10, %d workers%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
-              o.mpi ? " (MPI ranks)" : "", o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
-              o.weights_name.c_str(), threads);
+  print_setup(o, tr, te, threads);
 
   std::vector<run_result> runs;
   for (const run_config& rc : configs) {
