@@ -110,21 +110,36 @@ inline const dynamic_tree_tables& dynamic_tree() {
 
 }  // namespace detail
 
-/// Dettmers' dynamic tree 8-bit type with max-abs scaling: each block's scale is its
-/// element of largest magnitude (the first one, with its sign), so that element is code 0x80 (1.0).
-class dynamic_tree_codec final : public codec {
- public:
-  /// block: values per scale; 0 scales the whole tensor at once.
-  explicit dynamic_tree_codec(std::size_t block = 0) : block_(block) {}
+namespace detail {
 
+/// What Dettmers' two 8-bit codecs share: a float max-abs scale per block of `block`
+/// values (0: one for the whole tensor), then one byte per value; deterministic.
+class block8_codec : public codec {
+ public:
   [[nodiscard]] std::size_t block() const noexcept { return block_; }
   [[nodiscard]] std::string name() const override {
-    return block_ == 0 ? std::string("dyntree8") : "dyntree8:" + std::to_string(block_);
+    return block_ == 0 ? std::string(kind_) : std::string(kind_) + ":" + std::to_string(block_);
   }
   [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return detail::payload_bytes("cpd::codec::payload_size", detail::scale_count(n, block_), 4, n, 8);
+    return payload_bytes("cpd::codec::payload_size", scale_count(n, block_), 4, n, 8);
   }
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
+
+ protected:
+  block8_codec(const char* kind, std::size_t block) noexcept : kind_(kind), block_(block) {}
+  const char* kind_;    ///< the name of make_codec
+  std::size_t block_;   ///< values per scale; 0: the whole tensor
+};
+
+}  // namespace detail
+
+/// Dettmers' dynamic tree 8-bit type with max-abs scaling: each block's scale is its
+/// element of largest magnitude (the first one, with its sign), so that element is code 0x80 (1.0).
+class dynamic_tree_codec final : public detail::block8_codec {
+ public:
+  /// block: values per scale; 0 scales the whole tensor at once.
+  explicit dynamic_tree_codec(std::size_t block = 0) : block8_codec("dyntree8", block) {}
+
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
     const detail::default_fp_env fp_env;  // (docs/reliability.md)
@@ -162,25 +177,15 @@ class dynamic_tree_codec final : public codec {
     }
   }
 
- private:
-  std::size_t block_;
 };
 
 /// Dettmers' linear 8-bit quantization: code c in [-127, 127] (an int8) stands for c / 127 of the
 /// block's max-abs scale; x is rounded to the nearest code (ties to even).
-class linear8_codec final : public codec {
+class linear8_codec final : public detail::block8_codec {
  public:
   /// block: values per scale; 0 scales the whole tensor at once.
-  explicit linear8_codec(std::size_t block = 0) : block_(block) {}
+  explicit linear8_codec(std::size_t block = 0) : block8_codec("linear8", block) {}
 
-  [[nodiscard]] std::size_t block() const noexcept { return block_; }
-  [[nodiscard]] std::string name() const override {
-    return block_ == 0 ? std::string("linear8") : "linear8:" + std::to_string(block_);
-  }
-  [[nodiscard]] std::size_t payload_size(std::size_t n) const override {
-    return detail::payload_bytes("cpd::codec::payload_size", detail::scale_count(n, block_), 4, n, 8);
-  }
-  [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
     const detail::default_fp_env fp_env;  // (docs/reliability.md)
@@ -219,8 +224,6 @@ class linear8_codec final : public codec {
     }
   }
 
- private:
-  std::size_t block_;
 };
 
 }  // namespace cpd
