@@ -127,6 +127,36 @@ class block8_codec : public codec {
 
  protected:
   block8_codec(const char* kind, std::size_t block) noexcept : kind_(kind), block_(block) {}
+
+  /// For each block [lo, hi) of finite values, scale = enc(lo, hi, codes) writes codes[lo..hi)
+  /// and returns the block's scale; a block holding inf or NaN is marked (it decodes to NaN).
+  template <class Enc>
+  void encode_blocks(const float* in, std::size_t n, std::uint8_t* payload, Enc&& enc) const {
+    const default_fp_env fp_env;  // (docs/reliability.md)
+    const std::size_t nb = scale_count(n, block_), len = block_ == 0 ? n : block_;
+    std::uint8_t* codes = payload + 4 * nb;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const std::size_t lo = b * len, hi = block_end(lo, len, n);
+      if (block_nonfinite(in, lo, hi)) {
+        store_le32(payload + 4 * b, nonfinite_block_bits);
+        for (std::size_t i = lo; i < hi; ++i) codes[i] = 0;
+        continue;
+      }
+      store_f32(payload + 4 * b, enc(lo, hi, codes));
+    }
+  }
+
+  /// dec(lo, hi, codes, scale) for each block [lo, hi) with its stored scale.
+  template <class Dec>
+  void decode_blocks(const std::uint8_t* payload, std::size_t n, Dec&& dec) const {
+    const default_fp_env fp_env;  // (docs/reliability.md)
+    const std::size_t nb = scale_count(n, block_), len = block_ == 0 ? n : block_;
+    const std::uint8_t* codes = payload + 4 * nb;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const std::size_t lo = b * len, hi = block_end(lo, len, n);
+      dec(lo, hi, codes, load_f32(payload + 4 * b));
+    }
+  }
   const char* kind_;    ///< the name of make_codec
   std::size_t block_;   ///< values per scale; 0: the whole tensor
 };
@@ -140,43 +170,27 @@ class dynamic_tree_codec final : public detail::block8_codec {
   /// block: values per scale; 0 scales the whole tensor at once.
   explicit dynamic_tree_codec(std::size_t block = 0) : block8_codec("dyntree8", block) {}
 
-
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
-    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const auto& t = detail::dynamic_tree();
-    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
-    std::uint8_t* codes = payload + 4 * nb;
-    for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
-      if (detail::block_nonfinite(in, lo, hi)) {  // marked: decodes to NaN
-        detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
-        for (std::size_t i = lo; i < hi; ++i) codes[i] = 0;
-        continue;
-      }
+    encode_blocks(in, n, payload, [&](std::size_t lo, std::size_t hi, std::uint8_t* codes) {
       float m = 0.0f, am = 0.0f;
       for (std::size_t i = lo; i < hi; ++i) {
         const float a = std::fabs(in[i]);
         if (a > am) am = a, m = in[i];
       }
-      detail::store_f32(payload + 4 * b, m);
       const double inv = m == 0.0f ? 0.0 : 1.0 / static_cast<double>(m);
       for (std::size_t i = lo; i < hi; ++i) codes[i] = t.encode(static_cast<double>(in[i]) * inv);
-    }
+      return m;
+    });
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
-    const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const auto& t = detail::dynamic_tree();
-    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
-    const std::uint8_t* codes = payload + 4 * nb;
-    for (std::size_t b = 0; b < nb; ++b) {
-      const float m = detail::load_f32(payload + 4 * b);
-      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
+    decode_blocks(payload, n, [&](std::size_t lo, std::size_t hi, const std::uint8_t* codes, float m) {
       // value * m: rounded once (the product of two floats is exact in double); the max is m exactly.
       for (std::size_t i = lo; i < hi; ++i) out[i] = t.value[codes[i]] * m + 0.0f;  // + 0: no -0
-    }
+    });
   }
-
 };
 
 /// Dettmers' linear 8-bit quantization: code c in [-127, 127] (an int8) stands for c / 127 of the
@@ -186,21 +200,10 @@ class linear8_codec final : public detail::block8_codec {
   /// block: values per scale; 0 scales the whole tensor at once.
   explicit linear8_codec(std::size_t block = 0) : block8_codec("linear8", block) {}
 
-
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
-    const detail::default_fp_env fp_env;  // (docs/reliability.md)
-    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
-    std::uint8_t* codes = payload + 4 * nb;
-    for (std::size_t b = 0; b < nb; ++b) {
-      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
-      if (detail::block_nonfinite(in, lo, hi)) {  // marked: decodes to NaN
-        detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
-        for (std::size_t i = lo; i < hi; ++i) codes[i] = 0;
-        continue;
-      }
+    encode_blocks(in, n, payload, [&](std::size_t lo, std::size_t hi, std::uint8_t* codes) {
       float am = 0.0f;
       for (std::size_t i = lo; i < hi; ++i) am = std::fmax(am, std::fabs(in[i]));
-      detail::store_f32(payload + 4 * b, am);
       const double k = am == 0.0f ? 0.0 : 127.0 / static_cast<double>(am);
       for (std::size_t i = lo; i < hi; ++i) {
         double q = static_cast<double>(in[i]) * k;
@@ -208,22 +211,18 @@ class linear8_codec final : public detail::block8_codec {
         q = (q + 0x1.8p52) - 0x1.8p52;  // to the nearest integer, ties to even (no libm call)
         codes[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
       }
-    }
+      return am;
+    });
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
-    const detail::default_fp_env fp_env;  // (docs/reliability.md)
-    const std::size_t nb = detail::scale_count(n, block_), len = block_ == 0 ? n : block_;
-    const std::uint8_t* codes = payload + 4 * nb;
-    for (std::size_t b = 0; b < nb; ++b) {
-      const double am = static_cast<double>(detail::load_f32(payload + 4 * b));
-      const std::size_t lo = b * len, hi = detail::block_end(lo, len, n);
+    decode_blocks(payload, n, [&](std::size_t lo, std::size_t hi, const std::uint8_t* codes, float scale) {
+      const double am = static_cast<double>(scale);
       // c * am is exact in double (8 + 24 bits); / 127 then float: c = +-127 gives +-am exactly.
       for (std::size_t i = lo; i < hi; ++i)
         out[i] = static_cast<float>(static_cast<double>(static_cast<std::int8_t>(codes[i])) * am / 127.0);
-    }
+    });
   }
-
 };
 
 }  // namespace cpd
