@@ -29,6 +29,7 @@ set(CPD_HEADERS
   include/cpd/core/options.hpp
   include/cpd/core/random.hpp
   include/cpd/core/rounding.hpp
+  include/cpd/core/stats.hpp
   include/cpd/cpd.hpp
   include/cpd/cuda.cuh
   include/cpd/device/cuda.cuh

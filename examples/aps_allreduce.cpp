@@ -57,7 +57,7 @@ void run(const char* fname, int w, std::size_t n, const std::vector<layer>& laye
         norm += exact * exact;
       }
       std::printf("%-8s %-4s %-7s %6d %9.2f%% %9.2f%% %12.3g\n", fname, use_aps ? "on" : "off", layers[l].name,
-                  sc.exponent, 100.0 * res.scaled.flushed_fraction(), 100.0 * res.scaled.overflowed_fraction(),
+                  sc.exponent, 100.0 * res.scaled.underflow_fraction(), 100.0 * res.scaled.overflow_fraction(),
                   std::sqrt(err / norm));
     }
   }

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
 
   // Fake quantization, in place: round(g * 2^shift) * 2^-shift, stochastic rounding
   // seeded per step (the same bits for any thread count), with statistics.
-  cpd::bulk_stats stats;
+  cpd::value_stats stats;
   cpd::bulk_options opt;
   opt.scale_exponent = shift;
   opt.seed = 2024;

@@ -125,13 +125,15 @@ T reference_quantize(T x, const cpd::bulk_options& o, std::size_t i) {
   return t;
 }
 
-/// The reference statistics of a call (definitions of cpd::bulk_stats).
+/// The reference statistics of a call (definitions of cpd::value_stats).
 template <class F, rounding R, overflow O, class T>
 cpd::bulk_stats reference_stats(const std::vector<T>& in, const cpd::bulk_options& o) {
   cpd::bulk_stats st;
+  st.count = in.size();
   for (std::size_t i = 0; i < in.size(); ++i) {
     T y = in[i];
     if (o.scale != 1.0f) y = y * static_cast<T>(o.scale);
+    if (y == 0) ++st.zeros;
     const auto r = reference<F, R, O, T>(in[i], o, i);
     const F f = F::from_bits(static_cast<typename F::storage_type>(r.code));
     const bool finite = std::isfinite(y);

@@ -395,7 +395,7 @@ void run_exchange(const inputs& in, record& rec) {
     opt.diagnostics = true;
     const auto r1 = cpd::simulate_allreduce<bf16>(g, out.data(), n, workers, cpd::aps<bf16>(workers), opt);
     scales.push_back(r1.scale.exponent);
-    scales.push_back(static_cast<std::int64_t>(r1.scaled.flushed));
+    scales.push_back(static_cast<std::int64_t>(r1.scaled.underflow));
   });
   rec.put("allreduce.bf16", out);
   rec.call("allreduce.e5m2", [&] {

@@ -427,9 +427,9 @@ TEST_CASE("simulate_allreduce: APS rescues small gradients; mean divides by W") 
   o.diagnostics = true;
   auto r0 = cpd::simulate_allreduce<F>(p.data(), plain.data(), n, w, o);
   auto r1 = cpd::simulate_allreduce<F>(p.data(), scaled.data(), n, w, cpd::aps<F>(w), o);
-  CHECK(r0.scaled.flushed_fraction() > 0.9);
-  CHECK(r1.scaled.flushed_fraction() < 0.01);
-  CHECK(r1.unscaled.flushed_fraction() > 0.9);  // the same tensors quantized without the scale
+  CHECK(r0.scaled.underflow_fraction() > 0.9);
+  CHECK(r1.scaled.underflow_fraction() < 0.01);
+  CHECK(r1.unscaled.underflow_fraction() > 0.9);  // the same tensors quantized without the scale
   double e0 = 0, e1 = 0;
   for (std::size_t i = 0; i < n; ++i) {
     double exact = 0;

@@ -328,24 +328,96 @@ TEST_CASE("fixed scaling") {
   CHECK(cpd::pow2_scale{200}.inverse() == std::ldexp(1.0, -200));
 }
 
-TEST_CASE("diagnostics: flushed, saturated, overflowed, before and after scaling") {
+namespace {
+
+// measure_quantization (bisections and a vector loop, nothing written) against the
+// statistics of the bulk call, which come from the rounding core's events per value.
+template <class F, cpd::rounding R, cpd::overflow O>
+void check_measure_vs_bulk(const std::vector<float>& x) {
+  CAPTURE(cpd::format::of<F>().name());
+  CAPTURE(cpd::to_string(R));
+  CAPTURE(cpd::to_string(O));
+  cpd::value_stats bulk;
+  cpd::bulk_options o;
+  o.stats = &bulk;
+  std::vector<float> out(x.size());
+  cpd::quantize<F, R, O>(x.data(), out.data(), x.size(), o);
+  const cpd::value_stats m = cpd::measure_quantization<F, R, O>(x.data(), x.size());
+  CHECK(m.count == bulk.count);
+  CHECK(m.zeros == bulk.zeros);
+  CHECK(m.underflow == bulk.underflow);
+  CHECK(m.overflow == bulk.overflow);
+  CHECK(m.nan == bulk.nan);
+  CHECK(m.saturated == bulk.saturated);
+  CHECK(m.nan_inputs == bulk.nan_inputs);
+  CHECK(m.inf_inputs == bulk.inf_inputs);
+}
+
+template <class F>
+void check_measure_vs_bulk_modes(const std::vector<float>& x) {
+  using cpd::overflow;
+  using cpd::rounding;
+  check_measure_vs_bulk<F, rounding::nearest_even, overflow::infinity>(x);
+  check_measure_vs_bulk<F, rounding::nearest_even, overflow::saturate>(x);
+  check_measure_vs_bulk<F, rounding::toward_zero, overflow::infinity>(x);
+  check_measure_vs_bulk<F, rounding::upward, overflow::infinity>(x);
+  check_measure_vs_bulk<F, rounding::downward, overflow::saturate>(x);
+  check_measure_vs_bulk<F, rounding::nearest_away, overflow::infinity>(x);
+  check_measure_vs_bulk<F, rounding::odd, overflow::infinity>(x);
+}
+
+}  // namespace
+
+TEST_CASE("diagnostics count what the bulk call's statistics count, for every encoding") {
+  // Every binade of float with random significands and both signs, the boundaries of
+  // each format and their neighbours, zeros, infinities and NaNs.
+  std::mt19937 gen(7);
+  std::vector<float> x;
+  for (int e = -150; e <= 128; ++e)
+    for (int k = 0; k < 6; ++k) {
+      const float v = std::ldexp(std::uniform_real_distribution<float>(1.0f, 2.0f)(gen), e);
+      x.push_back(k % 2 ? -v : v);
+    }
+  const float specials[] = {0.0f, -0.0f, pinf, -pinf, qnan, -qnan, 448.0f, 464.0f, 465.0f, 480.0f, 57344.0f,
+                            61440.0f, 65504.0f, 65520.0f, 6.0f, 7.0f, 7.5f, 0x1p-9f, 0x1p-10f, 0x1.8p-10f,
+                            0x1p-17f, 0x1.000002p-17f, 0x1p-25f, std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::denorm_min()};
+  for (float v : specials) {
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  check_measure_vs_bulk_modes<cpd::float8_e4m3fn>(x);
+  check_measure_vs_bulk_modes<cpd::float8_e5m2>(x);
+  check_measure_vs_bulk_modes<cpd::float8_e4m3fnuz>(x);
+  check_measure_vs_bulk_modes<cpd::float16>(x);
+  check_measure_vs_bulk_modes<cpd::bfloat16>(x);
+  check_measure_vs_bulk_modes<cpd::float4_e2m1fn>(x);
+  check_measure_vs_bulk_modes<cpd::float6_e3m2fn>(x);
+  check_measure_vs_bulk_modes<cpd::float_t<3, 0, cpd::fn>>(x);
+  check_measure_vs_bulk_modes<cpd::float8_e8m0fnu>(x);
+}
+
+TEST_CASE("diagnostics: underflow, saturated, overflow, before and after scaling") {
   using F = cpd::float8_e5m2;  // max 57344, min subnormal 2^-16
   const float x[] = {0.0f, 1e-9f, 1.0f, 1e5f, pinf, qnan, -1e-9f};
   auto s = cpd::measure_quantization<F>(x, 7);
   CHECK(s.count == 7);
   CHECK(s.zeros == 1);
-  CHECK(s.flushed == 2);
-  CHECK(s.overflowed == 1);  // 1e5 -> pinf
-  CHECK(s.nonfinite == 2);
+  CHECK(s.underflow == 2);
+  CHECK(s.overflow == 1);  // 1e5 -> pinf
+  CHECK(s.saturated == 0);
+  CHECK(s.nonfinite_inputs() == 2);
   auto sat = cpd::measure_quantization<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(x, 7);
-  CHECK(sat.saturated == 1);
-  CHECK(sat.overflowed == 0);
+  CHECK(sat.saturated == 2);  // 1e5 (overflowed) and +inf (an infinite input) -> max
+  CHECK(sat.overflow == 1);    // 1e5 -> max, not inf
+  CHECK(sat.nan == 0);
   // with a scale of 2^20, 1e-9 survives and 1.0 and 1e5 overflow
   auto sc = cpd::measure_quantization<F>(x, 7, cpd::pow2_scale{20});
-  CHECK(sc.flushed == 0);
-  CHECK(sc.overflowed == 2);
-  CHECK(sc.flushed_fraction() == 0.0);
-  CHECK(sc.overflowed_fraction() == doctest::Approx(2.0 / 7.0));
+  CHECK(sc.underflow == 0);
+  CHECK(sc.overflow == 2);
+  CHECK(sc.saturated == 0);
+  CHECK(sc.underflow_fraction() == 0.0);
+  CHECK(sc.overflow_fraction() == doctest::Approx(2.0 / 7.0));
   auto fs = cpd::measure_quantization<F>(x, 7, cpd::float_scale::of(1.0f));
-  CHECK(fs.flushed == 2);
+  CHECK(fs.underflow == 2);
 }

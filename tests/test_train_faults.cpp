@@ -339,7 +339,7 @@ TEST_CASE("values clipped to max in a format without inf count as overflowed") {
   grads[1] = {-7.0f, 0.5f, 0.0f, 1.0f};
   train::aligned_vector<float> mean(4);
   ex.allreduce_mean(grads, mean.data(), one_thread{});
-  CHECK(ex.stats().values == 8);
-  CHECK(ex.stats().overflowed == 2);
-  CHECK(ex.stats().nonfinite == 0);
+  CHECK(ex.stats().count == 8);
+  CHECK(ex.stats().overflow == 2);
+  CHECK(ex.stats().nonfinite_inputs() == 0);
 }

@@ -23,20 +23,12 @@
 
 namespace train {
 
-/// What the exchange did to the gradient values (summed over a run).
-struct exchange_stats {
-  std::uint64_t values = 0;      ///< values rounded to the gradient format
-  std::uint64_t flushed = 0;     ///< non-zero values that became zero
-  std::uint64_t overflowed = 0;  ///< finite values that became inf or NaN (or were clipped by saturation)
-  std::uint64_t nonfinite = 0;   ///< values that were inf or NaN before rounding (cpd's NaN/inf policy)
-  double flushed_fraction() const { return values ? static_cast<double>(flushed) / static_cast<double>(values) : 0.0; }
-  double nonfinite_fraction() const {
-    return values ? static_cast<double>(nonfinite) / static_cast<double>(values) : 0.0;
-  }
-  double overflowed_fraction() const {
-    return values ? static_cast<double>(overflowed) / static_cast<double>(values) : 0.0;
-  }
-};
+/// What the exchange did to the gradient values, summed over a run: cpd's one statistics
+/// type. count: values rounded to the gradient format; underflow: non-zero values that
+/// became zero; overflow: finite values that overflowed (to inf or NaN, or clipped to
+/// +-max), plus sums that became inf or NaN; nan_inputs, inf_inputs: values that were
+/// NaN or inf before rounding (cpd's NaN/inf policy).
+using exchange_stats = cpd::value_stats;
 
 /// 32 random bits for element i of step `step`: cpd's counter-based generator.
 inline std::uint32_t hash_bits(std::uint64_t seed, std::uint64_t step, std::uint64_t i) {
@@ -109,10 +101,8 @@ class exchanger {
  private:
   template <class Result>
   void summarize(const Result& r) {
-    stats_.values += r.scaled.count;
-    stats_.flushed += r.scaled.flushed;
-    stats_.overflowed += r.scaled.overflowed + r.scaled.saturated + r.nonfinite_out;
-    stats_.nonfinite += r.scaled.nonfinite;
+    stats_ += r.scaled;
+    stats_.overflow += r.nonfinite_out;
   }
 
   std::vector<tensor_view> tensors_;
@@ -153,23 +143,27 @@ inline void prepare_codec_residual(bool feedback, const float* g, float* residua
 /// x != 0 decoded to 0, i.e. when the residual is x itself (no codec here decodes a non-zero
 /// code to less than half an ulp of x: the nearest of its values, a QSGD level >= 1 of the
 /// bucket's norm, or 1-bit SGD's mean of at least |x| / bucket), and as overflowed when a
-/// finite x gave a non-finite residual (a non-finite decoded value), and as non-finite when x
-/// is inf or NaN (its codec block then decodes to NaN).
+/// finite x gave a non-finite residual (a non-finite decoded value), and as a NaN or inf
+/// input when x is (its codec block then decodes to NaN).
 /// Counted over the tensors of the flat arrays x and residual (not the gaps between them).
 inline void count_codec(const float* x, const float* residual, const std::vector<tensor_view>& tensors,
                         exchange_stats& s) {
-  std::uint64_t flushed = 0, overflowed = 0, nonfinite = 0;
+  std::uint64_t zeros = 0, flushed = 0, overflowed = 0, nans = 0, infs = 0;
   for (const tensor_view& t : tensors) {
     for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
+      zeros += x[i] == 0.0f;
       flushed += x[i] != 0.0f && residual[i] == x[i];
       overflowed += std::isfinite(x[i]) && !std::isfinite(residual[i]);
-      nonfinite += !std::isfinite(x[i]);
+      nans += std::isnan(x[i]);
+      infs += std::isinf(x[i]);
     }
-    s.values += t.size();
+    s.count += t.size();
   }
-  s.flushed += flushed;
-  s.overflowed += overflowed;
-  s.nonfinite += nonfinite;
+  s.zeros += zeros;
+  s.underflow += flushed;
+  s.overflow += overflowed;
+  s.nan_inputs += nans;
+  s.inf_inputs += infs;
 }
 
 /// Non-finite values in the tensors of the flat array x.
@@ -223,13 +217,8 @@ class codec_exchanger {
     pool.parallel_for(W, [&](std::size_t w) {
       count_codec(feedback_ ? inputs_[w].data() : grads[w].data(), residuals_[w].data(), tensors_, per[w]);
     });
-    for (const exchange_stats& s : per) {
-      stats_.values += s.values;
-      stats_.flushed += s.flushed;
-      stats_.overflowed += s.overflowed;
-      stats_.nonfinite += s.nonfinite;
-    }
-    stats_.overflowed += count_nonfinite(mean, tensors_);
+    for (const exchange_stats& s : per) stats_ += s;
+    stats_.overflow += count_nonfinite(mean, tensors_);
   }
 
   const exchange_stats& stats() const { return stats_; }

@@ -256,7 +256,7 @@ void print_table(const std::vector<run_result>& runs) {
   for (const run_result& r : runs)
     std::printf("%-16s %-4s %10.4f %10.4f %10.4f %10.4f %12.3e %12.3e %12.3e %9.1f%s\n", r.grad_format.c_str(),
                 aps_column(r), r.bits_per_value, printable(r.epochs.back().train_loss), r.epochs.back().test_accuracy,
-                r.best_accuracy, r.stats.flushed_fraction(), r.stats.overflowed_fraction(),
+                r.best_accuracy, r.stats.underflow_fraction(), r.stats.overflow_fraction(),
                 r.stats.nonfinite_fraction(), r.seconds, r.diverged ? "  diverged" : "");
   for (const run_result& r : runs)
     std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),

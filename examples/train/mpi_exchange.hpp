@@ -26,9 +26,19 @@ namespace train {
 
 /// The sum of every rank's statistics (collective over MPI_COMM_WORLD).
 inline exchange_stats sum_over_ranks(const exchange_stats& s) {
-  std::uint64_t local[4] = {s.values, s.flushed, s.overflowed, s.nonfinite}, total[4] = {};
-  MPI_Allreduce(local, total, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  return {total[0], total[1], total[2], total[3]};
+  std::uint64_t local[8] = {s.count, s.zeros, s.underflow, s.overflow, s.nan, s.saturated, s.nan_inputs, s.inf_inputs};
+  std::uint64_t t[8] = {};
+  MPI_Allreduce(local, t, 8, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  exchange_stats r;
+  r.count = t[0];
+  r.zeros = t[1];
+  r.underflow = t[2];
+  r.overflow = t[3];
+  r.nan = t[4];
+  r.saturated = t[5];
+  r.nan_inputs = t[6];
+  r.inf_inputs = t[7];
+  return r;
 }
 
 /// The gradient exchange of one rank over MPI.
@@ -49,25 +59,24 @@ class mpi_exchanger {
     const auto r = plan_(t);
     bytes_ += r.bytes_sent();
     if (!quantized_) return;
-    // What quantization did to this rank's values (the emulated run counts every worker's).
+    // What quantization did to this rank's values, from the bulk call's statistics (the
+    // emulated run counts every worker's with cpd::measure_quantization: the same events).
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
-      const double scale = std::ldexp(1.0, r.scales[i].exponent);
-      for (std::size_t k = 0; k < tensors_[i].size(); ++k) {
-        const double x = static_cast<double>(local[tensors_[i].offset + k]) * scale;
-        const double q = cpd::quantize(fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, x);
-        ++stats_.values;
-        stats_.flushed += x != 0 && std::isfinite(x) && q == 0;
-        // As the emulation counts: became inf/NaN, or was beyond max and clipped to it.
-        stats_.overflowed += std::isfinite(x) && (!std::isfinite(q) || std::fabs(x) > fmt_.max());
-        stats_.nonfinite += !std::isfinite(x);
-      }
+      cpd::value_stats st;
+      cpd::bulk_options o;
+      o.scale_exponent = r.scales[i].exponent;
+      o.stats = &st;
+      scratch_.resize(tensors_[i].size());
+      cpd::quantize(fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, local + tensors_[i].offset,
+                    scratch_.data(), tensors_[i].size(), o);
+      stats_ += st;
     }
     // Non-finite sums are the same on every rank: count them once, on rank 0.
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0)
       for (const tensor_view& tv : tensors_)
-        for (std::size_t k = tv.offset; k < tv.offset + tv.size(); ++k) stats_.overflowed += !std::isfinite(mean[k]);
+        for (std::size_t k = tv.offset; k < tv.offset + tv.size(); ++k) stats_.overflow += !std::isfinite(mean[k]);
   }
 
   /// The statistics of all ranks (collective).
@@ -88,6 +97,7 @@ class mpi_exchanger {
   std::vector<tensor_view> tensors_;
   cpd::mpi::dynamic_plan<train_formats, false> plan_;
   exchange_stats stats_;
+  std::vector<float> scratch_;
   std::uint64_t bytes_ = 0;
 };
 
@@ -117,7 +127,7 @@ class mpi_codec_exchanger {
     // Non-finite means are the same on every rank: count them once, on rank 0.
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) stats_.overflowed += count_nonfinite(mean, tensors_);
+    if (rank == 0) stats_.overflow += count_nonfinite(mean, tensors_);
   }
 
   /// The statistics of all ranks (collective).

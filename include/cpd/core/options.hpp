@@ -1,46 +1,20 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// The options and the statistics of a bulk call (quantize, encode, decode): one
-// struct of each, shared by the host calls (cpd/host/bulk.hpp) and the device
+// The options of a bulk call (quantize, encode, decode), with its statistics
+// (cpd/core/stats.hpp): one struct of each, shared by the host calls (cpd/host/bulk.hpp) and the device
 // calls (cpd/device/), so that a scale, a random key or a request for counts is
 // spelled the same way everywhere.
 
 #include <cpd/core/config.hpp>
+#include <cpd/core/detail/error.hpp>
+#include <cpd/core/stats.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace cpd {
-
-/// What a bulk call did to the values (filled when bulk_options::stats is set).
-struct bulk_stats {
-  std::size_t underflow = 0;  ///< non-zero finite inputs that became zero
-  std::size_t overflow = 0;   ///< finite inputs that overflowed (IEEE: rounded with an unbounded exponent, above max)
-  std::size_t nan = 0;        ///< non-NaN inputs that became NaN (overflow without inf; negative in fnu)
-  std::size_t saturated = 0;  ///< overflowed or infinite inputs that became +-max
-  std::size_t nan_inputs = 0;  ///< inputs that were NaN (decode: NaN codes), whatever they became
-  std::size_t inf_inputs = 0;  ///< inputs that were +-inf (decode: inf codes), whatever they became
-
-  /// nan_inputs + inf_inputs.
-  [[nodiscard]] constexpr std::size_t nonfinite_inputs() const noexcept { return nan_inputs + inf_inputs; }
-
-  /// Adds the counts of o.
-  constexpr bulk_stats& operator+=(const bulk_stats& o) noexcept {
-    underflow += o.underflow;
-    overflow += o.overflow;
-    nan += o.nan;
-    saturated += o.saturated;
-    nan_inputs += o.nan_inputs;
-    inf_inputs += o.inf_inputs;
-    return *this;
-  }
-  friend constexpr bool operator==(const bulk_stats& a, const bulk_stats& b) noexcept {
-    return a.underflow == b.underflow && a.overflow == b.overflow && a.nan == b.nan && a.saturated == b.saturated &&
-           a.nan_inputs == b.nan_inputs && a.inf_inputs == b.inf_inputs;
-  }
-  friend constexpr bool operator!=(const bulk_stats& a, const bulk_stats& b) noexcept { return !(a == b); }
-};
 
 /// Options of the bulk calls; the defaults round the values as they are.
 struct bulk_options {
@@ -61,7 +35,18 @@ struct bulk_options {
   /// Stochastic rounding: the number of random bits per element, in [1, 32].
   int random_bits = 32;
   /// When set, receives the counts of this call.
-  bulk_stats* stats = nullptr;
+  value_stats* stats = nullptr;
 };
+
+namespace detail {
+
+/// Throws std::invalid_argument unless o.random_bits is in [1, 32] (host and device calls).
+inline void check_random_bits(const char* who, const bulk_options& o) {
+  if (o.random_bits < 1 || o.random_bits > 32)
+    fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
+                 " must be in [1, 32]");
+}
+
+}  // namespace detail
 
 }  // namespace cpd

@@ -68,8 +68,8 @@ struct allreduce_options {
 template <class Scale>
 struct allreduce_result {
   Scale scale{};                  ///< the scale the scaler selected (scale.nonfinite: some input was inf or NaN)
-  quantization_stats unscaled{};  ///< all workers' values quantized without the scale (with diagnostics)
-  quantization_stats scaled{};    ///< the same with the scale: what the exchange actually did (::nonfinite: inf/NaN inputs)
+  value_stats unscaled{};  ///< all workers' values quantized without the scale (with diagnostics)
+  value_stats scaled{};    ///< the same with the scale: what the exchange actually did (nan/inf_inputs: inf/NaN inputs)
   std::uint64_t nonfinite_out = 0;  ///< elements of the result that are inf or NaN (NaN wherever an input was NaN)
 };
 

@@ -138,12 +138,12 @@ void encode_packed(Policy&& policy, const T* in, std::uint8_t* out, std::size_t 
   detail::check_options("cpd::encode_packed", options);
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::encode_packed: null pointer with n > 0");
   detail::check_packed<F>("cpd::encode_packed", in, out, n);
-  const bulk_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
-    bulk_stats sum;
+  const value_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
+    value_stats sum;
     std::uint8_t codes[detail::tuning::pack_block];
     for (std::size_t j = b; j < e; j += detail::tuning::pack_block) {
       const std::size_t m = std::min(detail::tuning::pack_block, e - j);
-      bulk_stats s;
+      value_stats s;
       bulk_options o = options;
       o.offset = options.offset + j;
       o.stats = options.stats ? &s : nullptr;
@@ -174,13 +174,13 @@ void decode_packed(Policy&& policy, const std::uint8_t* in, T* out, std::size_t 
   if (n != 0 && (in == nullptr || out == nullptr)) detail::fail_invalid("cpd::decode_packed: null pointer with n > 0");
   detail::check_packed<F>("cpd::decode_packed", out, in, n);
   detail::check_padding<F>("cpd::decode_packed", in, n);
-  const bulk_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
-    bulk_stats sum;
+  const value_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
+    value_stats sum;
     std::uint8_t codes[detail::tuning::pack_block];
     for (std::size_t j = b; j < e; j += detail::tuning::pack_block) {
       const std::size_t m = std::min(detail::tuning::pack_block, e - j);
       detail::unpack_codes<packed_bits<F>>(in + detail::packed_offset<F>(j), codes, m);
-      bulk_stats s;
+      value_stats s;
       bulk_options o = options;
       o.stats = options.stats ? &s : nullptr;
       decode<F>(execution::seq, codes, out + j, m, o);

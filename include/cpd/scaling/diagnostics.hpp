@@ -2,7 +2,8 @@
 #pragma once
 
 // What a format does to a tensor: how many values flush to zero, saturate or
-// overflow when quantized, with or without a scale (docs/scaling.md).
+// overflow when quantized, with or without a scale (docs/scaling.md), counted
+// without writing anything, as the cpd::value_stats a bulk call would report.
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/bits.hpp>
@@ -10,66 +11,44 @@
 #include <cpd/core/detail/round.hpp>
 #include <cpd/core/float.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/core/stats.hpp>
 #include <cpd/scaling/scaling.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 
 namespace cpd {
 
-/// Counts of what quantizing a tensor did to its values.
-struct quantization_stats {
-  std::uint64_t count = 0;       ///< values looked at
-  std::uint64_t zeros = 0;       ///< inputs that were +-0
-  std::uint64_t flushed = 0;     ///< non-zero finite inputs that became zero (underflow)
-  std::uint64_t saturated = 0;   ///< finite inputs beyond max(F) that became +-max(F)
-  std::uint64_t overflowed = 0;  ///< finite inputs that became inf or NaN
-  std::uint64_t nonfinite = 0;   ///< inputs that were inf or NaN
-
-  /// flushed / count (0 for an empty tensor).
-  [[nodiscard]] double flushed_fraction() const noexcept { return frac(flushed); }
-  /// saturated / count.
-  [[nodiscard]] double saturated_fraction() const noexcept { return frac(saturated); }
-  /// overflowed / count.
-  [[nodiscard]] double overflowed_fraction() const noexcept { return frac(overflowed); }
-
-  /// Adds the counts of another tensor.
-  quantization_stats& operator+=(const quantization_stats& o) noexcept {
-    count += o.count;
-    zeros += o.zeros;
-    flushed += o.flushed;
-    saturated += o.saturated;
-    overflowed += o.overflowed;
-    nonfinite += o.nonfinite;
-    return *this;
-  }
-
- private:
-  [[nodiscard]] double frac(std::uint64_t k) const noexcept {
-    return count == 0 ? 0.0 : static_cast<double>(k) / static_cast<double>(count);
-  }
-};
-
 namespace detail {
 
-/// The magnitudes at which rounding to F changes class, for one sign: a finite v with
-/// 0 < |v| < flush_below rounds to zero, and |v| >= overflow_from rounds to inf or NaN.
-/// Rounding is monotone in |v| for every deterministic mode, so two bisections over the
-/// bits of |v| (each step one call of the core) find them exactly.
-struct class_thresholds {
-  double flush_below[2];    ///< [sign]: smallest |v| that does not round to zero
-  double overflow_from[2];  ///< [sign]: smallest finite |v| that rounds to inf or NaN (+inf if none)
+/// What rounding to F does to every finite |v| of one sign, by region: (0, flush_below)
+/// rounds to zero (underflow), [overflow_from, max double] overflows. Rounding (with an
+/// unbounded exponent too) is monotone in |v| for every deterministic mode, so two
+/// bisections over the bits of |v| (each step one call of the core) find the bounds
+/// exactly, and within a region every value has the same fate: one call of the core on
+/// one member says whether the region becomes NaN or +-max.
+struct sign_regions {
+  double flush_below;    ///< smallest |v| that does not round to zero
+  double overflow_from;  ///< smallest finite |v| that overflows (+inf if none)
+  bool zero_nan;         ///< +-0 becomes NaN
+  bool normal_nan;       ///< |v| in [flush_below, overflow_from) becomes NaN (negative in fnu)
+  bool overflow_nan, overflow_max;  ///< an overflowing |v| becomes NaN / +-max
+  bool inf_nan, inf_max;            ///< +-inf becomes NaN / +-max
 };
 
 template <class F, rounding R, overflow O>
-class_thresholds thresholds() noexcept {
+sign_regions regions_of(bool neg) noexcept {
   constexpr rounding Rd = R == rounding::stochastic ? rounding::nearest_even : R;
   constexpr spec s = F::spec;
   constexpr std::uint64_t inf = source<double>::inf_bits, sign = std::uint64_t(1) << 63;
-  auto rounded = [&](std::uint64_t mag, bool neg) {
-    return bit_cast<double>(round_bits<Rd, O, double>(s, neg ? (mag | sign) : mag).value);
+  auto round = [&](std::uint64_t mag) { return round_bits<Rd, O, double>(s, neg ? (mag | sign) : mag); };
+  auto is_nan = [&](std::uint64_t mag) {
+    const double q = bit_cast<double>(round(mag).value);
+    return !(q == q);
   };
+  auto is_max = [&](std::uint64_t mag) { return (round(mag).code & s.mag_mask) == s.max_code && !is_nan(mag); };
   // The smallest magnitude in [lo, hi) whose rounding satisfies pred (hi when none).
   auto first = [&](std::uint64_t lo, std::uint64_t hi, auto pred) {
     while (lo < hi) {
@@ -79,46 +58,72 @@ class_thresholds thresholds() noexcept {
     }
     return lo;
   };
-  class_thresholds t{};
-  for (int neg = 0; neg < 2; ++neg) {
-    const std::uint64_t fb = first(0, inf, [&](std::uint64_t m) { return rounded(m, neg) != 0; });
-    const std::uint64_t ov = first(0, inf, [&](std::uint64_t m) {
-      const double q = rounded(m, neg);
-      return !(q - q == 0);
-    });
-    t.flush_below[neg] = bit_cast<double>(fb);
-    t.overflow_from[neg] = bit_cast<double>(ov);  // inf_bits when nothing finite overflows
-  }
-  return t;
+  const std::uint64_t fb = first(1, inf, [&](std::uint64_t m) {
+    const double q = bit_cast<double>(round(m).value);
+    return q != 0;
+  });
+  const std::uint64_t ov = first(fb, inf, [&](std::uint64_t m) { return round(m).overflow != 0; });
+  sign_regions r{};
+  r.flush_below = bit_cast<double>(fb);
+  r.overflow_from = bit_cast<double>(ov);  // inf_bits when nothing finite overflows
+  r.zero_nan = is_nan(0);
+  r.normal_nan = fb < ov && is_nan(fb);
+  r.overflow_nan = ov < inf && is_nan(ov);
+  r.overflow_max = ov < inf && is_max(ov);
+  r.inf_nan = is_nan(inf);
+  r.inf_max = is_max(inf);
+  return r;
 }
 
-/// Classifies n values v_i = value(i) (exact doubles) against the thresholds of F.
+/// Per sign: values +-0, underflowing, in between, overflowing, +-inf.
+struct region_counts {
+  std::uint64_t zero = 0, under = 0, normal = 0, over = 0, inf = 0;
+};
+
+/// The counts of one sign turned into the events of value_stats.
+inline void add_regions(value_stats& st, const region_counts& c, const sign_regions& r) noexcept {
+  st.zeros += c.zero;
+  st.underflow += c.under;
+  st.overflow += c.over;
+  st.inf_inputs += c.inf;
+  st.nan += (r.zero_nan ? c.zero : 0) + (r.normal_nan ? c.normal : 0) + (r.overflow_nan ? c.over : 0) +
+            (r.inf_nan ? c.inf : 0);
+  st.saturated += (r.overflow_max ? c.over : 0) + (r.inf_max ? c.inf : 0);
+}
+
+/// Classifies n values v_i = value(i) (exact doubles) by the regions of F for each sign.
 template <class F, class Value>
-quantization_stats classify_all(std::size_t n, const class_thresholds& t, Value value) noexcept {
-  constexpr double maxv = F::spec.max_value;
-  const double fb0 = t.flush_below[0], fb1 = t.flush_below[1];
-  const double ov0 = t.overflow_from[0], ov1 = t.overflow_from[1];
-  std::uint64_t zeros = 0, flushed = 0, saturated = 0, overflowed = 0, nonfinite = 0;
+value_stats classify_all(std::size_t n, const sign_regions (&r)[2], Value value) noexcept {
+  const double fb0 = r[0].flush_below, fb1 = r[1].flush_below;
+  const double ov0 = r[0].overflow_from, ov1 = r[1].overflow_from;
+  std::uint64_t c[2][5] = {};  // [sign][zero, under, normal, over, inf]
+  std::uint64_t nans = 0;
   for (std::size_t i = 0; i < n; ++i) {  // selects only, so that it vectorizes
     const double v = value(i);
-    const bool neg = v < 0;
+    const bool neg = std::signbit(v);
     const double av = neg ? -v : v;
     const double fb = neg ? fb1 : fb0, ov = neg ? ov1 : ov0;
     const bool finite = av <= std::numeric_limits<double>::max();
-    nonfinite += finite ? 0 : 1;
-    zeros += av == 0 ? 1 : 0;
-    flushed += (av > 0 && av < fb) ? 1 : 0;
-    overflowed += (finite && av >= ov) ? 1 : 0;
-    saturated += (finite && av > maxv && av < ov) ? 1 : 0;
+    const bool inf = av > std::numeric_limits<double>::max();
+    const bool cls[5] = {av == 0, av > 0 && av < fb, av >= fb && av < ov && av > 0, finite && av >= ov, inf};
+    nans += !(av == av) ? 1 : 0;
+    for (int k = 0; k < 5; ++k) {
+      c[0][k] += (cls[k] && !neg) ? 1 : 0;
+      c[1][k] += (cls[k] && neg) ? 1 : 0;
+    }
   }
-  quantization_stats s;
+  value_stats s;
   s.count = n;
-  s.zeros = zeros;
-  s.flushed = flushed;
-  s.saturated = saturated;
-  s.overflowed = overflowed;
-  s.nonfinite = nonfinite;
+  s.nan_inputs = nans;
+  for (int sg = 0; sg < 2; ++sg) add_regions(s, {c[sg][0], c[sg][1], c[sg][2], c[sg][3], c[sg][4]}, r[sg]);
   return s;
+}
+
+/// The regions of F for both signs (computed once per F, R, O).
+template <class F, rounding R, overflow O>
+const sign_regions (&regions())[2] {
+  static const sign_regions r[2] = {regions_of<F, R, O>(false), regions_of<F, R, O>(true)};
+  return r;
 }
 
 }  // namespace detail
@@ -126,20 +131,20 @@ quantization_stats classify_all(std::size_t n, const class_thresholds& t, Value 
 /// What quantizing x[0..n) * 2^scale.exponent to F in mode R, overflow O, does (nothing is
 /// written; stochastic rounding is counted as nearest_even would round).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-[[nodiscard]] quantization_stats measure_quantization(const float* x, std::size_t n, pow2_scale scale = {}) noexcept {
+[[nodiscard]] value_stats measure_quantization(const float* x, std::size_t n, pow2_scale scale = {}) noexcept {
   static_assert(is_float_format_v<F>, "cpd::measure_quantization: F must be a cpd::float_t");
   const detail::default_fp_env fp_env;
   const double f = scale.factor();
-  return detail::classify_all<F>(n, detail::thresholds<F, R, O>(),
+  return detail::classify_all<F>(n, detail::regions<F, R, O>(),
                                  [&](std::size_t i) { return static_cast<double>(x[i]) * f; });
 }
 
 /// The same for a float scale: x[i] * scale.value is rounded to float first, as Transformer Engine does.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-[[nodiscard]] quantization_stats measure_quantization(const float* x, std::size_t n, float_scale scale) noexcept {
+[[nodiscard]] value_stats measure_quantization(const float* x, std::size_t n, float_scale scale) noexcept {
   static_assert(is_float_format_v<F>, "cpd::measure_quantization: F must be a cpd::float_t");
   const detail::default_fp_env fp_env;
-  return detail::classify_all<F>(n, detail::thresholds<F, R, O>(),
+  return detail::classify_all<F>(n, detail::regions<F, R, O>(),
                                  [&](std::size_t i) { return static_cast<double>(x[i] * scale.value); });
 }
 

@@ -22,27 +22,30 @@
 
 namespace cpd::detail {
 
-/// The statistics of decoding n codes of s: the codes that decode to NaN and to +-inf.
+/// The statistics of decoding n codes of s: the codes that decode to +-0, NaN and +-inf.
 template <class Code>
-bulk_stats decode_stats(const spec& s, const Code* in, std::size_t n) noexcept {
-  // 0: a number, 1: NaN, 2: +-inf (read off decode_bits, the one definition of a code's value).
+value_stats decode_stats(const spec& s, const Code* in, std::size_t n) noexcept {
+  // 0: a number, 1: NaN, 2: +-inf, 3: +-0 (read off decode_bits, the one definition of a code's value).
   auto kind = [&](std::uint64_t c) {
     const std::uint64_t b = decode_bits<double>(s, c) & source<double>::abs_mask;
-    return b > source<double>::inf_bits ? 1 : (b == source<double>::inf_bits ? 2 : 0);
+    return b > source<double>::inf_bits ? 1 : (b == source<double>::inf_bits ? 2 : (b == 0 ? 3 : 0));
   };
-  bulk_stats st;
+  value_stats st;
+  st.count = n;
   if constexpr (sizeof(Code) == 1) {
     std::array<unsigned char, 256> k{};
     for (std::size_t c = 0; c < 256; ++c) k[c] = static_cast<unsigned char>(kind(c));
     for (std::size_t i = 0; i < n; ++i) {
       st.nan_inputs += k[in[i]] == 1;
       st.inf_inputs += k[in[i]] == 2;
+      st.zeros += k[in[i]] == 3;
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) {
       const int k = kind(static_cast<std::uint64_t>(in[i]));
       st.nan_inputs += k == 1;
       st.inf_inputs += k == 2;
+      st.zeros += k == 3;
     }
   }
   return st;

@@ -27,10 +27,11 @@ enum class bulk_op : unsigned char { quantize, encode };
 
 /// Per-loop counts (a loop covers fewer than 2^32 elements).
 struct bulk_counts {
-  std::uint32_t underflow = 0, overflow = 0, nan = 0, saturated = 0, nan_inputs = 0, inf_inputs = 0;
+  std::uint32_t zeros = 0, underflow = 0, overflow = 0, nan = 0, saturated = 0, nan_inputs = 0, inf_inputs = 0;
 };
 
-inline void add_counts(bulk_stats& st, const bulk_counts& c) noexcept {
+inline void add_counts(value_stats& st, const bulk_counts& c) noexcept {
+  st.zeros += c.zeros;
   st.underflow += c.underflow;
   st.overflow += c.overflow;
   st.nan += c.nan;
@@ -74,9 +75,9 @@ struct spec_encoding<fixed_spec<F>> : std::integral_constant<encoding_kind, F::e
 template <encoding_kind K, class T>
 struct spec_encoding<encoding_spec<K, T>> : std::integral_constant<encoding_kind, K> {};
 
-/// What rounding did to one value (the cases of bulk_stats).
+/// What rounding did to one value (the cases of value_stats).
 struct rounding_events {
-  bool underflow, overflow, nan, saturated, nan_input, inf_input;
+  bool zero_input, underflow, overflow, nan, saturated, nan_input, inf_input;
 };
 
 /// What rounding did to one value, from its input bits, the code and the overflow flag.
@@ -96,14 +97,15 @@ CPD_ALWAYS_INLINE constexpr rounding_events events(const spec& s, U x, U code, b
   const bool overflow = finite & overflowed;
   const bool nan = (a <= inf) & out_nan;
   const bool saturated = (overflow | (a == inf)) & (mag == U(s.max_code)) & !out_nan;
-  return {underflow, overflow, nan, saturated, a > inf, a == inf};
+  return {a == 0, underflow, overflow, nan, saturated, a > inf, a == inf};
 }
 
-/// Six counters as plain locals (so that the sums vectorize), then a bulk_counts.
+/// Seven counters as plain locals (so that the sums vectorize), then a bulk_counts.
 struct local_counts {
-  std::uint32_t u = 0, o = 0, n = 0, s = 0, ni = 0, ii = 0;
+  std::uint32_t z = 0, u = 0, o = 0, n = 0, s = 0, ni = 0, ii = 0;
   /// Adds the events of one value.
   CPD_ALWAYS_INLINE constexpr void add(const rounding_events& e) noexcept {
+    z += static_cast<std::uint32_t>(e.zero_input);
     u += static_cast<std::uint32_t>(e.underflow);
     o += static_cast<std::uint32_t>(e.overflow);
     n += static_cast<std::uint32_t>(e.nan);
@@ -111,7 +113,7 @@ struct local_counts {
     ni += static_cast<std::uint32_t>(e.nan_input);
     ii += static_cast<std::uint32_t>(e.inf_input);
   }
-  [[nodiscard]] constexpr bulk_counts get() const noexcept { return {u, o, n, s, ni, ii}; }
+  [[nodiscard]] constexpr bulk_counts get() const noexcept { return {z, u, o, n, s, ni, ii}; }
 };
 
 /// The element loop of one bulk call: rounds T inputs to the format of SP and

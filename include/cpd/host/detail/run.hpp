@@ -97,10 +97,10 @@ struct range_runner {
   std::size_t base;
   const bulk_options* o;
 
-  bulk_stats operator()(std::size_t b, std::size_t e) const noexcept {
+  value_stats operator()(std::size_t b, std::size_t e) const noexcept {
     constexpr bool floating = std::is_floating_point_v<In>;
     K kk = k;
-    bulk_stats st;
+    value_stats st;
     const float_scale_of<std::conditional_t<floating, In, float>> fs(*o);
     const bool scaled = floating && fs.any;
     [[maybe_unused]] In tmp[floating ? tuning::scale_block : 1];
@@ -143,7 +143,7 @@ struct range_runner {
 /// output is narrower, backward when wider, so that no input is overwritten before it
 /// is read).
 template <class Policy, class K>
-bulk_stats run_kernel(Policy&& policy, const K& k, isa where, const typename K::in_type* in,
+value_stats run_kernel(Policy&& policy, const K& k, isa where, const typename K::in_type* in,
                       typename K::out_type* out, std::size_t n, const bulk_options& o) {
   using In = typename K::in_type;
   using Out = typename K::out_type;
@@ -151,7 +151,7 @@ bulk_stats run_kernel(Policy&& policy, const K& k, isa where, const typename K::
   const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
   if (!same || sizeof(In) == sizeof(Out)) return parallel_for(policy, n, range_runner<K>{k, loop, in, out, 0, &o});
   constexpr std::size_t block = tuning::in_place_block;
-  bulk_stats st;
+  value_stats st;
   const std::size_t blocks = (n + block - 1) / block;
   for (std::size_t j = 0; j < blocks; ++j) {
     const std::size_t jb = sizeof(Out) > sizeof(In) ? blocks - 1 - j : j;

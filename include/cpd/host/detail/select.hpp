@@ -100,7 +100,7 @@ template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, clas
 void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
   constexpr encoding_kind K = spec_encoding<SP>::value;
   const kernel_choice c = choose_rounding<R, K, T, Out>(sp.raw(), n, o);
-  bulk_stats st;
+  value_stats st;
   switch (c.how) {
     case strategy::fast:
 #if CPD_FAST_KERNELS
@@ -126,7 +126,10 @@ void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_
                       c.where, in, out, n, o);
       break;
   }
-  if (o.stats) *o.stats = st;
+  if (o.stats) {
+    st.count = n;
+    *o.stats = st;
+  }
 }
 
 /// Decodes n codes of the (scaled) spec s to T, reporting codes with `stray` bits to
