@@ -37,9 +37,7 @@ void check_device_options(const char* who, const bulk_options& o) {
     fail_invalid(std::string(who) +
                  ": a device call takes a power-of-two scale only (bulk_options::scale_exponent); "
                  "bulk_options::scale must be 1 and bulk_options::scale_inverse 0");
-  if (o.random_bits < 1 || o.random_bits > 32)
-    fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
-                 " must be in [1, 32]");
+  check_random_bits(who, o);
   require_scale<F>(o.scale_exponent, who);
 }
 

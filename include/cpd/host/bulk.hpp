@@ -157,24 +157,7 @@ void quantize(Policy&& policy, const format& f, rounding r, overflow o, const T*
   const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   if (std::is_same_v<T, float> && !f.spec().fits_float)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
-  detail::check_enum("cpd::quantize", r);
-  detail::check_enum("cpd::quantize", o);
-  if (!detail::begin_call("cpd::quantize", in, out, n, options)) return;
-  detail::with_rounding(r, [&](auto rc) {
-    detail::with_overflow(o, [&](auto oc) {
-      constexpr rounding R = decltype(rc)::value;
-      constexpr overflow O = decltype(oc)::value;
-      const bool done = detail::visit_listed<List>(f, [&](auto fc) {
-        using F = decltype(fc);
-        if constexpr (std::is_same_v<T, double> || F::fits_float)
-          detail::round_listed<F, R, O, T, T, detail::bulk_op::quantize>(policy, in, out, n, options,
-                                                                         "cpd::quantize");
-      });
-      if (!done)
-        detail::round_runtime<R, O, T, T, detail::bulk_op::quantize>(
-            policy, detail::scaled_spec(f.spec(), options.scale_exponent, "cpd::quantize"), in, out, n, options);
-    });
-  });
+  detail::round_format<List, detail::bulk_op::quantize>(policy, f, r, o, in, out, n, options, "cpd::quantize");
 }
 
 /// out[i] = in[i] rounded to the runtime format f in mode r, overflow o.
@@ -195,27 +178,7 @@ void encode(Policy&& policy, const format& f, rounding r, overflow o, const T* i
   if (f.bits() > static_cast<int>(8 * sizeof(Code)))
     detail::fail_invalid("cpd::encode: codes of " + f.name() + " have " + std::to_string(f.bits()) +
                          " bits; the output type has " + std::to_string(8 * sizeof(Code)));
-  detail::check_enum("cpd::encode", r);
-  detail::check_enum("cpd::encode", o);
-  if (!detail::begin_call("cpd::encode", in, out, n, options)) return;
-  detail::with_rounding(r, [&](auto rc) {
-    detail::with_overflow(o, [&](auto oc) {
-      constexpr rounding R = decltype(rc)::value;
-      constexpr overflow O = decltype(oc)::value;
-      const bool done = detail::visit_listed<List>(f, [&](auto fc) {
-        using F = decltype(fc);
-        if constexpr (std::is_same_v<typename F::storage_type, Code>)
-          detail::round_listed<F, R, O, T, Code, detail::bulk_op::encode>(policy, in, out, n, options,
-                                                                          "cpd::encode");
-        else
-          detail::round_runtime<R, O, T, Code, detail::bulk_op::encode>(
-              policy, detail::scaled_spec(f.spec(), options.scale_exponent, "cpd::encode"), in, out, n, options);
-      });
-      if (!done)
-        detail::round_runtime<R, O, T, Code, detail::bulk_op::encode>(
-            policy, detail::scaled_spec(f.spec(), options.scale_exponent, "cpd::encode"), in, out, n, options);
-    });
-  });
+  detail::round_format<List, detail::bulk_op::encode>(policy, f, r, o, in, out, n, options, "cpd::encode");
 }
 
 /// out[i] = the code of in[i] rounded to the runtime format f.

@@ -35,9 +35,7 @@ inline constexpr bool is_code_v = std::is_same_v<C, std::uint8_t> || std::is_sam
 /// Checks the options of a bulk call: every field in its range, so that no call turns
 /// every output into NaN or rounds with another number of random bits than asked.
 inline void check_options(const char* who, const bulk_options& o) {
-  if (o.random_bits < 1 || o.random_bits > 32)
-    fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
-                 " must be in [1, 32]");
+  check_random_bits(who, o);
   if (!(o.scale == o.scale) || o.scale == 0 || o.scale - o.scale != 0)
     fail_invalid(std::string(who) + ": bulk_options::scale must be finite and non-zero");
   if (!(o.scale_inverse == o.scale_inverse) || o.scale_inverse - o.scale_inverse != 0)
@@ -67,7 +65,7 @@ template <class In, class Out>
 bool begin_call(const char* who, const In* in, const Out* out, std::size_t n, const bulk_options& o) {
   check_arrays(who, in, out, n, o);
   if (n != 0) return true;
-  if (o.stats) *o.stats = bulk_stats{};
+  if (o.stats) *o.stats = value_stats{};
   return false;
 }
 
@@ -126,6 +124,42 @@ template <class List, class Fn>
 bool visit_listed(const format& f, Fn&& fn) {
   if constexpr (std::is_same_v<List, format_list<>>) return false;
   else return visit<List>(f, fn);
+}
+
+/// Whether the kernel compiled for a listed format F can do Op from T to Out: quantize
+/// needs F's values in T, encode F's codes in Out.
+template <class F, bulk_op Op, class T, class Out>
+inline constexpr bool listed_kernel_takes =
+    Op == bulk_op::quantize ? (std::is_same_v<T, double> || F::fits_float)
+                            : std::is_same_v<typename F::storage_type, Out>;
+
+/// The one dispatch of the runtime-format calls: rounds with f in mode r, overflow o,
+/// through the kernel compiled for f when f is in List and that kernel takes (T, Out),
+/// else through the kernel of f's encoding (the same bits).
+template <class List, bulk_op Op, class T, class Out, class Policy>
+void round_format(Policy&& policy, const format& f, rounding r, overflow o, const T* in, Out* out, std::size_t n,
+                  const bulk_options& options, const char* who) {
+  check_enum(who, r);
+  check_enum(who, o);
+  if (!begin_call(who, in, out, n, options)) return;
+  with_rounding(r, [&](auto rc) {
+    with_overflow(o, [&](auto oc) {
+      constexpr rounding R = decltype(rc)::value;
+      constexpr overflow O = decltype(oc)::value;
+      const auto by_encoding = [&] {
+        round_runtime<R, O, T, Out, Op>(policy, scaled_spec(f.spec(), options.scale_exponent, who), in, out, n,
+                                        options);
+      };
+      const bool listed = visit_listed<List>(f, [&](auto fc) {
+        using F = decltype(fc);
+        if constexpr (listed_kernel_takes<F, Op, T, Out>)
+          round_listed<F, R, O, T, Out, Op>(policy, in, out, n, options, who);
+        else
+          by_encoding();
+      });
+      if (!listed) by_encoding();
+    });
+  });
 }
 
 }  // namespace cpd::detail
