@@ -75,8 +75,10 @@ set(CPD_HEADERS
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
   include/cpd/mpi/codec_allreduce.hpp
+  include/cpd/mpi/gather.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
+  include/cpd/mpi/pipelined_ring.hpp
   include/cpd/mpi/plan.hpp
   include/cpd/mpi/ring.hpp
   include/cpd/mpi/timing.hpp
@@ -117,8 +119,10 @@ set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec.hpp
   include/cpd/mpi/codec_allreduce.hpp
+  include/cpd/mpi/gather.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
+  include/cpd/mpi/pipelined_ring.hpp
   include/cpd/mpi/plan.hpp
   include/cpd/mpi/ring.hpp
   include/cpd/mpi/timing.hpp

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -129,6 +131,33 @@ std::vector<float> hand_ring(const std::vector<std::vector<float>>& x, std::size
     const int holder = (c - 1 + w) % w;
     for (std::size_t i = chunk_begin(c); i < chunk_begin(c + 1); ++i)
       out[i] = static_cast<float>(static_cast<double>(buf[holder][i]) * std::ldexp(1.0, -k));
+  }
+  return out;
+}
+
+// Two steps: chunk c's owner (rank c) receives every rank's quantized values and adds
+// them in rank order in the accumulator A (float32: float additions; another format:
+// the exact double sum rounded to A, nearest-even, for one addition of two values of A
+// is exact in double), then rounds the sum to F once (step 0, rank c, k = 0).
+template <class F, R Mode = R::nearest_even, class A = cpd::float_t<8, 23>>
+std::vector<float> hand_two_step(const std::vector<std::vector<float>>& x, std::size_t n, int k,
+                                 cpd::stream_key key = {}) {
+  const int w = static_cast<int>(x.size());
+  std::vector<float> out(n);
+  for (int c = 0; c < w; ++c) {
+    const std::size_t base = n / w, extra = n % w;
+    const std::size_t b = c * base + std::min<std::size_t>(c, extra), e = b + base + (std::size_t(c) < extra);
+    for (std::size_t i = b; i < e; ++i) {
+      float s = ref_load<F, Mode>(x, 0, i, k, key, w);
+      for (int r = 1; r < w; ++r) {
+        const float q = ref_load<F, Mode>(x, r, i, k, key, w);
+        if constexpr (std::is_same_v<A, cpd::float_t<8, 23>>) s = s + q;
+        else s = cpd::quantize<A>(static_cast<double>(s) + static_cast<double>(q));
+      }
+      s = cpd::quantize<F, Mode>(static_cast<double>(s), ref_bits<Mode>(key, 0, c, 0, w, i));
+      if (std::isnan(s)) s = std::numeric_limits<float>::quiet_NaN();
+      out[i] = static_cast<float>(static_cast<double>(s) * std::ldexp(1.0, -k));
+    }
   }
   return out;
 }
@@ -375,6 +404,78 @@ TEST_CASE_TEMPLATE("simulate_allreduce: each order equals its hand-written loop,
       REQUIRE(same_bits(out, hand_ring_kahan<F>(x, n)));
     }
   }
+}
+
+TEST_CASE_TEMPLATE("simulate_allreduce: pipelined_ring, two_step and all_gather, bit for bit", F, cpd::float8_e5m2,
+                   cpd::float8_e4m3fn, cpd::bfloat16, cpd::float16) {
+  for (int w : {1, 2, 3, 4, 7, 8}) {
+    for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(w + 1), std::size_t(1000)}) {
+      const auto x = random_workers(w, n, static_cast<unsigned>(w * 7 + n));
+      const auto p = ptrs(x);
+      std::vector<float> out(n);
+      cpd::allreduce_options o;
+      for (unsigned threads : {1u, 3u}) {
+        o.threads = threads;
+        o.algorithm = cpd::allreduce_algorithm::pipelined_ring;
+        auto res = cpd::simulate_allreduce<F>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+        REQUIRE(same_bits(out, hand_ring<F>(x, n, res.scale.exponent)));
+        o.algorithm = cpd::allreduce_algorithm::all_gather;
+        res = cpd::simulate_allreduce<F>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+        REQUIRE(same_bits(out, hand_sequential<F>(x, n, res.scale.exponent)));
+        o.algorithm = cpd::allreduce_algorithm::two_step;
+        res = cpd::simulate_allreduce<F>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+        REQUIRE(same_bits(out, hand_two_step<F>(x, n, res.scale.exponent)));
+        o.accumulator = cpd::format::of<cpd::float16>();
+        res = cpd::simulate_allreduce<F>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+        REQUIRE(same_bits(out, hand_two_step<F, R::nearest_even, cpd::float16>(x, n, res.scale.exponent)));
+        o.accumulator = cpd::format::of<cpd::float_t<8, 23>>();
+      }
+      o.key = {99, 3};
+      o.algorithm = cpd::allreduce_algorithm::two_step;
+      const auto res = cpd::simulate_allreduce<F, R::stochastic>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+      REQUIRE(same_bits(out, hand_two_step<F, R::stochastic>(x, n, res.scale.exponent, o.key)));
+    }
+  }
+}
+
+TEST_CASE("simulate_allreduce: two_step sums in the wide accumulator, far closer than the ring") {
+  // 64 workers of values near 1 in e5m2 (2 significand bits): every hop of the ring rounds
+  // a growing sum; two_step rounds once.
+  using F = cpd::float8_e5m2;
+  const int w = 64;
+  const std::size_t n = 4096;
+  const auto x = random_workers(w, n, 3, 0.5);
+  const auto p = ptrs(x);
+  std::vector<double> exact(n, 0.0);
+  for (const auto& v : x)
+    for (std::size_t i = 0; i < n; ++i) exact[i] += v[i];
+  auto error = [&](cpd::allreduce_algorithm a) {
+    cpd::allreduce_options o;
+    o.algorithm = a;
+    std::vector<float> out(n);
+    cpd::simulate_allreduce<F>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+    double e = 0;
+    for (std::size_t i = 0; i < n; ++i) e += std::fabs(out[i] - exact[i]);
+    return e;
+  };
+  const double ring = error(cpd::allreduce_algorithm::ring), two = error(cpd::allreduce_algorithm::two_step);
+  MESSAGE("mean |error|: ring ", ring / n, ", two_step ", two / n);
+  CHECK(two < 0.5 * ring);
+}
+
+TEST_CASE("simulate_allreduce: two_step rejects Kahan and an accumulator it cannot round to") {
+  const float a[] = {1.0f};
+  const float* p[] = {a};
+  float out[1];
+  cpd::allreduce_options o;
+  o.algorithm = cpd::allreduce_algorithm::two_step;
+  o.kahan = true;
+  CHECK_THROWS_WITH_AS(cpd::simulate_allreduce<cpd::float8_e5m2>(p, out, 1, 1, o),
+                       doctest::Contains("takes no Kahan"), std::invalid_argument);
+  o.kahan = false;
+  o.accumulator = cpd::format::parse("e11m52");
+  CHECK_THROWS_WITH_AS(cpd::simulate_allreduce<cpd::float8_e5m2>(p, out, 1, 1, o),
+                       doctest::Contains("accumulator"), std::invalid_argument);
 }
 
 TEST_CASE("simulate_allreduce: stochastic rounding keyed as documented, the same for every thread count") {

@@ -50,11 +50,23 @@ inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
 /// How the weights are updated when they are kept in a low-precision format.
 enum class update_rounding { nearest_even, stochastic, kahan };
 
+/// The allreduce_algorithm of a command-line name (its to_string).
+inline cpd::allreduce_algorithm parse_algorithm(const std::string& v) {
+  std::string names;
+  for (int k = 0; k < 6; ++k) {
+    const auto a = static_cast<cpd::allreduce_algorithm>(k);
+    if (v == cpd::to_string(a)) return a;
+    names += (k ? ", " : "") + std::string(cpd::to_string(a));
+  }
+  throw usage_error("--algorithm: '" + v + "' is not one of " + names);
+}
+
 struct options {
   std::vector<grad_format> grad_formats;
   std::vector<bool> aps;  // runs with APS off and/or on
   std::vector<codec_spec> codecs;
   bool kahan = false;
+  cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring;
   int workers = 8;
   int epochs = 3;
   int batch = 256;
@@ -103,6 +115,10 @@ inline const char* usage_text() {
          "  --error-feedback M    auto, on or off: codec runs add each worker's quantization error to its\n"
          "                        next gradient; auto (default): only onebit, as in its paper\n"
          "  --kahan               Kahan-compensated low-precision summation of gradients\n"
+         "  --algorithm A         the exchange's summation (docs/reduction.md): ring (default: every hop\n"
+         "                        rounded), two_step (a float32 sum rounded once), all_gather (CPD's: every\n"
+         "                        worker sums all in order), pipelined_ring, sequential, halving_doubling;\n"
+         "                        with --mpi: ring, pipelined_ring, two_step or all_gather\n"
          "  --workers W           emulated data-parallel workers, 1 to 4096 (default 8)\n"
          "  --epochs N            epochs per run, 1 to 100000 (default 3)\n"
          "  --batch B             global batch size, split over the workers (default 256)\n"
@@ -236,6 +252,7 @@ inline std::optional<options> parse(int argc, char** argv) {
       else if (v == "off") feedback = error_feedback::off;
       else throw usage_error("--error-feedback: '" + v + "' is not auto, on or off");
     } else if (a == "--kahan") o.kahan = true;
+    else if (a == "--algorithm") o.algorithm = parse_algorithm(value());
     else if (a == "--workers") o.workers = static_cast<int>(parse_int(a, value(), 1, 4096));
     else if (a == "--epochs") o.epochs = static_cast<int>(parse_int(a, value(), 1, 100000));
     else if (a == "--batch") o.batch = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
@@ -301,6 +318,12 @@ inline std::optional<options> parse(int argc, char** argv) {
   if (o.update != update_rounding::nearest_even && !o.weights)
     throw usage_error("--update-rounding needs --weights FORMAT (weights are fp32 otherwise)");
   if (!o.csv.empty() && o.csv == o.plot) throw usage_error("--csv and --plot name the same file " + o.csv);
+  if (o.kahan && o.algorithm == cpd::allreduce_algorithm::two_step)
+    throw usage_error("--kahan with --algorithm two_step: two_step sums in float32 and rounds once (no Kahan)");
+  if (o.mpi && (o.algorithm == cpd::allreduce_algorithm::sequential ||
+                o.algorithm == cpd::allreduce_algorithm::halving_doubling))
+    throw usage_error(std::string("--algorithm ") + cpd::to_string(o.algorithm) +
+                      " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");
   return o;
 }
 

@@ -63,9 +63,10 @@ inline std::string train_format_names() { return format_names(train_formats{}); 
 class exchanger {
  public:
   exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, int workers, std::uint64_t seed,
-            std::vector<tensor_view> tensors, std::size_t n)
+            std::vector<tensor_view> tensors, std::size_t n,
+            cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring)
       : tensors_(std::move(tensors)), workers_(workers) {
-    opt_.algorithm = cpd::allreduce_algorithm::ring;
+    opt_.algorithm = algorithm;
     opt_.kahan = kahan;
     opt_.mean = true;
     opt_.diagnostics = true;

@@ -138,10 +138,11 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   std::optional<train::mpi_exchanger> mex;
   std::optional<train::mpi_codec_exchanger> mcex;
   if (rank >= 0 && rc.codec) mcex.emplace(*rc.codec, o.seed, net.tensors(), net.size());
-  if (rank >= 0 && !rc.codec) mex.emplace(rc.format.fmt, rc.aps, o.kahan, net.tensors());
+  if (rank >= 0 && !rc.codec) mex.emplace(rc.format.fmt, rc.aps, o.kahan, net.tensors(), o.algorithm);
 #endif
   if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
-  if (rank < 0 && !rc.codec) ex.emplace(rc.format.fmt, rc.aps, o.kahan, o.workers, o.seed, net.tensors(), net.size());
+  if (rank < 0 && !rc.codec)
+    ex.emplace(rc.format.fmt, rc.aps, o.kahan, o.workers, o.seed, net.tensors(), net.size(), o.algorithm);
   std::vector<train::aligned_vector<float>> grads(W, train::aligned_vector<float>(net.size()));
   std::vector<double> losses(W);
   train::aligned_vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
@@ -357,8 +358,10 @@ void print_setup(const options& o, const dataset& tr, const dataset& te, int thr
   std::printf("cpd-train: %zu training and %zu test images of %zu pixels, MLP", tr.n, te.n, tr.dim);
   std::printf(" %zu", tr.dim);
   for (std::size_t h : o.hidden) std::printf("-%zu", h);
-  std::printf("-10, %d workers%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
-              o.mpi ? " (MPI ranks)" : "", o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
+  const std::string algo =
+      o.algorithm == cpd::allreduce_algorithm::ring ? "" : std::string(", algorithm ") + cpd::to_string(o.algorithm);
+  std::printf("-10, %d workers%s%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
+              o.mpi ? " (MPI ranks)" : "", algo.c_str(), o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
               o.weights_name.c_str(), threads);
 }
 

@@ -44,12 +44,21 @@ inline exchange_stats sum_over_ranks(const exchange_stats& s) {
 /// The gradient exchange of one rank over MPI.
 class mpi_exchanger {
  public:
-  mpi_exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, std::vector<tensor_view> tensors)
+  mpi_exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, std::vector<tensor_view> tensors,
+                cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring)
       : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
         quantized_(fmt.has_value()),
         tensors_(std::move(tensors)),
         plan_(MPI_COMM_WORLD, fmt_, cpd::rounding::nearest_even, sizes(tensors_),
-              {cpd::mpi::algorithm::ring, kahan, /*mean=*/true}, aps) {}
+              {mpi_algorithm(algorithm), kahan, /*mean=*/true}, aps) {}
+
+  /// The MPI algorithm with the simulation's roundings (the command line allows only these).
+  static cpd::mpi::algorithm mpi_algorithm(cpd::allreduce_algorithm a) {
+    if (a == cpd::allreduce_algorithm::two_step) return cpd::mpi::algorithm::two_step;
+    if (a == cpd::allreduce_algorithm::all_gather) return cpd::mpi::algorithm::all_gather;
+    if (a == cpd::allreduce_algorithm::pipelined_ring) return cpd::mpi::algorithm::pipelined_ring;
+    return cpd::mpi::algorithm::ring;
+  }
 
   /// mean = the mean over all ranks of this rank's gradient `local`.
   void allreduce_mean(const float* local, float* mean) {

@@ -76,10 +76,14 @@ cpd::mpi::key_type key_of(std::uint64_t step, std::size_t t) { return {0x5EED + 
 /// Runs `steps` steps of the real ring allreduce and of the simulation, and checks they agree
 /// bit for bit (outputs, scales, and with error feedback this rank's residuals).
 template <class F, cpd::rounding R = cpd::rounding::nearest_even>
-void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int steps = 2) {
+void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int steps = 2,
+                                   cpd::mpi::algorithm algo = cpd::mpi::algorithm::ring,
+                                   cpd::format acc = cpd::format::of<cpd::float_t<8, 23>>(),
+                                   std::size_t segment_bytes = std::size_t(1) << 18) {
   const int w = world_size(), me = world_rank();
   const std::size_t tn = sizes.size();
-  cpd::mpi::allreduce_plan<F, R> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::ring, kahan, mean});
+  CAPTURE(cpd::mpi::to_string(algo));
+  cpd::mpi::allreduce_plan<F, R> plan(MPI_COMM_WORLD, sizes, {algo, kahan, mean, acc, segment_bytes});
   // Residual arrays: [rank][tensor] for the simulation, and this rank's own for the real run.
   std::vector<std::vector<std::vector<float>>> sim_res(static_cast<std::size_t>(w));
   std::vector<std::vector<float>> my_res(tn);
@@ -107,7 +111,11 @@ void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int ste
         e[static_cast<std::size_t>(r)] = sim_res[static_cast<std::size_t>(r)][t].data();
       }
       cpd::allreduce_options opt;
-      opt.algorithm = cpd::allreduce_algorithm::ring;
+      opt.algorithm = algo == cpd::mpi::algorithm::two_step         ? cpd::allreduce_algorithm::two_step
+                      : algo == cpd::mpi::algorithm::all_gather     ? cpd::allreduce_algorithm::all_gather
+                      : algo == cpd::mpi::algorithm::pipelined_ring ? cpd::allreduce_algorithm::pipelined_ring
+                                                                    : cpd::allreduce_algorithm::ring;
+      opt.accumulator = acc;
       opt.kahan = kahan;
       opt.mean = mean;
       opt.key = key_of(step, t);
@@ -169,6 +177,62 @@ TEST_CASE_TEMPLATE("ring: bit for bit the simulation (Kahan, mean, error feedbac
 TEST_CASE("ring: bit for bit the simulation with stochastic rounding") {
   check_ring_matches_simulation<cpd::float8_e5m2, cpd::rounding::stochastic>(false, true, true, 2);
   check_ring_matches_simulation<cpd::float8_e4m3fn, cpd::rounding::stochastic>(true, false, false, 1);
+}
+
+TEST_CASE_TEMPLATE("two_step and all_gather: bit for bit the simulation", F, cpd::float8_e4m3fn, cpd::float8_e5m2,
+                   cpd::float16, cpd::bfloat16, cpd::float4_e2m1fn, cpd::float6_e3m2fn) {
+  using A = cpd::mpi::algorithm;
+  check_ring_matches_simulation<F>(false, false, false, 2, A::two_step);
+  check_ring_matches_simulation<F>(false, true, true, 2, A::two_step, cpd::format::of<cpd::bfloat16>());
+  check_ring_matches_simulation<F>(false, true, true, 2, A::all_gather);
+  check_ring_matches_simulation<F>(true, false, false, 1, A::all_gather);
+}
+
+TEST_CASE_TEMPLATE("pipelined_ring: bit for bit the simulation and the ring, with many segments", F,
+                   cpd::float8_e4m3fn, cpd::float16, cpd::float4_e2m1fn) {
+  using A = cpd::mpi::algorithm;
+  // 40-byte segments: every step's message of these tensors in several segments, some empty.
+  cpd::format f32 = cpd::format::of<cpd::float_t<8, 23>>();
+  check_ring_matches_simulation<F>(false, false, false, 2, A::pipelined_ring, f32, 40);
+  check_ring_matches_simulation<F>(true, true, true, 2, A::pipelined_ring, f32, 40);
+  check_ring_matches_simulation<F>(false, true, true, 1, A::pipelined_ring);  // the default segments
+}
+
+TEST_CASE("two_step and all_gather: bit for bit the simulation with stochastic rounding") {
+  using A = cpd::mpi::algorithm;
+  check_ring_matches_simulation<cpd::float8_e5m2, cpd::rounding::stochastic>(false, true, true, 2, A::two_step);
+  check_ring_matches_simulation<cpd::float8_e4m3fn, cpd::rounding::stochastic>(true, false, false, 1, A::all_gather);
+  check_ring_matches_simulation<cpd::float8_e5m2, cpd::rounding::stochastic>(true, true, true, 1, A::pipelined_ring,
+                                                                             cpd::format::of<cpd::float_t<8, 23>>(), 64);
+}
+
+TEST_CASE("two_step and all_gather: bytes sent") {
+  // two_step: W - 1 chunks to their owners, then W - 1 final chunks around the ring;
+  // all_gather: W - 1 whole vectors around the ring. Chunks are packed per tensor.
+  using F = cpd::float8_e5m2;
+  using P = cpd::mpi::allreduce_plan<F>;
+  const int w = world_size(), me = world_rank();
+  std::vector<std::vector<float>> in(sizes.size()), out(sizes.size());
+  std::vector<cpd::mpi::tensor> ts(sizes.size());
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    in[t].assign(sizes[t], 0.5f);
+    out[t].assign(sizes[t], 0.0f);
+    ts[t] = {in[t].data(), out[t].data(), sizes[t]};
+  }
+  auto chunk_bytes = [&](int c) {
+    std::uint64_t b = 0;
+    for (std::size_t n : sizes)
+      b += P::packed_bytes(cpd::partition(n, static_cast<std::size_t>(w), static_cast<std::size_t>(c)).size());
+    return b;
+  };
+  std::uint64_t two = 0, all = 0;
+  for (int k = 1; k < w; ++k) two += chunk_bytes((me + k) % w);
+  for (int s = 0; s + 1 < w; ++s) two += chunk_bytes(((me - s) % w + w) % w);
+  for (std::size_t n : sizes) all += static_cast<std::uint64_t>(w - 1) * P::packed_bytes(n);
+  P p2(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::two_step, false, false});
+  CHECK(p2(ts, cpd::aps<F>(w)).payload_bytes == two);
+  P pa(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::all_gather, false, false});
+  CHECK(pa(ts, cpd::aps<F>(w)).payload_bytes == all);
 }
 
 TEST_CASE("ring and native: bytes sent are the packed codes plus the statistics") {
@@ -238,7 +302,10 @@ void check_native_bound(bool kahan) {
   const auto res = plan(ts, cpd::aps<F>(w));
   ring(tr, cpd::aps<F>(w));
   const double u = std::ldexp(1.0, -F::mantissa_bits - 1);  // unit roundoff
-  const double gamma = (w - 1) * u / (1 - (w - 1) * u);
+  // gamma_{W-1} bounds W - 1 roundings only while (W - 1) u < 1 (FP4 at 5 or more ranks: no bound
+  // of this form; there only the agreement across ranks and with the ring at W = 2 is checked).
+  const bool bounded = (w - 1) * u < 1;
+  const double gamma = bounded ? (w - 1) * u / (1 - (w - 1) * u) : 0.0;
   std::size_t bad = 0, differs_across_ranks = 0;
   for (std::size_t t = 0; t < sizes.size(); ++t) {
     const cpd::pow2_scale sc = res.scales[t];
@@ -253,7 +320,7 @@ void check_native_bound(bool kahan) {
       }
       const double got = static_cast<double>(out[t][j]) * sc.factor();
       const double bound = gamma * mag + (w - 1) * tiny;
-      bad += !(std::fabs(got - exact) <= bound);
+      if (bounded) bad += !(std::fabs(got - exact) <= bound);
       if (w == 2) bad += bits(out[t][j]) != bits(out_ring[t][j]);  // one addition: both orders agree
       // Every rank must hold the same bits.
       std::uint32_t b[2] = {bits(out[t][j]), ~bits(out[t][j])};
@@ -298,7 +365,8 @@ TEST_CASE("in place, no scaler, one-shot call") {
     CHECK(v[j] == static_cast<float>(j) * static_cast<float>(w) + 0.25f * static_cast<float>(w * (w - 1) / 2));
 }
 
-TEST_CASE("mismatched sizes, counts or formats: an error on every rank, no hang") {
+TEST_CASE("mismatched sizes, counts or formats: an error on every rank, no hang" *
+          doctest::test_suite("two or more ranks")) {
   const int w = world_size(), me = world_rank();
   using F = cpd::float8_e4m3fn;
   // Different sizes at construction.

@@ -53,28 +53,28 @@ void check_still_usable() {
 
 }  // namespace
 
-TEST_CASE("codec_allreduce: ranks with different n (same payload size) all throw, naming n") {
+TEST_CASE("codec_allreduce: ranks with different n (same payload size) all throw, naming n" * doctest::test_suite("two or more ranks")) {
   // qsgd:4bit: 4 + ceil(4n / 8) bytes: 54 for both 99 and 100 values.
   const std::string e = codec_mismatch("qsgd:4bit:512", rank_of_world() == 0 ? 100 : 99);
   CHECK(says(e, "disagree on n (from 99 to 100)"));
   check_still_usable();
 }
 
-TEST_CASE("codec_allreduce: ranks with different codecs (same payload size) all throw, naming the codec") {
+TEST_CASE("codec_allreduce: ranks with different codecs (same payload size) all throw, naming the codec" * doctest::test_suite("two or more ranks")) {
   const std::string e = codec_mismatch(rank_of_world() == 0 ? "dyntree8" : "linear8", 100);
   CHECK(says(e, "disagree on the codec (this rank: "));
   CHECK(says(e, rank_of_world() == 0 ? "this rank: dyntree8" : "this rank: linear8"));
   check_still_usable();
 }
 
-TEST_CASE("codec_allreduce: ranks with different payload sizes all throw instead of MPI_ERR_TRUNCATE") {
+TEST_CASE("codec_allreduce: ranks with different payload sizes all throw instead of MPI_ERR_TRUNCATE" * doctest::test_suite("two or more ranks")) {
   const std::string e = codec_mismatch("dyntree8", rank_of_world() == 0 ? 200 : 100);
   CHECK(says(e, "disagree on n (from 100 to 200)"));
   CHECK(says(e, "the payload size (from 104 to 204)"));
   check_still_usable();
 }
 
-TEST_CASE("codec_allreduce: ranks with different options or keys all throw") {
+TEST_CASE("codec_allreduce: ranks with different options or keys all throw" * doctest::test_suite("two or more ranks")) {
   cpd::mpi::codec_options o;
   o.mean = rank_of_world() == 0;
   CHECK(says(codec_mismatch("linear8", 64, o), "disagree on mean (from 0 to 1)"));
@@ -86,7 +86,7 @@ TEST_CASE("codec_allreduce: ranks with different options or keys all throw") {
   check_still_usable();
 }
 
-TEST_CASE("allreduce_plan: the mismatch error names what differs") {
+TEST_CASE("allreduce_plan: the mismatch error names what differs" * doctest::test_suite("two or more ranks")) {
   const int me = rank_of_world();
   try {
     cpd::mpi::allreduce_plan<cpd::float8_e4m3fn> p(MPI_COMM_WORLD, {4, me == 0 ? std::size_t(6) : std::size_t(5)});
@@ -104,7 +104,7 @@ TEST_CASE("allreduce_plan: the mismatch error names what differs") {
   }
 }
 
-TEST_CASE("dynamic_plan: a format compiled into some ranks only: every rank throws, none hangs") {
+TEST_CASE("dynamic_plan: a format compiled into some ranks only: every rank throws, none hangs" * doctest::test_suite("two or more ranks")) {
   using with = cpd::format_list<cpd::float8_e4m3fn, cpd::float8_e5m2>;
   using without = cpd::format_list<cpd::float8_e4m3fn>;
   const std::vector<std::size_t> sizes = {16};

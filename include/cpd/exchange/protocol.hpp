@@ -11,7 +11,9 @@
 //   add    - the rounded addition of one hop, (s, c) += q: Q(s + q), or one Kahan step;
 //   merge  - two partial sums combined at a tree node: Q(s1 + s2), or the
 //            compensated Kahan combine;
-//   finish - a reduced value unscaled (divided by W for a mean), NaN made canonical.
+//   finish - a reduced value unscaled (divided by W for a mean), NaN made canonical;
+//   accumulate, round_sum - two_step's wide sum of the loaded values and its one
+//            rounding to F.
 // Rounding k of the hop that `rank` makes at `step` draws its random bits for element
 // i from allreduce_random_bits (step -1: the load).
 //
@@ -22,6 +24,7 @@
 #include <cpd/core/detail/bits.hpp>
 #include <cpd/core/detail/round.hpp>
 #include <cpd/core/float.hpp>
+#include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/execution.hpp>
@@ -33,6 +36,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -312,6 +316,39 @@ class summation {
     for (std::size_t j = 0; j < len; ++j)
       kahan_merge_step<F, R, O>(s1[j], c1[j], s2[j], c2[j],
                                 [&](int k, float, float) { return bits(step, rank, k, lo + j); });
+  }
+
+  /// two_step's accumulation, s += q over len elements: in float for a float32 accumulator;
+  /// else the float sum rounded to odd and then to the accumulator, nearest-even (one
+  /// rounding of the exact sum; a float overflow of two finite values becomes +-FLT_MAX, odd,
+  /// so that the accumulator's overflow rule decides). NaN canonical.
+  void accumulate(float* s, const float* q, std::size_t len, const format& acc) const {
+    if (acc == format::of<float_t<8, 23>>()) {
+      for (std::size_t j = 0; j < len; ++j) s[j] = canonical_nan(s[j] + q[j]);
+      return;
+    }
+    for (std::size_t j = 0; j < len; ++j) {
+      float t = add_odd_float(s[j], q[j]);
+      if (!(t - t == 0) && s[j] - s[j] == 0 && q[j] - q[j] == 0)
+        t = t > 0 ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::max();
+      s[j] = t;
+    }
+    round_runtime<rounding::nearest_even, overflow::infinity, float, float, bulk_op::quantize>(execution::seq, acc.spec(),
+                                                                                             s, s, len, {});
+    for (std::size_t j = 0; j < len; ++j) s[j] = canonical_nan(s[j]);
+  }
+
+  /// two_step's one rounding of the accumulated sums s (elements lo + j) to F, made by the
+  /// rank that owns the chunk: step 0, rank `owner`, k = 0 for stochastic rounding.
+  void round_sum(float* s, std::size_t lo, std::size_t len, int owner) const {
+    bulk_options bo;
+    bo.offset = lo;
+    if constexpr (sr) {
+      bo.seed = key_.seed;
+      bo.stream = allreduce_stream(key_, w_, 0, owner, 0);
+    }
+    cpd::quantize<F, R, O>(execution::seq, s, s, len, bo);
+    for (std::size_t j = 0; j < len; ++j) s[j] = canonical_nan(s[j]);
   }
 
   /// finish: unscale(v), divided by W for a mean; a NaN is the canonical +qNaN, as every sum's.

@@ -13,6 +13,7 @@
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/float.hpp>
+#include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
@@ -36,17 +37,24 @@ namespace cpd {
 
 /// The summation order of a simulated allreduce.
 enum class allreduce_algorithm : unsigned char {
-  sequential,       ///< rank 0 adds ranks 1, 2, ..., W-1 in order (CPD's emulation)
-  ring,             ///< ring reduce-scatter then all-gather, chunk by chunk
-  halving_doubling  ///< recursive halving reduce-scatter + recursive doubling all-gather (Rabenseifner)
+  sequential,        ///< rank 0 adds ranks 1, 2, ..., W-1 in order (CPD's emulation)
+  ring,              ///< ring reduce-scatter then all-gather, chunk by chunk, every hop rounded to F
+  halving_doubling,  ///< recursive halving reduce-scatter + recursive doubling all-gather (Rabenseifner)
+  pipelined_ring,    ///< ring's roundings; over MPI, segments in flight while others are coded
+  two_step,          ///< reduce-scatter into a wide accumulator, one rounding to F, all-gather
+  all_gather         ///< every rank gathers all quantized vectors and adds them in rank order (CPD's)
 };
 
-/// The name of an algorithm ("sequential", "ring", "halving_doubling").
+/// The name of an algorithm ("sequential", "ring", "halving_doubling", "pipelined_ring",
+/// "two_step", "all_gather").
 constexpr const char* to_string(allreduce_algorithm a) noexcept {
   switch (a) {
     case allreduce_algorithm::sequential: return "sequential";
     case allreduce_algorithm::ring: return "ring";
     case allreduce_algorithm::halving_doubling: return "halving_doubling";
+    case allreduce_algorithm::pipelined_ring: return "pipelined_ring";
+    case allreduce_algorithm::two_step: return "two_step";
+    case allreduce_algorithm::all_gather: return "all_gather";
   }
   return "?";
 }
@@ -62,6 +70,10 @@ struct allreduce_options {
   /// gradient before scaling) and overwritten with the new residual. nullptr: none.
   float* const* residuals = nullptr;
   bool diagnostics = false;  ///< fill allreduce_result::unscaled and ::scaled (two extra passes)
+  /// two_step: the format of the wide accumulator; float32 (the default) adds in float, any
+  /// other format whose values are floats and whose significand has at most 22 bits rounds
+  /// every addition to it (nearest-even), as a hardware accumulator of that format would.
+  format accumulator = format::of<float_t<8, 23>>();
 };
 
 /// What simulate_allreduce did.
@@ -101,11 +113,18 @@ class allreduce_engine {
     };
     switch (opt_.algorithm) {
       case allreduce_algorithm::sequential:
+      case allreduce_algorithm::all_gather:  // every rank sums as rank 0 does in sequential
         segments(1, [&](std::size_t, std::size_t a, std::size_t b, float* m) { sequential(a, b, m); });
         break;
       case allreduce_algorithm::ring:
+      case allreduce_algorithm::pipelined_ring:  // the same roundings; only the schedule differs
         segments(static_cast<std::size_t>(w_),
                  [&](std::size_t c, std::size_t a, std::size_t b, float* m) { ring(static_cast<int>(c), a, b, m); });
+        break;
+      case allreduce_algorithm::two_step:
+        segments(static_cast<std::size_t>(w_), [&](std::size_t c, std::size_t a, std::size_t b, float* m) {
+          two_step(static_cast<int>(c), a, b, m);
+        });
         break;
       case allreduce_algorithm::halving_doubling:
         segments(static_cast<std::size_t>(p_), [&](std::size_t c, std::size_t a, std::size_t b, float* m) {
@@ -154,6 +173,20 @@ class allreduce_engine {
       load(r, lo, hi, q);
       add(s, c, q, lo, hi, j - 1, r);
     }
+    finish(s, lo, hi);
+  }
+
+  /// Chunk c is reduced by rank c: it adds q_0 .. q_{W-1} in rank order in the accumulator,
+  /// then rounds the sum to F once (step 0, rank c); the all-gather copies it.
+  void two_step(int chunk, std::size_t lo, std::size_t hi, float* m) const {
+    float* s = m;
+    float* q = m + block;
+    load(0, lo, hi, s);
+    for (int r = 1; r < w_; ++r) {
+      load(r, lo, hi, q);
+      protocol_.accumulate(s, q, hi - lo, opt_.accumulator);
+    }
+    protocol_.round_sum(s, lo, hi - lo, chunk);
     finish(s, lo, hi);
   }
 
@@ -211,6 +244,20 @@ class allreduce_engine {
   int levels_ = 0;
 };
 
+/// two_step's accumulator: float32, or a format whose float sums can be rounded to odd
+/// and then to it (values that are floats, at most 22 significand bits); no Kahan (the wide
+/// accumulator is two_step's answer to the error that Kahan compensates).
+inline void check_accumulator(const format& acc, bool kahan) {
+  if (kahan)
+    fail_invalid("cpd::simulate_allreduce: two_step adds in a wide accumulator and takes no Kahan "
+                 "compensation; set allreduce_options::kahan to false");
+  const spec& s = acc.spec();
+  if (acc == format::of<float_t<8, 23>>()) return;
+  if (!s.fits_float || s.M > 21)
+    fail_invalid("cpd::simulate_allreduce: the accumulator " + acc.name() +
+                 " must be float32 or a format whose values are floats with at most 22 significand bits");
+}
+
 /// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm that is one of
 /// allreduce_algorithm's enumerators, and no null array when n > 0.
 inline void check_allreduce_args(const float* const* x, const float* out, std::size_t n, int world_size,
@@ -219,7 +266,12 @@ inline void check_allreduce_args(const float* const* x, const float* out, std::s
   switch (opt.algorithm) {
     case allreduce_algorithm::sequential:
     case allreduce_algorithm::ring:
-    case allreduce_algorithm::halving_doubling: break;
+    case allreduce_algorithm::halving_doubling:
+    case allreduce_algorithm::pipelined_ring:
+    case allreduce_algorithm::all_gather: break;
+    case allreduce_algorithm::two_step:
+      check_accumulator(opt.accumulator, opt.kahan);
+      break;
     default:
       fail_invalid("cpd::simulate_allreduce: allreduce_options::algorithm " +
                    std::to_string(static_cast<int>(opt.algorithm)) + " is not a cpd::allreduce_algorithm");

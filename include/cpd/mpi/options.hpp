@@ -4,7 +4,7 @@
 // <cpd/mpi/options.hpp>: the vocabulary of cpd's MPI allreduce (docs/mpi.md): the
 // algorithms, the options of a plan, one tensor of a call and what a call did.
 // Shared by the plan (cpd/mpi/plan.hpp) and its algorithms (cpd/mpi/ring.hpp,
-// cpd/mpi/native_op.hpp).
+// cpd/mpi/native_op.hpp, cpd/mpi/gather.hpp).
 
 #include <cpd/exchange/simulate.hpp>
 
@@ -16,18 +16,34 @@ namespace cpd::mpi {
 
 /// How the packed codes are summed.
 enum class algorithm : unsigned char {
-  ring,   ///< reduce-scatter + all-gather over MPI_Sendrecv, the order of simulate_allreduce(ring)
-  native  ///< MPI_Allreduce with a user-defined MPI_Op (MPI's summation order)
+  ring,        ///< reduce-scatter + all-gather over MPI_Sendrecv, the order of simulate_allreduce(ring)
+  native,      ///< MPI_Allreduce with a user-defined MPI_Op (MPI's summation order)
+  two_step,    ///< chunks to their owners, a wide sum rounded once, all-gather: simulate_allreduce(two_step)
+  all_gather,  ///< every rank's codes to every rank, summed in rank order: simulate_allreduce(all_gather)
+  pipelined_ring  ///< the ring in segments with nonblocking messages, coding overlapping transfer: ring's bits
 };
 
-/// The name of an algorithm ("ring" or "native").
-constexpr const char* to_string(algorithm a) noexcept { return a == algorithm::native ? "native" : "ring"; }
+/// The name of an algorithm ("ring", "native", "two_step", "all_gather", "pipelined_ring").
+constexpr const char* to_string(algorithm a) noexcept {
+  switch (a) {
+    case algorithm::ring: return "ring";
+    case algorithm::native: return "native";
+    case algorithm::two_step: return "two_step";
+    case algorithm::all_gather: return "all_gather";
+    case algorithm::pipelined_ring: return "pipelined_ring";
+  }
+  return "?";
+}
 
 /// Options fixed for the life of an allreduce_plan.
 struct options {
   algorithm algo = algorithm::ring;  ///< the summation algorithm
   bool kahan = false;                ///< Kahan-compensated sums (the compensation travels with the sum)
   bool mean = false;                 ///< divide the unscaled sum by the number of ranks (in float)
+  /// two_step: the wide accumulator, as allreduce_options::accumulator (float32 by default).
+  format accumulator = format::of<float_t<8, 23>>();
+  /// pipelined_ring: the bytes of one segment of a step's message (at most 256 segments a step).
+  std::size_t segment_bytes = std::size_t(1) << 18;
 };
 
 /// The (seed, stream) of stochastic rounding: the type of allreduce_options::key.

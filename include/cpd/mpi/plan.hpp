@@ -29,8 +29,10 @@
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/mpi/check.hpp>
+#include <cpd/mpi/gather.hpp>
 #include <cpd/mpi/native_op.hpp>
 #include <cpd/mpi/options.hpp>
+#include <cpd/mpi/pipelined_ring.hpp>
 #include <cpd/mpi/ring.hpp>
 #include <cpd/mpi/timing.hpp>
 #include <cpd/mpi/wire.hpp>
@@ -53,13 +55,13 @@ namespace cpd::mpi {
 namespace detail {
 
 /// The agreement field of a format: a fingerprint of (E, M, encoding, bias), shown by name.
-inline agreed format_field(const format& f) {
+inline agreed format_field(const format& f, const char* what = "the format") {
   fingerprint h;
   h.add(static_cast<std::uint64_t>(f.exponent_bits()));
   h.add(static_cast<std::uint64_t>(f.mantissa_bits()));
   h.add(static_cast<std::uint64_t>(f.encoding()));
   h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(f.bias())));
-  return {"the format", h.h, f.name()};
+  return {what, h.h, f.name()};
 }
 
 }  // namespace detail
@@ -90,6 +92,7 @@ class allreduce_plan {
       detail::check(MPI_Comm_rank(g_.comm, &g_.rank), "MPI_Comm_rank");
       detail::check(MPI_Comm_size(g_.comm, &g_.size), "MPI_Comm_size");
       detail::agree(g_.comm, "cpd::mpi::allreduce_plan", agreement());
+      check_options();  // after agree: the same options everywhere, so every rank throws alike
       codes::table();
       cpd::detail::code_sum<F, R, O>::get();
       if (opt_.algo == algorithm::native) {
@@ -152,6 +155,20 @@ class allreduce_plan {
 
  private:
   /// What every rank must pass alike at construction (checked by detail::agree).
+  /// An algorithm that is one of algorithm's enumerators; two_step's accumulator as
+  /// simulate_allreduce checks it.
+  void check_options() const {
+    switch (opt_.algo) {
+      case algorithm::ring:
+      case algorithm::native:
+      case algorithm::all_gather:
+      case algorithm::pipelined_ring: return;
+      case algorithm::two_step: cpd::detail::check_accumulator(opt_.accumulator, opt_.kahan); return;
+    }
+    cpd::detail::fail_invalid("cpd::mpi::allreduce_plan: options::algo " + std::to_string(static_cast<int>(opt_.algo)) +
+                              " is not a cpd::mpi::algorithm");
+  }
+
   [[nodiscard]] std::vector<detail::agreed> agreement() const {
     std::uint64_t total = 0;
     detail::fingerprint f;
@@ -170,6 +187,7 @@ class allreduce_plan {
             {"the overflow", static_cast<std::uint64_t>(O), to_string(O)},
             {"the algorithm", static_cast<std::uint64_t>(opt_.algo), to_string(opt_.algo)},
             {"kahan", opt_.kahan ? 1u : 0u, ""},
+            detail::format_field(opt_.accumulator, "the accumulator"),
             {"mean", opt_.mean ? 1u : 0u, ""}};
   }
 
@@ -285,8 +303,12 @@ class allreduce_plan {
 
     if (opt_.algo == algorithm::native)
       detail::native_allreduce<F, R, O>(g_, sizes_, opt_, unit_type_, op_, t, x.data(), res, ws_, clock);
-    else
+    else if (opt_.algo == algorithm::ring)
       detail::ring_allreduce<F, R, O, Scale>(g_, sizes_, opt_, t, res, ws_, clock)(x.data());
+    else if (opt_.algo == algorithm::pipelined_ring)
+      detail::pipelined_ring_allreduce<F, R, O, Scale>(g_, sizes_, opt_, t, res, ws_, clock)(x.data());
+    else
+      detail::gather_allreduce<F, R, O, Scale>(g_, sizes_, opt_, t, res, ws_, clock)(x.data());
     if (!nan_mask.empty()) apply_nan_mask(t, res, nan_mask, clock);
     bytes_sent_ += res.bytes_sent();
     res.seconds = call.wall();
