@@ -275,7 +275,7 @@ TEST_CASE_TEMPLATE("simulate_allreduce: a NaN on one worker is NaN in the result
       std::vector<float> out(n);
       const auto ra = cpd::simulate_allreduce<F>(gp.data(), out.data(), n, w, cpd::aps<F>(w), opt);
       CHECK(ra.scale.nonfinite);
-      CHECK(ra.scaled.nonfinite == 3);
+      CHECK(ra.scaled.nonfinite_inputs() == 3);
       CHECK(cpd::detail::bit_cast<std::uint32_t>(out[4]) == 0x7FC00000u);  // the canonical NaN of every sum
       CHECK(cpd::detail::bit_cast<std::uint32_t>(out[300]) == 0x7FC00000u);
       // inf: inf or NaN where F has them; a format without them saturates (and the scale says so).
