@@ -92,6 +92,19 @@ TEST_CASE("command line: unknown formats and flags are rejected with a clear mes
   CHECK(h.out.find("--codec") != std::string::npos);
 }
 
+TEST_CASE("command line: --algorithm takes the allreduce algorithms and rejects what cannot run") {
+  const run_output a = run("--algorithm zigzag");
+  CHECK(a.status == 2);
+  CHECK(a.out.find("'zigzag' is not one of sequential, ring, halving_doubling, pipelined_ring, two_step, "
+                   "all_gather") != std::string::npos);
+  const run_output b = run("--algorithm two_step --kahan");
+  CHECK(b.status == 2);
+  CHECK(b.out.find("two_step sums in float32") != std::string::npos);
+  const run_output c = run("--algorithm halving_doubling --mpi");
+  CHECK(c.status == 2);
+  CHECK(c.out.find("over MPI cpd runs ring, pipelined_ring, two_step and all_gather") != std::string::npos);
+}
+
 TEST_CASE("command line: bad codec names and parameters give one clear line") {
   struct bad {
     const char* args;
