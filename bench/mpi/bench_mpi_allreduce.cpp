@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
 // bench_mpi_allreduce: float32 MPI_Allreduce against cpd's packed 8-bit and 16-bit
-// allreduce (<cpd/mpi.hpp>, ring and native), for gradients of 4 KiB and up.
+// allreduce (<cpd/mpi.hpp>: ring, pipelined_ring, two_step, all_gather, native), for
+// gradients of 4 KiB and up, next to a hand-written float32 ring (the same schedule as
+// cpd's ring without the codec: what the algorithm gives apart from the bytes saved).
 // A small MPI timing program (Google Benchmark does not run collectives in step
 // across ranks): every configuration runs in lock step on all ranks, a repetition's
 // time is the slowest rank's, and the median over repetitions is reported, next to
 // a memcpy of the same float32 bytes in the same run as the yardstick.
 //
 //   mpiexec -n 4 --oversubscribe bench_mpi_allreduce [--large] [--min-time S] [--csv FILE]
+//       [--sizes MIB,...] [--formats e4m3fn,e5m2,bf16,fp16,e3m4] [--algorithms ring,...]
+//       [--label TEXT]
 
 #include <cpd/mpi.hpp>
 #include <cpd/scaling/scaling.hpp>
@@ -78,6 +82,33 @@ struct row {
   std::size_t wire;  ///< payload bytes this rank sent per call
 };
 
+/// A float32 ring allreduce written here: reduce-scatter then all-gather over MPI_Sendrecv,
+/// chunks as cpd::partition, float additions.
+row fp32_ring(const std::vector<float>& g, std::vector<float>& out, double min_time) {
+  const std::size_t n = g.size(), w = static_cast<std::size_t>(size_);
+  std::vector<float> tmp(n / w + 1);
+  const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
+  auto at = [&](int c) { return cpd::partition(n, w, static_cast<std::size_t>(((c % size_) + size_) % size_)); };
+  const timing tm = measure(min_time, [&] {
+    std::memcpy(out.data(), g.data(), n * sizeof(float));
+    for (int s = 0; s + 1 < size_; ++s) {
+      const cpd::index_range cs = at(rank_ - s), cr = at(rank_ - s - 1);
+      MPI_Sendrecv(out.data() + cs.begin, static_cast<int>(cs.size()), MPI_FLOAT, next, 0, tmp.data(),
+                   static_cast<int>(cr.size()), MPI_FLOAT, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      for (std::size_t j = 0; j < cr.size(); ++j) out[cr.begin + j] += tmp[j];
+    }
+    for (int s = 0; s + 1 < size_; ++s) {
+      const cpd::index_range cs = at(rank_ + 1 - s), cr = at(rank_ - s);
+      MPI_Sendrecv(out.data() + cs.begin, static_cast<int>(cs.size()), MPI_FLOAT, next, 0, out.data() + cr.begin,
+                   static_cast<int>(cr.size()), MPI_FLOAT, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    return codec_time{};
+  });
+  std::size_t wire = 0;
+  for (int s = 0; s + 1 < size_; ++s) wire += (at(rank_ - s).size() + at(rank_ + 1 - s).size()) * sizeof(float);
+  return {"fp32 ring (hand-written)", tm, wire};
+}
+
 template <class F>
 row packed(const char* name, cpd::mpi::algorithm algo, const std::vector<float>& g, std::vector<float>& out,
            double min_time) {
@@ -93,6 +124,26 @@ row packed(const char* name, cpd::mpi::algorithm algo, const std::vector<float>&
   return {std::string(name) + " " + cpd::mpi::to_string(algo), tm, wire};
 }
 
+using packed_fn = row (*)(const char*, cpd::mpi::algorithm, const std::vector<float>&, std::vector<float>&, double);
+struct format_entry {
+  const char* name;
+  packed_fn run;
+};
+const format_entry format_table[] = {{"e4m3fn", &packed<cpd::float8_e4m3fn>}, {"e5m2", &packed<cpd::float8_e5m2>},
+                                     {"bf16", &packed<cpd::bfloat16>},        {"fp16", &packed<cpd::float16>},
+                                     {"e3m4", &packed<cpd::float8_e3m4>}};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t b = 0;
+  while (b <= s.size()) {
+    const std::size_t e = std::min(s.find(',', b), s.size());
+    out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,25 +153,68 @@ int main(int argc, char** argv) {
   bool large = false;
   double min_time = 0.3;
   const char* csv_path = nullptr;
-  for (int i = 1; i < argc; ++i) {
+  std::string label;
+  std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20};
+  std::vector<const format_entry*> formats = {&format_table[0], &format_table[3]};
+  std::vector<cpd::mpi::algorithm> algos = {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native};
+  std::string bad;
+  for (int i = 1; i < argc && bad.empty(); ++i) {
     const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
     if (a == "--large") large = true;
-    else if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
-    else if (a == "--csv" && i + 1 < argc) csv_path = argv[++i];
-    else {
-      if (rank_ == 0)
-        std::fprintf(stderr, "usage: bench_mpi_allreduce [--large] [--min-time SECONDS] [--csv FILE]\n");
-      MPI_Finalize();
-      return 2;
+    else if (a == "--min-time" && has_value) min_time = std::atof(argv[++i]);
+    else if (a == "--csv" && has_value) csv_path = argv[++i];
+    else if (a == "--label" && has_value) label = argv[++i];
+    else if (a == "--sizes" && has_value) {
+      sizes.clear();
+      for (const std::string& v : split(argv[++i])) {
+        const long mib = std::atol(v.c_str());
+        if (mib < 1 || mib > 1024) bad = "--sizes: '" + v + "' is not a whole number of MiB in [1, 1024]";
+        sizes.push_back(static_cast<std::size_t>(mib) << 20);
+      }
+    } else if (a == "--formats" && has_value) {
+      formats.clear();
+      for (const std::string& v : split(argv[++i])) {
+        const format_entry* f = nullptr;
+        for (const format_entry& e : format_table)
+          if (v == e.name) f = &e;
+        if (!f) bad = "--formats: '" + v + "' is not one of e4m3fn, e5m2, bf16, fp16, e3m4";
+        formats.push_back(f);
+      }
+    } else if (a == "--algorithms" && has_value) {
+      algos.clear();
+      for (const std::string& v : split(argv[++i])) {
+        bool found = false;
+        for (auto al : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native, cpd::mpi::algorithm::two_step,
+                        cpd::mpi::algorithm::all_gather, cpd::mpi::algorithm::pipelined_ring})
+          if (v == cpd::mpi::to_string(al)) {
+            algos.push_back(al);
+            found = true;
+          }
+        if (!found) bad = "--algorithms: '" + v + "' is not one of ring, pipelined_ring, two_step, all_gather, native";
+      }
+    } else {
+      bad = "unknown or incomplete option '" + a + "'";
     }
   }
-  std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20};
+  if (!bad.empty()) {
+    if (rank_ == 0)
+      std::fprintf(stderr,
+                   "bench_mpi_allreduce: %s\nusage: bench_mpi_allreduce [--large] [--min-time SECONDS] [--csv FILE] "
+                   "[--sizes MIB,...] [--formats e4m3fn,e5m2,bf16,fp16,e3m4] "
+                   "[--algorithms ring,pipelined_ring,two_step,all_gather,native] [--label TEXT]\n",
+                   bad.c_str());
+    MPI_Finalize();
+    return 2;
+  }
   if (large) {
     sizes.push_back(64u << 20);
     sizes.push_back(256u << 20);
   }
   std::FILE* csv = rank_ == 0 && csv_path ? std::fopen(csv_path, "w") : nullptr;
-  if (csv) std::fprintf(csv, "ranks,bytes,method,seconds,gradient_bytes_per_second,codec_share,codec_cpu_seconds,wire_bytes_per_rank\n");
+  if (csv)
+    std::fprintf(csv, "label,ranks,bytes,method,seconds,gradient_bytes_per_second,codec_share,codec_cpu_seconds,"
+                      "wire_bytes_per_rank\n");
   if (rank_ == 0) {
     std::printf("%d ranks; time = median over repetitions of the slowest rank; bandwidth = float32 gradient bytes / time\n\n",
                 size_);
@@ -145,10 +239,14 @@ int main(int argc, char** argv) {
                       return codec_time{};
                     }), 0});
     rows.back().wire = bytes;
-    for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
-      rows.push_back(packed<cpd::float8_e4m3fn>("e4m3fn", algo, g, out, min_time));
-      rows.push_back(packed<cpd::float16>("fp16", algo, g, out, min_time));
-    }
+    if (size_ > 1) rows.push_back(fp32_ring(g, out, min_time));
+    for (auto algo : algos)
+      for (const format_entry* f : formats) {
+        if (rank_ == 0 && bytes >= (16u << 20))  // progress: a large size takes a while
+          std::fprintf(stderr, "bench_mpi_allreduce: %s, %s %s\n", human(bytes).c_str(), f->name,
+                       cpd::mpi::to_string(algo));
+        rows.push_back(f->run(f->name, algo, g, out, min_time));
+      }
     const double fp32 = rows[1].t.seconds;
     for (const row& r : rows) {
       if (rank_ != 0) continue;
@@ -162,8 +260,8 @@ int main(int argc, char** argv) {
                   plain ? "" : (std::to_string(static_cast<int>(std::lround(r.t.codec * 100))) + " %").c_str(), cpu,
                   r.wire ? (r.what.rfind("fp32", 0) == 0 ? human(r.wire) + " (buffer)" : std::to_string(r.wire)).c_str() : "");
       if (csv)
-        std::fprintf(csv, "%d,%zu,%s,%.9f,%.6e,%.4f,%.9f,%zu\n", size_, bytes, r.what.c_str(), r.t.seconds, bw,
-                     r.t.codec, r.t.codec_cpu, r.wire);
+        std::fprintf(csv, "%s,%d,%zu,%s,%.9f,%.6e,%.4f,%.9f,%zu\n", label.c_str(), size_, bytes, r.what.c_str(),
+                     r.t.seconds, bw, r.t.codec, r.t.codec_cpu, r.wire);
     }
     if (rank_ == 0) std::fflush(stdout);
   }
