@@ -12,6 +12,7 @@ packages=(
   build-essential cmake clang libclang-rt-dev pkg-config
   doctest-dev libmpfr-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libthrust-dev libeigen3-dev zlib1g-dev
+  iproute2
   dataset-fashion-mnist
 )
 # Only cpd-train --plot (scripts/train.sh) runs gnuplot; it brings ~60 packages.

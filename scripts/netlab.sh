@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The network lab (docs/netlab.md): W MPI ranks, each in a network namespace of its
+# own whose one NIC (a veth) is plugged into a switch (a Linux bridge in a further
+# namespace), every link shaped with tc to a rate and a delay; Open MPI's TCP
+# transport carries all traffic between ranks over those links.
+#
+#   scripts/netlab.sh [--ranks W] [--rate RATE] [--delay DELAY] [--timeout SECONDS]
+#                     [--cleanup] -- COMMAND [ARGUMENTS]
+#
+#   --ranks W        MPI ranks, one per namespace, 1 to 64 (default 2)
+#   --rate RATE      each NIC's rate in each direction, as tc writes it: 100mbit,
+#                    1gbit, 10gbit, 25gbit, 100gbit (default 10gbit)
+#   --delay DELAY    one-way delay added on each NIC, as tc writes it: 0, 50us, 1ms
+#                    (default 0)
+#   --timeout S      the command is stopped after S seconds (default 600)
+#   --cleanup        only remove what an earlier (killed) run left, then exit
+#
+# It creates only namespaces named cpdlab-*, and in them only the private
+# addresses 10.213.0.0/24; nothing is added to the host's own namespace, and no
+# traffic leaves the lab. Everything is removed on exit, also after a failure or
+# Ctrl-C, and a run removes what a killed run left first. Needs root (network
+# namespaces) and Open MPI's mpirun; exits 77 when the lab cannot run here, 2 on a
+# bad option, else with the command's status (124: it ran past --timeout).
+set -euo pipefail
+
+prefix=cpdlab
+subnet=10.213.0
+ranks=2
+rate=10gbit
+delay=0
+timeout_s=600
+cleanup_only=0
+
+die() {
+  echo "netlab: $*" >&2
+  exit 2
+}
+# The lab cannot run on this machine (not root, no iproute2, no namespaces): exit 77,
+# which the smoke test (ctest netlab.smoke) reports as skipped.
+unavailable() {
+  echo "netlab: $*" >&2
+  exit 77
+}
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ranks) ranks="${2:?--ranks needs a value}"; shift 2 ;;
+    --rate) rate="${2:?--rate needs a value}"; shift 2 ;;
+    --delay) delay="${2:?--delay needs a value}"; shift 2 ;;
+    --timeout) timeout_s="${2:?--timeout needs a value}"; shift 2 ;;
+    --cleanup) cleanup_only=1; shift ;;
+    --) shift; break ;;
+    -h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+
+[[ $(id -u) -eq 0 ]] || unavailable "needs root: network namespaces and tc need CAP_NET_ADMIN (run it as root, e.g. with sudo)"
+command -v ip > /dev/null || unavailable "needs 'ip' and 'tc' (apt-get install -y iproute2)"
+command -v tc > /dev/null || unavailable "needs 'tc' (apt-get install -y iproute2)"
+[[ $ranks =~ ^[0-9]+$ ]] && ((ranks >= 1 && ranks <= 64)) || die "--ranks: '$ranks' is not a whole number in [1, 64]"
+[[ $rate =~ ^[0-9]+(k|m|g)?bit$ ]] || die "--rate: '$rate' is not a tc rate such as 100mbit or 10gbit"
+[[ $delay =~ ^[0-9]+(us|ms)?$ ]] || die "--delay: '$delay' is not a tc delay such as 0, 50us or 1ms"
+[[ $timeout_s =~ ^[0-9]+$ ]] && ((timeout_s >= 1 && timeout_s <= 86400)) || die "--timeout: '$timeout_s' is not a whole number of seconds in [1, 86400]"
+
+# Removes every namespace of the lab (their veths and the bridge go with them).
+teardown() {
+  local ns
+  for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^${prefix}-" || true); do
+    ip netns delete "$ns" 2> /dev/null || true
+  done
+}
+
+teardown  # what a killed run left
+if ((cleanup_only)); then
+  echo "netlab: removed every ${prefix}-* namespace"
+  exit 0
+fi
+[[ $# -gt 0 ]] || die "no command (usage: scripts/netlab.sh [options] -- COMMAND [ARGUMENTS])"
+command -v mpirun > /dev/null || unavailable "needs Open MPI's mpirun (apt-get install -y openmpi-bin libopenmpi-dev)"
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+# tc's bytes per second of a rate, for the token bucket's burst.
+bytes_per_second() {
+  local v=${1%bit} mult=1
+  case "$v" in
+    *k) mult=1000; v=${v%k} ;;
+    *m) mult=1000000; v=${v%m} ;;
+    *g) mult=1000000000; v=${v%g} ;;
+  esac
+  echo $((v * mult / 8))
+}
+
+# Shapes the egress of interface $2 in namespace $1: a token bucket at the rate (burst:
+# 1 ms of the rate, at least 64 KiB so that one GSO packet fits; queue: 50 ms), then
+# the delay. Both ends of a link are shaped, so each NIC has the rate in both directions.
+shape() {
+  local ns=$1 dev=$2 burst
+  burst=$(($(bytes_per_second "$rate") / 1000))
+  ((burst < 65536)) && burst=65536
+  if [[ $delay == 0 ]]; then
+    ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms
+  else
+    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" latency 50ms
+    ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay"
+  fi
+}
+
+sw="${prefix}-sw"
+ip netns add "$sw" 2> /dev/null || unavailable "cannot create a network namespace here (ip netns add failed)"
+ip -n "$sw" link add br0 type bridge
+ip -n "$sw" link set br0 up
+for ((r = 0; r < ranks; ++r)); do
+  ns="${prefix}-${r}"
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$sw" link add "p$r" type veth peer name eth0 netns "$ns"
+  ip -n "$sw" link set "p$r" master br0 up
+  ip -n "$ns" addr add "${subnet}.$((r + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  shape "$ns" eth0
+  shape "$sw" "p$r"
+done
+echo "netlab: ${ranks} rank(s) in namespaces ${prefix}-0..$((ranks - 1)), ${subnet}.1-${ranks}/24 on a bridge" \
+  "(namespace ${sw}), each NIC ${rate} per direction, delay ${delay}"
+
+# Everything MPI runs inside the lab: mpirun in the switch's namespace (an address on
+# the bridge, 10.213.0.254), and on each rank's "host" (its address) an Open MPI daemon
+# started by a launch agent that enters the rank's namespace where ssh would log in.
+# Daemons and ranks talk over the lab's links only: TCP for the out-of-band channel and
+# for the byte transfer layer (no shared memory between ranks, no other interface).
+ip -n "$sw" addr add "${subnet}.254/24" dev br0
+work=$(mktemp -d /tmp/cpdlab.XXXXXX)
+trap 'rm -rf "$work"; teardown' EXIT
+for ((r = 0; r < ranks; ++r)); do echo "${subnet}.$((r + 1)) slots=1"; done > "$work/hosts"
+{
+  echo '#!/usr/bin/env bash'
+  echo '# Open MPI launch agent: $1 is a rank address, the rest the command ssh would run there.'
+  echo 'host=$1'
+  echo 'shift'
+  echo "exec ip netns exec \"${prefix}-\$((\${host##*.} - 1))\" sh -c \"\$*\""
+} > "$work/agent"
+chmod +x "$work/agent"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+status=0
+timeout --kill-after=10 "$timeout_s" ip netns exec "$sw" mpirun -n "$ranks" --hostfile "$work/hosts" --map-by node \
+  --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 \
+  --mca oob_tcp_if_include "${subnet}.0/24" --mca btl tcp,self --mca btl_tcp_if_include "${subnet}.0/24" \
+  "$@" || status=$?
+if ((status == 124)); then
+  echo "netlab: the command ran past --timeout ${timeout_s} s and was stopped" >&2
+fi
+exit "$status"
