@@ -175,6 +175,7 @@ class summation {
  public:
   static constexpr bool sr = R == rounding::stochastic;
   static constexpr std::size_t block = 512;  ///< the most elements of one add or merge on values
+  using format_type = F;
   using codes = format_codes<F>;
   using storage = typename codes::storage;
   using code_arith = code_sum<F, R, O>;

@@ -18,6 +18,7 @@
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/mpi/options.hpp>
+#include <cpd/mpi/ring.hpp>
 #include <cpd/mpi/timing.hpp>
 #include <cpd/mpi/wire.hpp>
 
@@ -169,28 +170,10 @@ class pipelined_ring_allreduce {
   /// after the last step also this rank's result.
   void add_segment(const unsigned char* in, std::size_t in_arrays, int c, std::size_t k, int step, bool last,
                    unsigned char* o) {
-    const storage zero = cpd::detail::format_codes<F>::code_of(0.0f);
     for (std::size_t i = 0; i < sizes_.size(); ++i) {
       const index_range p = piece(i, c, k);
-      const std::size_t m = p.size(), mb = W::bytes(m);
-      W::unpack(in, m, s_);
-      in += mb;
-      if (in_arrays == 2) {
-        W::unpack(in, m, c_);
-        in += mb;
-      } else {
-        std::fill(c_, c_ + m, zero);
-      }
-      const protocol pr = proto(i);
-      pr.add(s_, c_, mine_ + offset_[i] + p.begin, p.begin, m, step, g_.rank);
-      W::pack(s_, m, o);
-      o += mb;
-      if (last) {
-        pr.finish(s_, m, t_[i].out + p.begin);
-      } else if (arrays() == 2) {
-        W::pack(c_, m, o);
-        o += mb;
-      }
+      add_piece<protocol, W>(proto(i), in, in_arrays, o, arrays() == 2, last, s_, c_, mine_ + offset_[i] + p.begin,
+                             p.begin, p.size(), step, g_.rank, t_[i].out + p.begin);
     }
   }
 

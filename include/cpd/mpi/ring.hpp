@@ -28,6 +28,35 @@ namespace cpd::mpi::detail {
 /// (a mod w) in [0, w).
 [[nodiscard]] constexpr int wrap(int a, int w) noexcept { return ((a % w) + w) % w; }
 
+/// One tensor's piece of a reduce-scatter step on codes, shared by ring and pipelined_ring:
+/// the partial sums (and compensations when in_arrays is 2, else zeros) of m elements read
+/// from p, += this rank's codes q (elements lo.., added at `step` by `rank`), the sums packed
+/// to o, then the compensations (when kahan_out), or, after the last step, the result finished
+/// into out. Advances p and o.
+template <class Protocol, class W>
+void add_piece(const Protocol& pr, const unsigned char*& p, std::size_t in_arrays, unsigned char*& o, bool kahan_out,
+               bool last, typename W::storage* s, typename W::storage* c, const typename W::storage* q,
+               std::size_t lo, std::size_t m, int step, int rank, float* out) {
+  const std::size_t mb = W::bytes(m);
+  W::unpack(p, m, s);
+  p += mb;
+  if (in_arrays == 2) {
+    W::unpack(p, m, c);
+    p += mb;
+  } else {
+    std::fill(c, c + m, cpd::detail::format_codes<typename Protocol::format_type>::code_of(0.0f));
+  }
+  pr.add(s, c, q, lo, m, step, rank);
+  W::pack(s, m, o);
+  o += mb;
+  if (last) {
+    pr.finish(s, m, out);
+  } else if (kahan_out) {
+    W::pack(c, m, o);
+    o += mb;
+  }
+}
+
 /// The ring allreduce of every tensor. At reduce-scatter step s = 0 .. W-2, rank r sends its
 /// partial sums of chunk (r - s) mod W to rank r + 1 and adds its own values into chunk
 /// (r - s - 1) mod W received from rank r - 1: chunk c starts at rank c and collects ranks
@@ -106,7 +135,6 @@ class ring_allreduce {
       W::pack(mine_ + offset_[i] + rg.begin, rg.size(), p0);
       p0 += W::bytes(rg.size());
     }
-    const storage zero = cpd::detail::format_codes<F>::code_of(0.0f);
     for (int step = 0; step < w - 1; ++step) {
       const int cs = wrap(r - step, w), cr = wrap(r - step - 1, w);
       const std::size_t step_arrays = step == 0 ? 1 : arrays();  // both messages of a step have one layout
@@ -115,28 +143,11 @@ class ring_allreduce {
       const unsigned char* p = recv_;
       unsigned char* o = send_;
       for (std::size_t i = 0; i < tn; ++i) {
+        // After the last step this rank holds the final sums of chunk (r + 1) mod W: their codes
+        // go around in the all-gather, and its own result is written now.
         const index_range rg = chunk(i, cr);
-        const std::size_t m = rg.size(), mb = W::bytes(m);
-        W::unpack(p, m, s_);
-        p += mb;
-        if (step_arrays == 2) {
-          W::unpack(p, m, c_);
-          p += mb;
-        } else {
-          std::fill(c_, c_ + m, zero);
-        }
-        const protocol pr = proto(i);
-        pr.add(s_, c_, mine_ + offset_[i] + rg.begin, rg.begin, m, step, r);
-        W::pack(s_, m, o);
-        o += mb;
-        if (last) {
-          // This rank now holds the final sums of chunk (r + 1) mod W: their codes go around in
-          // the all-gather, and its own result is written now.
-          pr.finish(s_, m, t_[i].out + rg.begin);
-        } else if (arrays() == 2) {
-          W::pack(c_, m, o);
-          o += mb;
-        }
+        add_piece<protocol, W>(proto(i), p, step_arrays, o, arrays() == 2, last, s_, c_, mine_ + offset_[i] + rg.begin,
+                               rg.begin, rg.size(), step, r, t_[i].out + rg.begin);
       }
     }
   }
