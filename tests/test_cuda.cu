@@ -76,12 +76,6 @@ void device_sync() { cpd::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchr
       cpd::float8_e4m3b11fnuz, cpd::float8_e3m4, cpd::float8_e8m0fnu, cpd::float6_e3m2fn, cpd::float6_e2m3fn, \
       cpd::float4_e2m1fn
 #define CPD_FORMATS_ALL CPD_FORMATS_8BIT, cpd::float16, cpd::bfloat16
-// Every mode on the device for one format of each encoding and width (the Thrust tests
-// run every format through the same functors); nvcc compiles each kernel for two GPUs.
-#define CPD_FORMATS_DEVICE                                                                          \
-  cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float8_e8m0fnu, cpd::float4_e2m1fn, \
-      cpd::bfloat16
-
 // --- host: the hardware conversions equal the core -------------------------------------
 
 TEST_CASE_TEMPLATE("cuda host: fast paths equal the rounding core", F, cpd::float8_e4m3fn, cpd::float8_e5m2,
@@ -103,6 +97,53 @@ TEST_CASE_TEMPLATE("cuda host: fast paths equal the rounding core", F, cpd::floa
   // Without a hardware path, the fast functors are the generic ones.
   const cpd::cuda::fast_encoder<F, rounding::upward, O> fu;
   for (float v : x) REQUIRE(fu(v) == cpd::encoder<F, rounding::upward, O>{}(v));
+}
+
+// The kernels' fast path (<cpd/device/detail/fast.cuh>, host-device code) against the core,
+// on the host: every format, every deterministic mode, power-of-two scales, stochastic
+// rounding with bit counts around the dropped bits and indices across a 2^32 block of
+// counters (a new random key). (The device's directed-mode additions run in test_cuda_device.)
+TEST_CASE_TEMPLATE("cuda host: the kernels' fast path equals the rounding core", F, CPD_FORMATS_ALL) {
+  using cpd::cuda::detail::fast_form;
+  std::vector<float> x = cpd_test::inputs<F>(1 << 16, 17);
+  for (std::uint64_t b = 0; b < (std::uint64_t(1) << 32); b += 16381) x.push_back(cpd_test::from_bits(std::uint32_t(b)));
+  for (int k : {0, 7, -5, 130}) {
+    if (cpd::detail::scale_error<F>(k) != nullptr) continue;
+    CAPTURE(k);
+    for_each_deterministic_mode([&](auto mode) {
+      constexpr rounding R = decltype(mode)::value;
+      const std::string name = cpd::to_string(R);
+      CAPTURE(name);
+      const cpd::scaled_encoder<F, R> e(k);
+      const cpd::scaled_quantizer<F, R, overflow::saturate> q(k);
+      const auto fe = fast_form(e);
+      const auto fq = fast_form(q);
+      const auto fe0 = fast_form(cpd::encoder<F, R>{});
+      long bad = -1;
+      for (std::size_t i = 0; i < x.size() && bad < 0; ++i)
+        if (fe(x[i]) != e(x[i]) || to_bits(fq(x[i])) != to_bits(q(x[i])) ||
+            (k == 0 && fe0(x[i]) != cpd::encoder<F, R>{}(x[i])))
+          bad = static_cast<long>(i);
+      CHECK(bad == -1);
+    });
+    const int d = 23 - F::mantissa_bits;
+    for (int bits : {32, d + 1, d, d - 1, 5}) {
+      for (std::uint64_t offset : {std::uint64_t(0), (std::uint64_t(1) << 32) - x.size() / 2}) {
+        CAPTURE(bits);
+        CAPTURE(offset);
+        const cpd::stochastic_encoder<F> e(5, 9, k, bits);
+        const cpd::stochastic_quantizer<F, overflow::saturate> q(5, 9, k, bits);
+        auto fe = fast_form(e);  // (keeps its random key: not const)
+        auto fq = fast_form(q);
+        long bad = -1;
+        for (std::size_t i = 0; i < x.size() && bad < 0; ++i)
+          if (fe(x[i], offset + i) != e(x[i], offset + i) ||
+              to_bits(fq(x[i], offset + i)) != to_bits(q(x[i], offset + i)))
+            bad = static_cast<long>(i);
+        CHECK(bad == -1);
+      }
+    }
+  }
 }
 
 // Options no device call honours are rejected on the host, before anything is launched.
@@ -132,7 +173,8 @@ TEST_CASE("cuda host: bulk_options a device call cannot honour are std::invalid_
 // --- device: every launcher against the scalar core ---------------------------------------
 
 TEST_SUITE("device") {
-  TEST_CASE_TEMPLATE("cuda device: quantize and encode", F, CPD_FORMATS_DEVICE) {
+  // Every format: the launchers' fast path (<cpd/device/detail/fast.cuh>) depends on the format.
+  TEST_CASE_TEMPLATE("cuda device: quantize and encode", F, CPD_FORMATS_ALL) {
     const std::vector<float> x = cpd_test::inputs<F>(1 << 16);
     const std::size_t n = x.size();
     for (std::size_t pad : {0, 1}) {  // aligned (vector path) and misaligned (scalar path)
@@ -223,6 +265,40 @@ TEST_SUITE("device") {
     CHECK(cpd::cuda::quantize_scaled<F>(d_x.get(), d_y.get(), n, 5000) == cudaErrorInvalidValue);
   }
 
+  // Stochastic rounding through the launchers (the fast path and the per-block random key)
+  // against the host's bulk calls: bit counts above, at and below the dropped bits of each
+  // format, and an offset whose indices cross a 2^32 block of counters (a new key).
+  TEST_CASE_TEMPLATE("cuda device: stochastic launchers give the host calls' bits", F, cpd::float8_e4m3fn,
+                     cpd::float8_e5m2, cpd::float8_e4m3fnuz, cpd::float8_e3m4, cpd::float6_e3m2fn, cpd::bfloat16,
+                     cpd::float16) {
+    const std::vector<float> x = cpd_test::inputs<F>(1 << 15, 21);
+    const std::size_t n = x.size();
+    device_buffer<float> d_x(n), d_y(n);
+    device_buffer<typename F::storage_type> d_c(n);
+    d_x.upload(x);
+    std::vector<float> y(n);
+    std::vector<typename F::storage_type> c(n);
+    const int d = 23 - F::mantissa_bits;
+    for (int bits : {32, d + 1, d, d - 1, 5}) {
+      for (std::uint64_t offset : {std::uint64_t(0), (std::uint64_t(1) << 32) - n / 2}) {
+        CAPTURE(bits);
+        CAPTURE(offset);
+        cpd::bulk_options o;
+        o.seed = 7;
+        o.stream = 11;
+        o.offset = offset;
+        o.random_bits = bits;
+        cpd::quantize<F, rounding::stochastic>(x.data(), y.data(), n, o);
+        cpd::cuda::checked::quantize<F, rounding::stochastic>(d_x.get(), d_y.get(), n, o);
+        cpd::encode<F, rounding::stochastic, overflow::saturate>(x.data(), c.data(), n, o);
+        cpd::cuda::checked::encode<F, rounding::stochastic, overflow::saturate>(d_x.get(), d_c.get(), n, o);
+        device_sync();
+        CHECK(first_mismatch(d_y.download(), y) == -1);
+        CHECK(first_mismatch(d_c.download(), c) == -1);
+      }
+    }
+  }
+
   TEST_CASE_TEMPLATE("cuda device: bulk_options launchers give the host calls' bits", F, cpd::float8_e4m3fn,
                      cpd::float8_e5m2, cpd::bfloat16) {
     const std::vector<float> x = cpd_test::inputs<F>(1 << 14, 8);
@@ -273,6 +349,48 @@ TEST_SUITE("device") {
     device_sync();
     CHECK(first_mismatch(d_fast.download(), d_generic.download()) == -1);
     CHECK(first_mismatch(d_cf.download(), d_cg.download()) == -1);
+  }
+
+  TEST_CASE("cuda device: packed FP4 equals the host's encode_packed and decode_packed") {
+    using F = cpd::float4_e2m1fn;
+    const std::vector<float> x0 = cpd_test::inputs<F>((1 << 16) + 5, 13);
+    for (std::size_t n : {x0.size(), x0.size() - 1, std::size_t(7), std::size_t(1)}) {  // odd counts, short tails
+      CAPTURE(n);
+      const std::vector<float> x(x0.begin(), x0.begin() + static_cast<std::ptrdiff_t>(n));
+      const std::size_t bytes = cpd::packed_size<F>(n);
+      for (std::size_t pad : {0, 1}) {  // vector path, and the scalar path on misaligned pointers
+        CAPTURE(pad);
+        device_buffer<float> d_x(n, pad), d_y(n, pad);
+        device_buffer<std::uint8_t> d_p(bytes, pad);
+        d_x.upload(x);
+        std::vector<std::uint8_t> want(bytes);
+        std::vector<float> want_values(n);
+        for_each_deterministic_mode([&](auto mode) {
+          constexpr rounding R = decltype(mode)::value;
+          cpd::encode_packed<F, R>(x.data(), want.data(), n);
+          cpd::cuda::checked::encode_packed<F, R>(d_x.get(), d_p.get(), n);
+          device_sync();
+          CHECK(first_mismatch(d_p.download(), want) == -1);
+        });
+        cpd::encode_packed<F, rounding::nearest_even, overflow::saturate>(x.data(), want.data(), n);
+        cpd::cuda::checked::encode_packed<F, rounding::nearest_even, overflow::saturate>(d_x.get(), d_p.get(), n);
+        cpd::decode_packed<F>(want.data(), want_values.data(), n);
+        cpd::cuda::checked::decode_packed<F>(d_p.get(), d_y.get(), n);
+        device_sync();
+        CHECK(first_mismatch(d_p.download(), want) == -1);
+        CHECK(first_mismatch(d_y.download(), want_values) == -1);
+        // Stochastic: element i draws the bits of index offset + i, as the host's options say.
+        cpd::bulk_options o;
+        o.seed = 5;
+        o.stream = 9;
+        o.offset = 1000;
+        cpd::encode_packed<F, rounding::stochastic>(x.data(), want.data(), n, o);
+        cpd::cuda::checked::encode_packed_stochastic(d_x.get(), d_p.get(), n, cpd::stochastic_encoder<F>{5, 9},
+                                                      nullptr, 1000);
+        device_sync();
+        CHECK(first_mismatch(d_p.download(), want) == -1);
+      }
+    }
   }
 
   TEST_CASE("cuda device: amax, APS statistic, accumulate, reduce_codes") {

@@ -212,6 +212,35 @@ cudaError_t decode_scaled(const typename F::storage_type* in, float* out, std::s
   return detail::launch_convert(in, out, n, scaled_decoder<F>(exponent), s);
 }
 
+// --- packed 4-bit codes (OCP FP4 E2M1): two per byte, the layout of <cpd/pack.hpp> ----------
+
+/// out (ceil(n / 2) bytes) = the codes of in[0, n) rounded to F in mode R, two per byte as
+/// cpd::encode_packed lays them out (F: a 4-bit format; R != stochastic).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+cudaError_t encode_packed(const float* in, std::uint8_t* out, std::size_t n, cudaStream_t s = nullptr) {
+  static_assert(F::spec.bits == 4, "cpd::cuda::encode_packed: 4-bit formats (float4_e2m1fn)");
+  static_assert(R != rounding::stochastic, "cpd::cuda::encode_packed: use encode_packed_stochastic");
+  const auto fast = detail::fast_form(encoder<F, R, O>{});
+  return detail::launch_pack4(in, out, n, 0, detail::ignore_index<std::remove_const_t<decltype(fast)>>{fast}, s);
+}
+
+/// encode_packed with stochastic rounding by e's key; element i uses index first_index + i.
+template <class F, overflow O>
+cudaError_t encode_packed_stochastic(const float* in, std::uint8_t* out, std::size_t n, stochastic_encoder<F, O> e,
+                                     cudaStream_t s = nullptr, std::uint64_t first_index = 0) {
+  static_assert(F::spec.bits == 4, "cpd::cuda::encode_packed_stochastic: 4-bit formats (float4_e2m1fn)");
+  return detail::launch_pack4(in, out, n, first_index, detail::fast_form(e), s);
+}
+
+/// out[i] = the value of 4-bit code i of `in` (the layout of encode_packed). Unlike the host's
+/// cpd::decode_packed, the unused high nibble after an odd count is not checked (nothing throws
+/// on the device): it is ignored.
+template <class F>
+cudaError_t decode_packed(const std::uint8_t* in, float* out, std::size_t n, cudaStream_t s = nullptr) {
+  static_assert(F::spec.bits == 4, "cpd::cuda::decode_packed: 4-bit formats (float4_e2m1fn)");
+  return detail::launch_unpack4(in, out, n, decoder<F>{}, s);
+}
+
 // --- statistics -------------------------------------------------------------------
 
 /// *d_amax = max |in[i]| (0 when n == 0, +NaN when any is NaN), d_amax in device memory.
@@ -326,6 +355,19 @@ template <class F>
 void decode_scaled(const typename F::storage_type* in, float* out, std::size_t n, int exponent,
                    cudaStream_t s = nullptr) {
   check(cuda::decode_scaled<F>(in, out, n, exponent, s), "cpd::cuda::decode_scaled");
+}
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+void encode_packed(const float* in, std::uint8_t* out, std::size_t n, cudaStream_t s = nullptr) {
+  check(cuda::encode_packed<F, R, O>(in, out, n, s), "cpd::cuda::encode_packed");
+}
+template <class F, overflow O>
+void encode_packed_stochastic(const float* in, std::uint8_t* out, std::size_t n, stochastic_encoder<F, O> e,
+                              cudaStream_t s = nullptr, std::uint64_t first_index = 0) {
+  check(cuda::encode_packed_stochastic(in, out, n, e, s, first_index), "cpd::cuda::encode_packed_stochastic");
+}
+template <class F>
+void decode_packed(const std::uint8_t* in, float* out, std::size_t n, cudaStream_t s = nullptr) {
+  check(cuda::decode_packed<F>(in, out, n, s), "cpd::cuda::decode_packed");
 }
 inline void amax(const float* in, std::size_t n, float* d_amax, cudaStream_t s = nullptr) {
   check(cuda::amax(in, n, d_amax, s), "cpd::cuda::amax");

@@ -259,6 +259,13 @@ class converter : public detail::converter_key<Random>, public detail::converter
                                                                          std::uint64_t i) const noexcept {
     return apply(x, detail::random_bits_at(this->seed, this->stream, i));
   }
+  /// Stochastic: x rounded with the 32 random bits rnd (of which `bits` decide), which is
+  /// what (x, i) gives with rnd = cpd::random_bits(seed, stream, i); for callers that draw
+  /// the bits themselves (the CUDA kernels compute a block's random key once).
+  template <bool K = Random, std::enable_if_t<K, int> = 0>
+  [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<float> with_bits(float x, std::uint32_t rnd) const noexcept {
+    return apply(x, rnd);
+  }
   template <class Tuple, bool K = Random, std::enable_if_t<K, int> = 0>
   [[nodiscard]] CPD_HOST_DEVICE constexpr auto operator()(const Tuple& t) const noexcept {
     return (*this)(detail::tuple_access::first(t), detail::tuple_access::second(t));

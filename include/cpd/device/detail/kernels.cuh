@@ -9,6 +9,7 @@
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/device/detail/fast.cuh>
 #include <cpd/device/functors.hpp>
 #include <cpd/device/statistics.hpp>
 
@@ -51,7 +52,8 @@ struct ignore_index {
 
 /// out[i] = fn(in[i], first_index + i) for i < n; 4-wide when `vector`.
 template <class In, class Out, class Fn>
-__global__ void map_kernel(const In* in, Out* out, std::size_t n, std::uint64_t first_index, Fn fn, bool vector) {
+__global__ void map_kernel(const In* in, Out* out, std::size_t n, std::uint64_t first_index, Fn f, bool vector) {
+  Fn fn = f;  // this thread's copy (a stochastic converter keeps its random key in it)
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   std::size_t done = 0;
@@ -162,8 +164,95 @@ __global__ void reduce_codes_kernel(const typename F::storage_type* codes, int c
       s = step(s, dec(codes[std::size_t(r) * n + i]), first_index + i);
       ++step.stream;
     }
-    out[i] = exponent == 0 ? s : cpd::detail::mul_pow2(s, -exponent);
+    // A NaN sum (the accumulator's canonical +NaN) is kept as it is: a GPU's multiply would
+    // give its own canonical NaN (0x7FFFFFFF), not the host's bits.
+    out[i] = exponent == 0 || s != s ? s : cpd::detail::mul_pow2(s, -exponent);
   }
+}
+
+/// Two 4-bit codes per byte (the layout of <cpd/pack.hpp>: element 2j in the low nibble of
+/// byte j, 2j + 1 in the high one, a zero high nibble after an odd count):
+/// out = pack(fn(in[i], first_index + i)). With `vector`, a thread turns 8 floats (two
+/// 16-byte loads) into one 4-byte store; the bytes after the last whole octet are scalar.
+template <class Fn>
+__global__ void pack4_kernel(const float* in, std::uint8_t* out, std::size_t n, std::uint64_t first_index, Fn f,
+                             bool vector) {
+  Fn fn = f;  // this thread's copy
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::size_t done = 0;  // elements packed so far (even)
+  if (vector) {
+    const std::size_t octets = n / 8;
+    const auto* vin = reinterpret_cast<const vec4<float>*>(in);
+    auto* vout = reinterpret_cast<std::uint32_t*>(out);
+    for (std::size_t g = t; g < octets; g += stride) {
+      const vec4<float> a = vin[2 * g], b = vin[2 * g + 1];
+      std::uint32_t word = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        word |= std::uint32_t(fn(a.v[k], first_index + 8 * g + k) & 0xFu) << (4 * k);
+        word |= std::uint32_t(fn(b.v[k], first_index + 8 * g + 4 + k) & 0xFu) << (4 * (k + 4));
+      }
+      vout[g] = word;
+    }
+    done = octets * 8;
+  }
+  const std::size_t bytes = (n + 1) / 2;
+  for (std::size_t j = done / 2 + t; j < bytes; j += stride) {
+    const std::size_t i = 2 * j;
+    const unsigned lo = fn(in[i], first_index + i) & 0xFu;
+    const unsigned hi = i + 1 < n ? fn(in[i + 1], first_index + i + 1) & 0xFu : 0u;
+    out[j] = static_cast<std::uint8_t>(lo | (hi << 4));
+  }
+}
+
+/// out[i] = dec(4-bit code i of `in`), the layout of pack4_kernel; with `vector`, one 4-byte
+/// load gives 8 floats (two 16-byte stores).
+template <class Dec>
+__global__ void unpack4_kernel(const std::uint8_t* in, float* out, std::size_t n, Dec dec, bool vector) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::size_t done = 0;
+  if (vector) {
+    const std::size_t octets = n / 8;
+    const auto* vin = reinterpret_cast<const std::uint32_t*>(in);
+    auto* vout = reinterpret_cast<vec4<float>*>(out);
+    for (std::size_t g = t; g < octets; g += stride) {
+      const std::uint32_t word = vin[g];
+      vec4<float> a, b;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        a.v[k] = dec(static_cast<std::uint8_t>((word >> (4 * k)) & 0xFu));
+        b.v[k] = dec(static_cast<std::uint8_t>((word >> (4 * (k + 4))) & 0xFu));
+      }
+      vout[2 * g] = a;
+      vout[2 * g + 1] = b;
+    }
+    done = octets * 8;
+  }
+  for (std::size_t i = done + t; i < n; i += stride)
+    out[i] = dec(static_cast<std::uint8_t>((in[i / 2] >> (4 * (i % 2))) & 0xFu));
+}
+
+/// Launches pack4_kernel: vector when `in` is 16-byte and `out` 4-byte aligned.
+template <class Fn>
+cudaError_t launch_pack4(const float* in, std::uint8_t* out, std::size_t n, std::uint64_t first_index, Fn fn,
+                         cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  if (in == nullptr || out == nullptr) return cudaErrorInvalidValue;
+  const bool vector = aligned4(in) && reinterpret_cast<std::uintptr_t>(out) % 4 == 0;
+  pack4_kernel<<<grid_for(vector ? n / 8 + 4 : (n + 1) / 2), block_size, 0, s>>>(in, out, n, first_index, fn, vector);
+  return cudaGetLastError();
+}
+
+/// Launches unpack4_kernel: vector when `in` is 4-byte and `out` 16-byte aligned.
+template <class Dec>
+cudaError_t launch_unpack4(const std::uint8_t* in, float* out, std::size_t n, Dec dec, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  if (in == nullptr || out == nullptr) return cudaErrorInvalidValue;
+  const bool vector = reinterpret_cast<std::uintptr_t>(in) % 4 == 0 && aligned4(out);
+  unpack4_kernel<<<grid_for(vector ? n / 8 + 8 : n), block_size, 0, s>>>(in, out, n, dec, vector);
+  return cudaGetLastError();
 }
 
 /// cudaErrorInvalidValue when 2^k cannot scale F (see cpd::detail::scale_error).
@@ -183,7 +272,9 @@ cudaError_t launch_map(const In* in, Out* out, std::size_t n, std::uint64_t firs
 }
 
 /// Launches converter c over in[0, n) into out: a scaled one checks its scale first, a
-/// stochastic one draws for element i the random bits of index first_index + i.
+/// stochastic one draws for element i the random bits of index first_index + i. Plain
+/// quantize and encode from float run c's fast form (<cpd/device/detail/fast.cuh>): the
+/// same bits.
 template <class In, class Out, conversion Op, class F, rounding R, overflow O, bool S, bool K, class T>
 cudaError_t launch_convert(const In* in, Out* out, std::size_t n, const converter<Op, F, R, O, S, K, T>& c,
                            cudaStream_t s, std::uint64_t first_index = 0) {
@@ -191,7 +282,11 @@ cudaError_t launch_convert(const In* in, Out* out, std::size_t n, const converte
     if (const cudaError_t e = check_scale<F>(c.exponent()); e != cudaSuccess) return e;
   }
   if constexpr (K) {
-    return launch_map(in, out, n, first_index, c, s);
+    if constexpr (std::is_same_v<In, float>) return launch_map(in, out, n, first_index, fast_form(c), s);
+    else return launch_map(in, out, n, first_index, c, s);
+  } else if constexpr (std::is_same_v<In, float>) {
+    const auto fast = fast_form(c);
+    return launch_map(in, out, n, 0, ignore_index<std::remove_const_t<decltype(fast)>>{fast}, s);
   } else {
     return launch_map(in, out, n, 0, ignore_index<converter<Op, F, R, O, S, K, T>>{c}, s);
   }

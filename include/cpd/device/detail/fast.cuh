@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The CUDA kernels' fast path for quantize and encode from float (plain, scaled by 2^k,
+// stochastic): a few integer operations on the float's bits where the rounding core's
+// straight-line code, which handles every case at once, is too slow for a GPU to stay at
+// memory speed. Every result equals the core's, bit for bit (tests: test_cuda_host on the
+// host, test_cuda_device on a GPU); what the fast path does not take goes to the core.
+//
+// With m = |x| * 2^k (exact: x and m normal floats, or x zero):
+// - m in F's normal range: drop the low 23 - M bits of m's float bits with the mode's
+//   rounding (a carry moves into the exponent by itself), and the code is those bits shifted
+//   down and rebiased. Stochastic rounding: up iff the dropped bits plus the random number
+//   (the core's top bits of it) carry out of the dropped field, exactly the core's rule.
+// - m below F's normal range (F with subnormals whose quantum 2^(emin - M) is a normal
+//   float): the code is the number of quanta, m + 2^(emin - M + 23) rounded in the mode
+//   (device: __fadd_rn/_rz/_ru; the host only for nearest-even) minus that constant, or for
+//   stochastic rounding the core's own integer rule on m's significand.
+// - m beyond F's largest value: the core's overflow rule (inf, NaN or the largest value, by
+//   mode, overflow and format).
+// - Anything else (inf, NaN, float subnormal inputs, a scale that leaves float's normal
+//   range, nearest_away and odd below the normal range, fnu formats) is the core's.
+// float4_e2m1fn, whose 15 values are mostly subnormal, rounds to nearest-even by comparisons
+// with its midpoints instead.
+
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/float.hpp>
+#include <cpd/core/random.hpp>
+#include <cpd/core/rounding.hpp>
+#include <cpd/device/functors.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace cpd::cuda::detail {
+
+/// F's normal values have the float layout shifted (sign | exponent | mantissa, any bias),
+/// and every one of them is a normal float: the fast path applies.
+template <class F>
+inline constexpr bool fast_format = F::fits_float && F::spec.has_sign && F::spec.M < 23 && F::spec.emin >= -126 &&
+                                    F::spec.enc != encoding_kind::fnu;
+/// ... and F's subnormal range too: its quantum 2^(emin - M) is a normal float.
+template <class F>
+inline constexpr bool fast_subnormals = fast_format<F> && F::spec.has_subnormals && F::spec.emin - F::spec.M >= -126;
+
+template <class F>
+inline constexpr int dropped_bits = 23 - F::spec.M;
+template <class F>
+inline constexpr std::uint32_t min_normal_bits = std::uint32_t(F::spec.emin + 127) << 23;
+template <class F>
+inline constexpr std::uint32_t max_finite_bits = F::spec.max_bits_f32;
+/// Float bits of 2^(emin - M + 23): one ulp of it is one quantum of F's subnormals.
+template <class F>
+inline constexpr std::uint32_t quantum_anchor_bits = std::uint32_t(F::spec.emin - F::spec.M + 23 + 127) << 23;
+
+/// The magnitude bits a (sign `neg`) rounded to d fewer mantissa bits in deterministic mode R.
+template <rounding R>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE std::uint32_t round_magnitude(std::uint32_t a, bool neg, int d) noexcept {
+  const std::uint32_t mask = (std::uint32_t(1) << d) - 1;
+  if constexpr (R == rounding::nearest_even) {
+    return (a + (mask >> 1) + ((a >> d) & 1u)) & ~mask;
+  } else if constexpr (R == rounding::nearest_away) {
+    return (a + (std::uint32_t(1) << (d - 1))) & ~mask;
+  } else if constexpr (R == rounding::toward_zero) {
+    return a & ~mask;
+  } else if constexpr (R == rounding::upward) {
+    return (a + (neg ? 0u : mask)) & ~mask;
+  } else if constexpr (R == rounding::downward) {
+    return (a + (neg ? mask : 0u)) & ~mask;
+  } else {
+    static_assert(R == rounding::odd, "cpd: round_magnitude is for the deterministic modes");
+    return (a & ~mask) | (std::uint32_t((a & mask) != 0) << d);
+  }
+}
+
+/// m + c rounded in the mode that rounds the magnitude m (sign `neg`) as R does; false when
+/// this pass has no such addition (nearest_away, odd; the host has nearest-even only).
+template <rounding R>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool add_rounded(float m, float c, bool neg, float& r) noexcept {
+#if defined(__CUDA_ARCH__)
+  if constexpr (R == rounding::nearest_even) {
+    r = __fadd_rn(m, c);
+  } else if constexpr (R == rounding::toward_zero) {
+    r = __fadd_rz(m, c);
+  } else if constexpr (R == rounding::upward) {
+    r = neg ? __fadd_rz(m, c) : __fadd_ru(m, c);
+  } else if constexpr (R == rounding::downward) {
+    r = neg ? __fadd_ru(m, c) : __fadd_rz(m, c);
+  } else {
+    return false;
+  }
+  return true;
+#else
+  (void)neg;
+  if constexpr (R == rounding::nearest_even) {
+    r = m + c;  // the default floating-point environment (the host tests)
+    return true;
+  } else {
+    (void)m, (void)c, (void)r;
+    return false;
+  }
+#endif
+}
+
+/// The magnitude m (bits a: a normal float or zero) rounded to F in mode R: its magnitude
+/// code, and its value's float bits; false where the core must decide. rnd and kbits: the
+/// random bits and how many decide (stochastic).
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool fast_round(std::uint32_t a, bool neg, std::uint32_t rnd, int kbits,
+                                                  std::uint32_t& code, std::uint32_t& value, bool& nan_out) noexcept {
+  constexpr int d = dropped_bits<F>;
+  const int k = cpd::detail::clamp_random_bits(kbits);  // as the core reads it
+  const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
+  if (a >= min_normal_bits<F>) {
+    std::uint32_t t;
+    if constexpr (R == rounding::stochastic) {
+      // The core: up iff (rem << (k - d)) + (rnd & kmask) >= 2^k, i.e. iff
+      // rem + ((rnd & kmask) >> (k - d)) >= 2^d: the carry of this sum.
+      if (k < d) return false;
+      t = (a + ((rnd & kmask) >> (k - d))) & ~((std::uint32_t(1) << d) - 1);
+    } else {
+      t = round_magnitude<R>(a, neg, d);
+    }
+    if (t > max_finite_bits<F>) {  // overflow, as the core's step 7 decides it for a finite x
+      bool away = R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::stochastic;
+      if constexpr (R == rounding::upward) away = !neg;
+      if constexpr (R == rounding::downward) away = neg;
+      const bool special = O == overflow::infinity && away;
+      if (special && F::spec.has_inf) {
+        code = std::uint32_t(F::spec.inf_code);
+        value = 0x7F800000u;
+      } else if (special && F::spec.has_nan) {
+        code = std::uint32_t(F::spec.nan_code);
+        value = 0x7FC00000u;
+        nan_out = true;
+      } else {
+        code = std::uint32_t(F::spec.max_code);
+        value = max_finite_bits<F>;
+      }
+      return true;
+    }
+    code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
+    value = t;
+    return true;
+  }
+  if constexpr (fast_subnormals<F>) {
+    std::uint32_t q;  // the result in quanta of 2^(emin - M)
+    if constexpr (R == rounding::stochastic) {
+      if (a == 0) {
+        q = 0;
+      } else {  // the core's steps 2-4 for a normal float below F's normal range
+        const int e = int(a >> 23) - 127;
+        const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
+        const int dd = d + (F::spec.emin - e);
+        const int dc = dd < 25 ? dd : 25;
+        const std::uint32_t rem = sig & ((std::uint32_t(1) << dc) - 1);
+        const int sh = dd - k;
+        const std::uint32_t remk = sh > 24 ? 0u : (sh >= 0 ? rem >> sh : rem << (-sh < 31 ? -sh : 31));
+        q = (sig >> dc) + std::uint32_t(remk > (kmask ^ (rnd & kmask)));
+      }
+    } else {
+      float r;
+      const float anchor = cpd::detail::bit_cast<float>(quantum_anchor_bits<F>);
+      if (!add_rounded<R>(cpd::detail::bit_cast<float>(a), anchor, neg, r)) return false;
+      q = cpd::detail::bit_cast<std::uint32_t>(r) - quantum_anchor_bits<F>;
+    }
+    code = q;  // subnormal codes count quanta; 2^M quanta is the smallest normal's code
+    value = q == 0 ? 0u
+                   : cpd::detail::bit_cast<std::uint32_t>(static_cast<float>(q)) +
+                         (std::uint32_t(F::spec.emin - F::spec.M + 127) << 23) - (std::uint32_t(127) << 23);
+    return true;
+  }
+  return false;
+}
+
+/// float4_e2m1fn, nearest-even, encode: the count of midpoints below |x| (ties to the even
+/// code), and the sign. NaN is left to the core.
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE std::uint8_t e2m1_nearest_even(float x) noexcept {
+  const float a = x < 0 ? -x : x;
+  const unsigned code = unsigned(a > 0.25f) + unsigned(a >= 0.75f) + unsigned(a > 1.25f) + unsigned(a >= 1.75f) +
+                        unsigned(a > 2.5f) + unsigned(a >= 3.5f) + unsigned(a > 5.0f);
+  return static_cast<std::uint8_t>(code | ((cpd::detail::bit_cast<std::uint32_t>(x) >> 28) & 8u));
+}
+
+/// A converter from float with the fast path in front of it. A stochastic one computes its
+/// random key once per 2^32 indices and keeps it: each thread uses its own copy.
+template <conversion Op, class F, rounding R, overflow O, bool S, bool K>
+class fast_converter {
+ public:
+  using core_type = converter<Op, F, R, O, S, K, float>;
+  CPD_HOST_DEVICE explicit fast_converter(const core_type& c) noexcept : core_(c) {}
+
+  template <bool Random = K, std::enable_if_t<!Random, int> = 0>
+  [[nodiscard]] CPD_HOST_DEVICE auto operator()(float x) const noexcept {
+    if constexpr (std::is_same_v<F, float4_e2m1fn> && R == rounding::nearest_even && Op == conversion::encode && !S) {
+      if (x == x) return e2m1_nearest_even(x);  // every other x (saturates: F has neither inf nor NaN)
+    } else if constexpr (fast_format<F>) {
+      typename core_type::storage_type c{};
+      float v = 0;
+      if (apply(x, 0u, 32, c, v)) {
+        if constexpr (Op == conversion::quantize) return v;
+        else return c;
+      }
+    }
+    return core_(x);
+  }
+
+  template <bool Random = K, std::enable_if_t<Random, int> = 0>
+  [[nodiscard]] CPD_HOST_DEVICE auto operator()(float x, std::uint64_t i) noexcept {
+    const auto hi = static_cast<std::uint32_t>(i >> 32);
+    if (!have_key_ || hi != key_hi_) {
+      key_ = cpd::make_random_key(core_.seed, core_.stream, hi);
+      key_hi_ = hi;
+      have_key_ = true;
+    }
+    const std::uint32_t rnd = cpd::random_bits(key_, static_cast<std::uint32_t>(i));
+    if constexpr (fast_format<F>) {
+      typename core_type::storage_type c{};
+      float v = 0;
+      if (apply(x, rnd, core_.random_bits, c, v)) {
+        if constexpr (Op == conversion::quantize) return v;
+        else return c;
+      }
+    }
+    return core_.with_bits(x, rnd);
+  }
+
+ private:
+  /// The fast path: true with the code and the value when it applies.
+  CPD_HOST_DEVICE bool apply(float x, std::uint32_t rnd, int kbits, typename core_type::storage_type& c,
+                             float& v) const noexcept {
+    const std::uint32_t bits = cpd::detail::bit_cast<std::uint32_t>(x);
+    const std::uint32_t a = bits & 0x7FFFFFFFu;
+    const bool neg = (bits >> 31) != 0;
+    int k = 0;
+    if constexpr (S) k = core_.exponent();
+    // m = |x| * 2^k, exactly: by the exponent bits, when x and m are normal floats.
+    std::int64_t m = a;
+    if (a != 0) {
+      if (a < 0x00800000u || a >= 0x7F800000u) return false;
+      m += std::int64_t(k) * (std::int64_t(1) << 23);
+      if (m < 0x00800000 || m >= 0x7F800000) return false;
+    }
+    std::uint32_t code = 0, value = 0;
+    bool nan_out = false;
+    if (!fast_round<F, R, O>(static_cast<std::uint32_t>(m), neg, rnd, kbits, code, value, nan_out)) return false;
+    // The sign: fnuz has no -0 (a negative result that rounds to zero is +0), and its NaN
+    // (code 0x80, the sign bit alone) has no sign.
+    const bool signed_result = neg && !(F::spec.enc == encoding_kind::fnuz && (code == 0 || nan_out));
+    if constexpr (Op == conversion::encode) {
+      c = static_cast<typename core_type::storage_type>(code | (signed_result ? std::uint32_t(F::spec.sign_bit) : 0u));
+    } else {
+      if (value != 0 && value < 0x7F800000u) {  // times 2^-k, exactly: the result must be a normal float
+        const std::int64_t back = std::int64_t(value) - std::int64_t(k) * (std::int64_t(1) << 23);
+        if (back < 0x00800000 || back >= 0x7F800000) return false;
+        value = static_cast<std::uint32_t>(back);
+      }
+      v = cpd::detail::bit_cast<float>(value | (signed_result ? 0x80000000u : 0u));
+    }
+    return true;
+  }
+
+  core_type core_;
+  random_key key_{};
+  std::uint32_t key_hi_ = 0;
+  bool have_key_ = false;
+};
+
+/// The converter a kernel runs for c: its fast form for quantize and encode from float.
+template <conversion Op, class F, rounding R, overflow O, bool S, bool K, class T>
+CPD_HOST_DEVICE auto fast_form(const converter<Op, F, R, O, S, K, T>& c) noexcept {
+  if constexpr (Op == conversion::decode || !std::is_same_v<T, float>) {
+    return c;
+  } else {
+    return fast_converter<Op, F, R, O, S, K>(c);
+  }
+}
+
+}  // namespace cpd::cuda::detail
