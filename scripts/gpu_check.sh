@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The GPU checks of docs/cuda.md, in one go, on a machine with an NVIDIA GPU:
+#   scripts/gpu_check.sh BIN_DIR OUT_DIR
+# BIN_DIR holds test_cuda, test_thrust_cuda, test_nccl, bench_cuda and cpd_dump
+# (built with -DCMAKE_CUDA_ARCHITECTURES=<the GPU's>, e.g. from build/<preset>/tests
+# and bench/, copied together), and any shared libraries they need that the machine
+# lacks (libbenchmark). Runs, each bounded in time, logging to OUT_DIR:
+#   1. the device tests (bit for bit against the host), the Thrust CUDA system, NCCL;
+#   2. the cross-check against ml_dtypes (tests/ml_dtypes/check_ml_dtypes.py);
+#   3. bench_cuda (JSON and a table);
+#   4. compute-sanitizer memcheck and racecheck over the device tests.
+# Prints a summary last; exit status: the number of failed steps.
+set -uo pipefail
+
+bin=${1:?usage: $0 BIN_DIR OUT_DIR}
+out=${2:?usage: $0 BIN_DIR OUT_DIR}
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")/.." && pwd)
+export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# NCCL: the machine's own (the toolkit's or the nvidia-nccl wheel's).
+nccl=$(find /usr/local/cuda*/lib* /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name 'libnccl.so.2' 2>/dev/null | head -1)
+[[ -n "$nccl" ]] && export LD_LIBRARY_PATH="$(dirname "$nccl"):$LD_LIBRARY_PATH"
+
+summary=()
+failed=0
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 secs=$2
+  shift 2
+  local t0=$SECONDS
+  echo "=== $name: $*" | tee -a "$out/gpu_check.log"
+  timeout --kill-after=10 "$secs" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$name.log" | tee -a "$out/gpu_check.log"
+  local verdict=ok
+  case $rc in
+    0) ;;
+    77) verdict=skipped ;;
+    124|137) verdict="TIMED OUT after ${secs}s"; failed=$((failed + 1)) ;;
+    *) verdict="FAILED (exit $rc)"; failed=$((failed + 1)) ;;
+  esac
+  summary+=("$(printf '%-22s %-24s %4ss' "$name" "$verdict" $((SECONDS - t0)))")
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv \
+  | tee "$out/nvidia-smi.txt"
+nvcc --version 2>/dev/null | tail -2 | tee -a "$out/nvidia-smi.txt"
+
+step test_cuda_device 300 "$bin/test_cuda" --device
+step test_cuda_host 120 "$bin/test_cuda"
+step test_thrust_cuda 300 "$bin/test_thrust_cuda"
+step test_nccl 120 "$bin/test_nccl"
+step ml_dtypes 300 python3 "$here/tests/ml_dtypes/check_ml_dtypes.py" --tool "$bin/cpd_dump" --json "$out/ml_dtypes.json"
+step bench_cuda 400 "$bin/bench_cuda" --benchmark_counters_tabular=true \
+  --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json
+if command -v compute-sanitizer >/dev/null; then
+  step memcheck 400 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda" --device
+  step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 1 "$bin/test_cuda" --device
+  step memcheck_thrust 300 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_thrust_cuda"
+  # NCCL's initialization probes its own kernels (cudaFuncGetAttributes answers
+  # cudaErrorNoKernelImageForDevice for architectures its build lacks) and handles the
+  # errors: they are not reported; memory errors still are.
+  step memcheck_nccl 200 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 "$bin/test_nccl"
+else
+  summary+=("compute-sanitizer      not on this machine")
+fi
+
+echo "=== summary"
+printf '%s\n' "${summary[@]}" | tee -a "$out/gpu_check.log"
+exit "$failed"
