@@ -33,6 +33,7 @@ set(CPD_HEADERS
   include/cpd/cpd.hpp
   include/cpd/cuda.cuh
   include/cpd/device/cuda.cuh
+  include/cpd/device/detail/fast.cuh
   include/cpd/device/detail/kernels.cuh
   include/cpd/device/functors.hpp
   include/cpd/device/nccl.cuh
