@@ -124,6 +124,18 @@ for ((r = 0; r < ranks; ++r)); do
   shape "$ns" eth0
   shape "$sw" "p$r"
 done
+# Wait until every link has its carrier on both ends: the kernel raises a new veth's
+# carrier asynchronously (up to a second later), and a daemon whose first connection
+# to mpirun goes out before that could fail to connect back (seen: about 1 run in 10).
+# Bounded: 50 checks 0.1 s apart per link.
+link_up() { ip -n "$1" -o link show "$2" 2> /dev/null | grep -q 'LOWER_UP.* state UP'; }
+for ((r = 0; r < ranks; ++r)); do
+  for ((t = 0; t < 50; ++t)); do
+    link_up "$sw" "p$r" && link_up "${prefix}-$r" eth0 && break
+    sleep 0.1
+  done
+  link_up "$sw" "p$r" && link_up "${prefix}-$r" eth0 || { echo "netlab: the link of rank $r has no carrier after 5 s" >&2; exit 1; }
+done
 echo "netlab: ${ranks} rank(s) in namespaces ${prefix}-0..$((ranks - 1)), ${subnet}.1-${ranks}/24 on a bridge" \
   "(namespace ${sw}), each NIC ${rate} per direction, delay ${delay}"
 
@@ -136,23 +148,31 @@ ip -n "$sw" addr add "${subnet}.254/24" dev br0
 work=$(mktemp -d /tmp/cpdlab.XXXXXX)
 trap 'rm -rf "$work"; teardown' EXIT
 for ((r = 0; r < ranks; ++r)); do echo "${subnet}.$((r + 1)) slots=1"; done > "$work/hosts"
+# Each "host" gets a session directory of its own: the namespaces share this machine's
+# hostname and /tmp, so Open MPI's daemons would otherwise create the same session
+# directories and topology files at once (seen: mkdir races, and daemons crashing in
+# hwloc_shmem_topology_write, about 1 launch in 6).
 {
   echo '#!/usr/bin/env bash'
   echo '# Open MPI launch agent: $1 is a rank address, the rest the command ssh would run there.'
   echo 'host=$1'
   echo 'shift'
-  echo "exec ip netns exec \"${prefix}-\$((\${host##*.} - 1))\" sh -c \"\$*\""
+  echo 'n=$((${host##*.} - 1))'
+  echo "mkdir -p \"${work}/session-\$n\""
+  echo "exec ip netns exec \"${prefix}-\$n\" env OMPI_MCA_orte_tmpdir_base=\"${work}/session-\$n\" sh -c \"\$*\""
 } > "$work/agent"
 chmod +x "$work/agent"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 status=0
+# --leave-session-attached: the daemons stay children of their launch agents, so a
+# daemon that fails ends the run with an error instead of leaving mpirun waiting.
 # --bind-to none: each daemon believes its "host" is a machine of its own and binds its
 # rank to core 0, so every rank would share one core; a rank that busy-polls then holds it
 # for a whole scheduler tick, which capped MPI in the lab near 1 Gbit/s with a 4 ms
 # latency floor whatever the link (measured: 3992 us and 1.04 Gbit/s bound, 13 us and
 # 5.1 Gbit/s unbound, 10gbit links, 2 ranks).
 timeout --kill-after=10 "$timeout_s" ip netns exec "$sw" mpirun -n "$ranks" --hostfile "$work/hosts" --map-by node \
-  --bind-to none \
+  --bind-to none --leave-session-attached \
   --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca oob_tcp_if_include "${subnet}.0/24" --mca btl tcp,self --mca btl_tcp_if_include "${subnet}.0/24" \
   "$@" || status=$?
