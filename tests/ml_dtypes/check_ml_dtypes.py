@@ -55,33 +55,30 @@ def finite_values(name):
     return np.unique(v[np.isfinite(v)])
 
 
+def available(name):
+    """Whether this ml_dtypes (numpy, for float16) has the format."""
+    return name == "float16" or hasattr(ml_dtypes, name)
+
+
 def make_inputs(count, seed):
     rng = np.random.default_rng(seed)
-    parts = []
-    for name in FORMATS:
-        if not hasattr(ml_dtypes, name) and name != "float16":
-            continue
+    # Every format's values and midpoints with their neighbours: one float ulp either side
+    # for the float inputs, one double ulp for the doubles (a cast through float32 would
+    # round those twice).
+    parts, parts64 = [], []
+    for name in filter(available, FORMATS):
         v = finite_values(name)
         mid = (v[:-1] + v[1:]) / 2
         m32 = mid.astype(np.float32)
         parts += [v.astype(np.float32), m32, np.nextafter(m32, np.float32(-np.inf)),
                   np.nextafter(m32, np.float32(np.inf))]
+        parts64 += [v, mid, np.nextafter(mid, -np.inf), np.nextafter(mid, np.inf)]
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 3.4e38, -3.4e38, 1e-45, -1.2e-38],
                         dtype=np.float32)
     stride = (np.arange(count // 2, dtype=np.uint64) * np.uint64(0xFFFFFFFF // max(count // 2, 1))).astype(np.uint32)
     scaled = np.ldexp(rng.uniform(1, 2, count // 2) * rng.choice([-1.0, 1.0], count // 2),
                       rng.integers(-140, 130, count // 2)).astype(np.float32)
     x32 = np.concatenate(parts + [specials, stride.view(np.float32), scaled]).astype(np.float32)
-
-    # Doubles: midpoints one double ulp either side (a cast through float would round twice),
-    # and random doubles over every scale.
-    parts64 = []
-    for name in FORMATS:
-        if not hasattr(ml_dtypes, name) and name != "float16":
-            continue
-        v = finite_values(name)
-        mid = (v[:-1] + v[1:]) / 2
-        parts64 += [v, mid, np.nextafter(mid, -np.inf), np.nextafter(mid, np.inf)]
     r64 = np.ldexp(rng.uniform(1, 2, count // 2) * rng.choice([-1.0, 1.0], count // 2),
                    rng.integers(-150, 140, count // 2))
     x64 = np.concatenate(parts64 + [specials.astype(np.float64), r64])
@@ -230,8 +227,8 @@ def main():
         x32.tofile(os.path.join(tmp, "inputs.f32"))
         x64.tofile(os.path.join(tmp, "inputs.f64"))
         subprocess.run([a.tool, tmp], check=True)
-        results = [compare(n, tmp, x32, x64) for n in FORMATS if hasattr(ml_dtypes, n) or n == "float16"]
-    missing = [n for n in FORMATS if not (hasattr(ml_dtypes, n) or n == "float16")]
+        results = [compare(n, tmp, x32, x64) for n in FORMATS if available(n)]
+    missing = [n for n in FORMATS if not available(n)]
     print(f"ml_dtypes {ml_dtypes.__version__}, numpy {np.__version__}; "
           f"{x32.size} float and {x64.size} double inputs; not in this ml_dtypes: {missing or 'none'}")
     hdr = ("format", "decode", "f32 in range", "f32 overflow", "f32 NaN in", "f64 in range", "f64 overflow",
