@@ -220,8 +220,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 cudaError_t encode_packed(const float* in, std::uint8_t* out, std::size_t n, cudaStream_t s = nullptr) {
   static_assert(F::spec.bits == 4, "cpd::cuda::encode_packed: 4-bit formats (float4_e2m1fn)");
   static_assert(R != rounding::stochastic, "cpd::cuda::encode_packed: use encode_packed_stochastic");
-  const auto fast = detail::fast_form(encoder<F, R, O>{});
-  return detail::launch_pack4(in, out, n, 0, detail::ignore_index<std::remove_const_t<decltype(fast)>>{fast}, s);
+  return detail::launch_pack4(in, out, n, 0, detail::kernel_fn(encoder<F, R, O>{}), s);
 }
 
 /// encode_packed with stochastic rounding by e's key; element i uses index first_index + i.
@@ -229,7 +228,7 @@ template <class F, overflow O>
 cudaError_t encode_packed_stochastic(const float* in, std::uint8_t* out, std::size_t n, stochastic_encoder<F, O> e,
                                      cudaStream_t s = nullptr, std::uint64_t first_index = 0) {
   static_assert(F::spec.bits == 4, "cpd::cuda::encode_packed_stochastic: 4-bit formats (float4_e2m1fn)");
-  return detail::launch_pack4(in, out, n, first_index, detail::fast_form(e), s);
+  return detail::launch_pack4(in, out, n, first_index, detail::kernel_fn(e), s);
 }
 
 /// out[i] = the value of 4-bit code i of `in` (the layout of encode_packed). Unlike the host's

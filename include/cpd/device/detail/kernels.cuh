@@ -271,25 +271,24 @@ cudaError_t launch_map(const In* in, Out* out, std::size_t n, std::uint64_t firs
   return cudaGetLastError();
 }
 
+/// What a kernel calls for converter c, as fn(x, i): c's fast form (<cpd/device/detail/fast.cuh>:
+/// quantize and encode from float; the same bits), with i ignored unless c is stochastic.
+template <conversion Op, class F, rounding R, overflow O, bool S, bool K, class T>
+CPD_HOST_DEVICE auto kernel_fn(const converter<Op, F, R, O, S, K, T>& c) noexcept {
+  const auto f = fast_form(c);
+  if constexpr (K) return f;
+  else return ignore_index<std::remove_const_t<decltype(f)>>{f};
+}
+
 /// Launches converter c over in[0, n) into out: a scaled one checks its scale first, a
-/// stochastic one draws for element i the random bits of index first_index + i. Plain
-/// quantize and encode from float run c's fast form (<cpd/device/detail/fast.cuh>): the
-/// same bits.
+/// stochastic one draws for element i the random bits of index first_index + i.
 template <class In, class Out, conversion Op, class F, rounding R, overflow O, bool S, bool K, class T>
 cudaError_t launch_convert(const In* in, Out* out, std::size_t n, const converter<Op, F, R, O, S, K, T>& c,
                            cudaStream_t s, std::uint64_t first_index = 0) {
   if constexpr (S) {
     if (const cudaError_t e = check_scale<F>(c.exponent()); e != cudaSuccess) return e;
   }
-  if constexpr (K) {
-    if constexpr (std::is_same_v<In, float>) return launch_map(in, out, n, first_index, fast_form(c), s);
-    else return launch_map(in, out, n, first_index, c, s);
-  } else if constexpr (std::is_same_v<In, float>) {
-    const auto fast = fast_form(c);
-    return launch_map(in, out, n, 0, ignore_index<std::remove_const_t<decltype(fast)>>{fast}, s);
-  } else {
-    return launch_map(in, out, n, 0, ignore_index<converter<Op, F, R, O, S, K, T>>{c}, s);
-  }
+  return launch_map(in, out, n, K ? first_index : 0, kernel_fn(c), s);
 }
 
 }  // namespace cpd::cuda::detail
