@@ -59,10 +59,12 @@ set(CPD_HEADERS
   include/cpd/host/bulk.hpp
   include/cpd/host/detail/avx512.hpp
   include/cpd/host/detail/avx512_decode.hpp
+  include/cpd/host/detail/avx512_hop.hpp
   include/cpd/host/detail/call.hpp
   include/cpd/host/detail/decode.hpp
   include/cpd/host/detail/fast_plan.hpp
   include/cpd/host/detail/isa.hpp
+  include/cpd/host/detail/lanes.hpp
   include/cpd/host/detail/kernels.hpp
   include/cpd/host/detail/parallel_for.hpp
   include/cpd/host/detail/run.hpp

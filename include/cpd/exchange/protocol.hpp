@@ -27,6 +27,8 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/host/bulk.hpp>
+#include <cpd/host/detail/avx512_hop.hpp>
+#include <cpd/host/detail/lanes.hpp>
 #include <cpd/host/execution.hpp>
 #include <cpd/reduce/kahan.hpp>
 #include <cpd/reduce/sum.hpp>
@@ -38,6 +40,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cpd::detail {
@@ -55,6 +58,25 @@ template <class Key>
 [[nodiscard]] constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank, int k,
                                                             std::uint64_t i) noexcept {
   return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i);
+}
+
+/// scaler.statistic(g, n), for a scaler whose statistic is a function of max|g| alone (one
+/// with statistic_of_amax, APS) through the amax loop of the active instruction set.
+template <class S, class = void>
+struct statistic_from_amax : std::false_type {};
+template <class S>
+struct statistic_from_amax<S, std::void_t<decltype(std::declval<const S&>().statistic_of_amax(0.0f))>>
+    : std::true_type {};
+
+template <class S>
+[[nodiscard]] typename S::statistic_type exchange_statistic(const S& scaler, const float* g, std::size_t n) noexcept {
+  if constexpr (statistic_from_amax<S>::value) {
+    if (n >= 256) {
+      const std::uint32_t m = lanes<amax_loop>(g, n);
+      return scaler.statistic_of_amax(bit_cast<float>(m > 0x7F800000u ? 0x7FC00000u : m));
+    }
+  }
+  return scaler.statistic(g, n);
 }
 
 /// Values of F as codes: the code of a value, the value of a code (NaN: the canonical +qNaN,
@@ -174,7 +196,7 @@ template <class F, rounding R, overflow O, class Scale>
 class summation {
  public:
   static constexpr bool sr = R == rounding::stochastic;
-  static constexpr std::size_t block = 512;  ///< the most elements of one add or merge on values
+  static constexpr std::size_t block = 2048;  ///< the most elements of one add or merge on values
   using format_type = F;
   using codes = format_codes<F>;
   using storage = typename codes::storage;
@@ -191,8 +213,25 @@ class summation {
   }
 
   /// load: q[j] = Q(x[j] * scale) for the elements lo + j, j < len, of worker `rank` (x points
-  /// at element lo). The rounding runs in the bulk kernels (vectorized, dispatched at run time).
+  /// at element lo). A power-of-two scale and a deterministic mode: the fused pass of
+  /// cpd/host/detail/avx512_hop.hpp where it runs; else the bulk kernels (vectorized,
+  /// dispatched at run time).
   void load(int rank, const float* x, std::size_t lo, std::size_t len, float* q) const {
+    if constexpr (!sr && std::is_same_v<Scale, pow2_scale>) {
+      if (sc_.exponent >= -252 && sc_.exponent <= 254) {  // two float factors
+        const int k1 = std::clamp(sc_.exponent, -126, 127);
+        const float f1 = pow2<float>(k1), f2 = pow2<float>(sc_.exponent - k1);
+        if (hop_with_fallback(
+                len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1, f2, q + at, m); },
+                [&](std::size_t at, std::size_t m) { load_bulk(rank, x + at, lo + at, m, q + at); }))
+          return;
+      }
+    }
+    load_bulk(rank, x, lo, len, q);
+  }
+
+  /// load through the bulk kernels.
+  void load_bulk(int rank, const float* x, std::size_t lo, std::size_t len, float* q) const {
     bulk_options bo;
     bo.offset = lo;
     if constexpr (sr) {
@@ -203,15 +242,9 @@ class summation {
     if constexpr (std::is_same_v<Scale, float_scale>) {
       const float v = sc_.value;
       for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
-    } else if (sc_.exponent >= -126 && sc_.exponent <= 127) {
-      const float f = pow2<float>(sc_.exponent);
-      bool bad = false;
-      for (std::size_t j = 0; j < len; ++j) {
-        const float y = x[j] * f;
-        bad |= !exact_in_float(x[j], y);
-        q[j] = y;
-      }
-      exact = !bad;
+    } else if (sc_.exponent >= -252 && sc_.exponent <= 254) {  // two float factors
+      const int k1 = std::clamp(sc_.exponent, -126, 127);
+      exact = lanes<scale_pow2_loop>(x, pow2<float>(k1), pow2<float>(sc_.exponent - k1), q, len);
     } else {
       exact = false;
     }
@@ -226,6 +259,18 @@ class summation {
   /// scale in [-64, 64] rounds in the bulk encode kernel (x * 2^k exact, rounded once).
   void load(int rank, const float* x, std::size_t lo, std::size_t len, storage* q) const {
     if constexpr (!sr && std::is_same_v<Scale, pow2_scale> && codes::width <= 16) {
+      if (sc_.exponent >= -252 && sc_.exponent <= 254) {  // the fused pass, as load on values
+        const int k1 = std::clamp(sc_.exponent, -126, 127);
+        const float f1 = pow2<float>(k1), f2 = pow2<float>(sc_.exponent - k1);
+        if (hop_with_fallback(
+                len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1, f2, q + at, m); },
+                [&](std::size_t at, std::size_t m) {
+                  float v[16];
+                  load_bulk(rank, x + at, lo + at, m, v);
+                  codes::encode(v, m, q + at);
+                }))
+          return;
+      }
       if (sc_.exponent >= -64 && sc_.exponent <= 64) {
         bulk_options o;
         o.scale_exponent = sc_.exponent;
@@ -254,16 +299,19 @@ class summation {
   void add(float* s, float* c, const float* q, std::size_t lo, std::size_t len, int step, int rank) const {
     if (!kahan_) {
       if constexpr (float_sum_path<F, R>) {
+        // The fused pass; the 16 values where it stops, element by element.
+        if (hop_with_fallback(
+                len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(s + at, q + at, m); },
+                [&](std::size_t at, std::size_t m) {
+                  for (std::size_t j = at; j < at + m; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], 0);
+                }))
+          return;
         // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does).
         static thread_local float t[block];
-        bool overflow = false;
-        for (std::size_t j = 0; j < len; ++j) {
-          t[j] = add_odd_float(s[j], q[j]);
-          overflow |= !(t[j] - t[j] == 0) && s[j] - s[j] == 0 && q[j] - q[j] == 0;
-        }
-        if (!overflow) {
+        const unsigned flags = lanes<odd_sum_loop>(static_cast<const float*>(s), q, +t, len);
+        if ((flags & odd_sum_overflow) == 0) {
           cpd::quantize<F, R, O>(execution::seq, t, s, len);
-          for (std::size_t j = 0; j < len; ++j) s[j] = canonical_nan(s[j]);
+          if ((flags & odd_sum_nan) != 0) lanes<canonical_nan_loop>(s, len);
           return;
         }
       }
@@ -281,6 +329,18 @@ class summation {
   /// add on codes, any len: through code_sum's tables where they exist, else decoded, added as
   /// values and encoded again.
   void add(storage* s, storage* c, const storage* q, std::size_t lo, std::size_t len, int step, int rank) const {
+    if constexpr (float_sum_path<F, R> && codes::width <= 16) {
+      if (!kahan_) {
+        if (hop_with_fallback(  // as on values
+                len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(s + at, q + at, m); },
+                [&](std::size_t at, std::size_t m) {
+                  for (std::size_t j = at; j < at + m; ++j)
+                    s[j] = codes::code_of(
+                        rounded_add_in_default_env<F, R, O>(codes::value_of(s[j]), codes::value_of(q[j]), 0));
+                }))
+          return;
+      }
+    }
     if constexpr (code_arith::tabled) {
       const code_arith& a = code_arith::get();
       if (!kahan_) {
@@ -295,6 +355,27 @@ class summation {
       return;
     }
     static thread_local float fs[block], fc[block], fq[block];
+    if constexpr (float_sum_path<F, R> && codes::width <= 16) {
+      // Decoded by the bulk kernel (a NaN keeps its payload; the odd sum makes it canonical),
+      // summed to odd, rounded and encoded by the bulk kernel in one step: the code of Q(t).
+      if (!kahan_) {
+        for (std::size_t b = 0; b < len; b += block) {
+          const std::size_t m = std::min(block, len - b);
+          cpd::decode<F>(execution::seq, s + b, fs, m);
+          cpd::decode<F>(execution::seq, q + b, fq, m);
+          const unsigned flags = lanes<odd_sum_loop>(static_cast<const float*>(fs), static_cast<const float*>(fq),
+                                                     +fc, m);
+          if ((flags & odd_sum_overflow) == 0) {
+            cpd::encode<F, R, O>(execution::seq, fc, s + b, m);
+          } else {
+            for (std::size_t j = 0; j < m; ++j) fs[j] = canonical_nan(fs[j]), fq[j] = canonical_nan(fq[j]);
+            add(fs, fc, fq, lo + b, m, step, rank);
+            codes::encode(fs, m, s + b);
+          }
+        }
+        return;
+      }
+    }
     for (std::size_t b = 0; b < len; b += block) {
       const std::size_t m = std::min(block, len - b);
       codes::decode(s + b, m, fs);
@@ -359,7 +440,11 @@ class summation {
     return canonical_nan(u);
   }
   void finish(const float* s, std::size_t len, float* out) const noexcept {
-    for (std::size_t j = 0; j < len; ++j) out[j] = finish(s[j]);
+    if constexpr (std::is_same_v<Scale, pow2_scale>) {
+      lanes<unscale_loop>(s, sc_.inverse(), mean_ ? static_cast<float>(w_) : 1.0f, out, len);
+    } else {
+      for (std::size_t j = 0; j < len; ++j) out[j] = finish(s[j]);
+    }
   }
   /// finish of codes (through a table of every code's result when that is shorter).
   void finish(const storage* s, std::size_t len, float* out) const noexcept {
@@ -372,7 +457,16 @@ class summation {
         return;
       }
     }
-    for (std::size_t j = 0; j < len; ++j) out[j] = finish(codes::value_of(s[j]));
+    if constexpr (std::is_same_v<Scale, pow2_scale> && codes::width <= 16) {
+      static thread_local float v[block];
+      for (std::size_t b = 0; b < len; b += block) {
+        const std::size_t m = std::min(block, len - b);
+        cpd::decode<F>(execution::seq, s + b, v, m);  // a NaN's payload: made canonical by finish
+        finish(v, m, out + b);
+      }
+    } else {
+      for (std::size_t j = 0; j < len; ++j) out[j] = finish(codes::value_of(s[j]));
+    }
   }
 
  private:

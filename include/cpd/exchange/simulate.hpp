@@ -343,7 +343,7 @@ auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int wo
     x = xs.data();
   }
   typename S::statistic_type st = S::identity;
-  for (int r = 0; r < world_size; ++r) st = S::combine(st, scaler.statistic(x[r], n));
+  for (int r = 0; r < world_size; ++r) st = S::combine(st, detail::exchange_statistic(scaler, x[r], n));
   return simulate_allreduce_scaled<F, R, O>(x, out, n, world_size, scaler.select(st), opt);
 }
 

@@ -242,7 +242,7 @@ class allreduce_plan {
         for (std::size_t j = 0; j < t[i].size; ++j) e[j] = t[i].in[j] + e[j];
         x[i] = e;
       }
-      const St st = scaler_of(i).statistic(x[i], t[i].size);
+      const St st = cpd::detail::exchange_statistic(scaler_of(i), x[i], t[i].size);
       std::int32_t word;
       std::memcpy(&word, &st, 4);
       stats[3 + i] = word;

@@ -233,20 +233,23 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_fp(const vconsts& c, __m51
 }
 
 /// The rounded magnitudes v of x made results: overflow, infinities and NaN blended in
-/// from the plan, the sign put back, and (Code) the values made codes.
-template <rounding R, encoding_kind K, method H, bool Code>
+/// from the plan (Specials; without, the caller knows that no x overflows, is inf or is
+/// NaN), the sign put back, and (Code) the values made codes.
+template <rounding R, encoding_kind K, method H, bool Code, bool Specials = true>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x, __m512i a, __mmask16 neg,
                                                      __m512i v) noexcept {
   constexpr bool stochastic = R == rounding::stochastic;
   // Overflow: deterministic modes from the threshold, stochastic from the result.
-  __mmask16 big;
-  if constexpr (stochastic) {
-    big = _mm512_cmpge_epu32_mask(a, c.above) | _mm512_cmpgt_epu32_mask(v, c.max_bits);
-  } else {
-    big = _mm512_cmpge_epu32_mask(a, _mm512_mask_blend_epi32(neg, c.thr0, c.thr1));
+  __mmask16 big = 0, inf = 0, nan = 0;
+  if constexpr (Specials) {
+    if constexpr (stochastic) {
+      big = _mm512_cmpge_epu32_mask(a, c.above) | _mm512_cmpgt_epu32_mask(v, c.max_bits);
+    } else {
+      big = _mm512_cmpge_epu32_mask(a, _mm512_mask_blend_epi32(neg, c.thr0, c.thr1));
+    }
+    inf = _mm512_cmpeq_epi32_mask(a, c.exp_mask);
+    nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
   }
-  const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, c.exp_mask);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, c.exp_mask);
   if constexpr (Code) {
     __m512i code;
     if constexpr (H == method::integer) {
@@ -263,9 +266,11 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x
     } else {
       code = _mm512_mask_or_epi32(code, neg, code, c.sign_code);
     }
-    code = _mm512_mask_mov_epi32(code, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
-    code = _mm512_mask_mov_epi32(code, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
-    code = _mm512_mask_mov_epi32(code, nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+    if constexpr (Specials) {
+      code = _mm512_mask_mov_epi32(code, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
+      code = _mm512_mask_mov_epi32(code, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
+      code = _mm512_mask_mov_epi32(code, nan, _mm512_mask_blend_epi32(neg, c.nan0, c.nan1));
+    }
     return code;
   } else {
     if constexpr (K == encoding_kind::fnuz) {
@@ -273,6 +278,7 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x
     } else {
       v = _mm512_ternarylogic_epi32(v, x, c.sign_mask, 0xF8);  // v | (x & sign)
     }
+    if constexpr (!Specials) return v;
     v = _mm512_mask_mov_epi32(v, big, _mm512_mask_blend_epi32(neg, c.big0, c.big1));
     v = _mm512_mask_mov_epi32(v, inf, _mm512_mask_blend_epi32(neg, c.inf0, c.inf1));
     if constexpr (K == encoding_kind::ieee || K == encoding_kind::fn) {
@@ -287,8 +293,9 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x
 }
 
 /// Rounds 16 floats (bits x; stochastic: random bits rnd) and returns 16 values
-/// (Code false) or codes (Code true), exactly as round_bits would.
-template <rounding R, encoding_kind K, method H, bool Code>
+/// (Code false) or codes (Code true), exactly as round_bits would. Without Specials the
+/// caller knows that no x overflows, is inf or is NaN (|x| below min(thr0, thr1)).
+template <rounding R, encoding_kind K, method H, bool Code, bool Specials = true>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x, __m512i rnd) noexcept {
   constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
                                  R == rounding::upward || R == rounding::downward;
@@ -298,9 +305,9 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
     (void)rnd;
     return round16_f16c<R, Code>(c, x, a, neg);
   } else if constexpr (H == method::integer) {
-    return finish16<R, K, H, Code>(c, x, a, neg, magnitude_integer<R>(c, a, neg, rnd));
+    return finish16<R, K, H, Code, Specials>(c, x, a, neg, magnitude_integer<R>(c, a, neg, rnd));
   } else {
-    return finish16<R, K, H, Code>(c, x, a, neg, magnitude_fp<R>(c, x, a, rnd));
+    return finish16<R, K, H, Code, Specials>(c, x, a, neg, magnitude_fp<R>(c, x, a, rnd));
   }
 }
 

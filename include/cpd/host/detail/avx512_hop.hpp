@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The two steps of every hop of a low-precision allreduce (cpd/exchange/protocol.hpp),
+// each fused into one AVX-512 pass over the values of one block:
+//
+//   scale_round  q = Q(x * 2^k): the power-of-two product in float (two factors, so
+//                that k may leave float's exponent range), checked exact, and rounded
+//                by the fast kernel's round16 (avx512.hpp) to values or codes of F;
+//   add_round    s = Q(s + q): the operands (values, or codes decoded by decode16),
+//                their float sum rounded to odd (TwoSum), and that rounded once to F
+//                by round16. A float sum rounded to odd and then to F is the exact sum
+//                rounded to F when F has at most 22 significand bits (p + 2 <= 24).
+//
+// A NaN sum is the canonical +qNaN before it is rounded; round16 keeps it (ieee, fn,
+// fnuz), so every NaN result is the protocol's canonical one. What the passes do not
+// take is left to the caller's element-by-element path: scale_round reports a product
+// that is not exact (inf, NaN, a product outside float's normal range), add_round
+// stops before the first 16 values where the sum of two finite floats overflowed
+// float. Held to the element-by-element protocol bit for bit by tests/test_lanes.cpp.
+
+#include <cpd/core/config.hpp>
+#include <cpd/core/encoding.hpp>
+#include <cpd/core/rounding.hpp>
+#include <cpd/host/detail/avx512.hpp>
+#include <cpd/host/detail/avx512_decode.hpp>
+#include <cpd/host/detail/fast_plan.hpp>
+#include <cpd/host/detail/isa.hpp>
+#include <cpd/host/detail/tuning.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace cpd::detail::fast {
+
+#if CPD_FAST_KERNELS
+
+/// The fused hop passes for mode R (deterministic), encoding K, values or codes Out.
+template <rounding R, encoding_kind K, class Out>
+struct hop_kernel {
+  static_assert(R != rounding::stochastic, "hop_kernel: deterministic modes only");
+  static constexpr bool codes = !std::is_same_v<Out, float>;
+
+  plan p;          ///< the rounding plan of F
+  decode_plan dp;  ///< codes: the decoder of F
+
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __mmask16 head(std::size_t left) noexcept {
+    return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+  }
+
+  /// 16 operands of add_round as float bits (codes decoded by method D).
+  template <method D>
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i operand(const Out* v, __mmask16 m, __m128i d0) const noexcept {
+    if constexpr (codes) return decode16<D>(dp, decode_kernel<Out>::load16(v, m), d0);
+    else return _mm512_maskz_loadu_epi32(m, v);
+  }
+
+  /// True when some lane of m is at or above the smaller overflow threshold: overflow,
+  /// infinity or NaN (left to the caller).
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE bool special(__m512i a, __m512i thr, __mmask16 m) noexcept {
+    return _mm512_mask_cmpge_epu32_mask(m, a, thr) != 0;
+  }
+
+  /// q[j] = Q(x[j] * f1 * f2) by rounding method H, for the j below the returned count: n,
+  /// or the start of the first 16 values where some product is not an exact normal float
+  /// (x[j] nonzero), overflows F, or is inf or NaN.
+  template <method H>
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE std::size_t scale_round(const float* x, float f1, float f2,
+                                                                            Out* q, std::size_t n) const noexcept {
+    const vconsts c = kernel<R, K, Out>{p, false, {}}.template make_consts<H>();
+    const __m512i thr = splat(p.thr[0] < p.thr[1] ? p.thr[0] : p.thr[1]);
+    const __m512 v1 = _mm512_set1_ps(f1), v2 = _mm512_set1_ps(f2);
+    const __m512i tiny = splat(0x00800000u), zero = _mm512_setzero_si512();
+    for (std::size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = head(n - j);
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(x + j) +
+                                                 tuning::prefetch_distance * sizeof(float)),
+                   _MM_HINT_T0);
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + j);
+      const __m512i v = _mm512_castps_si512(_mm512_mul_ps(_mm512_mul_ps(xv, v1), v2));
+      const __m512i a = _mm512_and_si512(v, c.abs_mask);
+      // (thr <= inf's bits: a product that overflowed float, or inf or NaN, is special too)
+      const __mmask16 inexact = _mm512_mask_cmplt_epu32_mask(m, a, tiny) &
+                                _mm512_test_epi32_mask(_mm512_castps_si512(xv), c.abs_mask);
+      if (inexact != 0 || special(a, thr, m)) return j;
+      store16<Out>::masked(q + j, m, round16<R, K, H, codes, false>(c, v, zero));
+    }
+    return n;
+  }
+
+  /// s[j] = Q(s[j] + q[j]) by rounding method H (codes decoded by method D), for the j
+  /// below the returned count: n, or the start of the first 16 values where some sum
+  /// overflows F (or float), or is inf or NaN. Exact: every sum of two values of F is a
+  /// float (no error term).
+  template <method H, method D, bool Exact>
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE std::size_t add_round(Out* s, const Out* q,
+                                                                          std::size_t n) const noexcept {
+    const vconsts c = kernel<R, K, Out>{p, false, {}}.template make_consts<H>();
+    const __m512i thr = splat(p.thr[0] < p.thr[1] ? p.thr[0] : p.thr[1]);
+    const __m128i d0 = _mm_cvtsi32_si128(dp.d0);
+    const __m512i zero = _mm512_setzero_si512();
+    for (std::size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = head(n - j);
+      const __m512i xi = operand<D>(s + j, m, d0), yi = operand<D>(q + j, m, d0);
+      const __m512 x = _mm512_castsi512_ps(xi), y = _mm512_castsi512_ps(yi);
+      const __m512 sum = _mm512_add_ps(x, y);
+      const __m512i u = _mm512_castps_si512(sum);
+      __m512i t = u;
+      if constexpr (!Exact) {
+        const __m512 bb = _mm512_sub_ps(sum, x);
+        const __m512 err = _mm512_add_ps(_mm512_sub_ps(x, _mm512_sub_ps(sum, bb)), _mm512_sub_ps(y, bb));
+        const __m512i e = _mm512_castps_si512(err);
+        // Inexact and even: one ulp toward the exact sum (err's sign against the sum's).
+        const __mmask16 fix = _mm512_test_epi32_mask(e, c.abs_mask) & _mm512_testn_epi32_mask(u, c.one);
+        if (fix != 0) {
+          const __m512i dir = _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(e, u), 31), c.one);
+          t = _mm512_mask_add_epi32(u, fix, u, dir);
+        }
+      }
+      // (a sum at or above the threshold, before or after the odd step: F's overflow,
+      // float's, inf or NaN)
+      if (special(_mm512_max_epu32(_mm512_and_si512(u, c.abs_mask), _mm512_and_si512(t, c.abs_mask)), thr, m)) return j;
+      store16<Out>::masked(s + j, m, round16<R, K, H, codes, false>(c, t, zero));
+    }
+    return n;
+  }
+};
+
+#endif  // CPD_FAST_KERNELS
+
+}  // namespace cpd::detail::fast
+
+namespace cpd::detail {
+
+/// What hop_scale_round and hop_add_round return when they do not take the call.
+inline constexpr std::size_t hop_not_taken = ~std::size_t(0);
+
+/// Runs a fused pass over [0, len): fused(at, count) rounds from element `at` and returns how
+/// many it did (hop_not_taken: none, the pass is not taken); slow(at, m) does the at most 16
+/// values where it stopped, and the pass goes on after them. False when the pass is not
+/// taken (nothing done).
+template <class Fused, class Slow>
+bool hop_with_fallback(std::size_t len, Fused&& fused, Slow&& slow) {
+  std::size_t at = 0;
+  while (at < len) {
+    const std::size_t done = fused(at, len - at);
+    if (done == hop_not_taken) return false;  // (the same answer on every call: only at 0)
+    at += done;
+    if (at == len) break;
+    const std::size_t m = len - at < 16 ? len - at : 16;
+    slow(at, m);
+    at += m;
+  }
+  return true;
+}
+
+/// True when the fused hop passes take rounding to F in mode R with values or codes Out
+/// now (an AVX-512 CPU, a build with the fast kernels, a format the fast kernel takes
+/// and, for codes, decodes).
+template <class F, rounding R, class Out>
+bool hop_kernel_takes() noexcept {
+#if CPD_FAST_KERNELS
+  constexpr encoding_kind K = F::encoding::kind;
+  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu &&
+                (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
+    if (active_isa() != isa::avx512 || !fast::fast_kernel_takes<R, Out>(F::spec)) return false;
+    return std::is_same_v<Out, float> || fast::decode_method_for(F::spec) != fast::method::none;
+  }
+#endif
+  return false;
+}
+
+/// q[j] = Q(x[j] * f1 * f2) for F in mode R, overflow O, through the fused pass, for the j
+/// below the returned count (see hop_kernel::scale_round; hop_not_taken when the pass is not
+/// taken).
+template <class F, rounding R, overflow O, class Out>
+std::size_t hop_scale_round(const float* x, float f1, float f2, Out* q, std::size_t n) noexcept {
+#if CPD_FAST_KERNELS
+  constexpr encoding_kind K = F::encoding::kind;
+  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu &&
+                (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
+    if (!hop_kernel_takes<F, R, Out>()) return hop_not_taken;
+    constexpr fast::method H = fast::method_for<R>(F::spec);  // (make_plan's, for F known here)
+    const fast::hop_kernel<R, K, Out> k{fast::cached_plan<R, O>(F::spec, 32), {}};
+    return k.template scale_round<H>(x, f1, f2, q, n);
+  }
+#endif
+  (void)x, (void)f1, (void)f2, (void)q, (void)n;
+  return hop_not_taken;
+}
+
+/// s[j] = Q(s[j] + q[j]) for F through the fused pass, for the j below the returned count
+/// (see hop_kernel::add_round; hop_not_taken when the pass is not taken).
+template <class F, rounding R, overflow O, class Out>
+std::size_t hop_add_round(Out* sum, const Out* q, std::size_t n) noexcept {
+#if CPD_FAST_KERNELS
+  constexpr encoding_kind K = F::encoding::kind;
+  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu &&
+                (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
+    constexpr spec s = F::spec;
+    // Every value is a multiple of 2^(emin - M) below 2^(emax + 1): a sum of two needs at
+    // most emax + 2 - (emin - M) bits.
+    constexpr bool exact = s.emax + 2 - (s.emin - s.M) <= 24;
+    if (!hop_kernel_takes<F, R, Out>()) return hop_not_taken;
+    constexpr fast::method H = fast::method_for<R>(s);  // (make_plan's, for F known here)
+    fast::hop_kernel<R, K, Out> k{fast::cached_plan<R, O>(s, 32), {}};
+    if constexpr (std::is_same_v<Out, float>) {
+      return k.template add_round<H, fast::method::integer, exact>(sum, q, n);  // (no decoding)
+    } else {
+      constexpr fast::method D = fast::decode_method_for(s);
+      k.dp = fast::make_decode_plan(s);
+      return k.template add_round<H, D, exact>(sum, q, n);
+    }
+  }
+#endif
+  (void)sum, (void)q, (void)n;
+  return hop_not_taken;
+}
+
+}  // namespace cpd::detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

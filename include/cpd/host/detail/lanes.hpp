@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The elementwise float loops of the exchange (cpd/exchange/protocol.hpp) between
+// its bulk calls: a power-of-two scale, the float sums rounded to odd, canonical
+// NaNs, the unscaling of results. Like the bulk loops (cpd/host/detail/run.hpp),
+// each loop is compiled for the baseline, AVX2 and AVX-512 from one body and
+// called for the instruction set active_isa() names; the bodies are plain float
+// arithmetic written without branches (conditions as integer masks), which the
+// compiler vectorizes at -O3; the two loops of every hop (the scale and the odd
+// sum) also have an AVX-512 body in intrinsics (run_avx512), vector at any
+// optimization level. Every body is IEEE operations in the default floating-point
+// environment (the caller holds a default_fp_env scope) and integer operations on
+// their bits, so every instruction set gives the same bits (tests/test_lanes.cpp
+// holds each to the element-by-element operations).
+
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/host/detail/fast_plan.hpp>
+#include <cpd/host/detail/isa.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+// GCC 12's own AVX-512 intrinsics warn once inlined (GCC bug 105593; see avx512.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace cpd::detail {
+
+template <class L, class... A>
+CPD_NOINLINE auto lanes_baseline(A... a) noexcept {
+  return L::run(a...);
+}
+
+#if CPD_ISA_DISPATCH
+template <class L, class... A>
+CPD_TARGET_AVX2 CPD_NOINLINE auto lanes_avx2(A... a) noexcept {
+  return L::run(a...);
+}
+
+template <class L, class = void>
+struct has_avx512_body : std::false_type {};
+template <class L>
+struct has_avx512_body<L, std::void_t<decltype(&L::run_avx512)>> : std::true_type {};
+
+template <class L, class... A>
+CPD_TARGET_AVX512 CPD_NOINLINE auto lanes_avx512(A... a) noexcept {
+  if constexpr (has_avx512_body<L>::value) return L::run_avx512(a...);
+  else return L::run(a...);
+}
+#endif
+
+/// L::run(a...) compiled for the active instruction set.
+template <class L, class... A>
+auto lanes(A... a) noexcept {
+#if CPD_ISA_DISPATCH
+  switch (active_isa()) {
+    case isa::avx512: return lanes_avx512<L>(a...);
+    case isa::avx2: return lanes_avx2<L>(a...);
+    case isa::baseline: break;
+  }
+#endif
+  return lanes_baseline<L>(a...);
+}
+
+/// y[j] = x[j] * f1 * f2 (f1, f2 powers of two, normal floats); true when every product
+/// is exact: a normal float, or x[j] == 0. (With f1 and f2 on the same side of 1 a
+/// normal final product means an exact intermediate one.)
+struct scale_pow2_loop {
+  static CPD_ALWAYS_INLINE bool run(const float* x, float f1, float f2, float* y, std::size_t n) noexcept {
+    std::int32_t bad = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const float v = x[j] * f1 * f2;
+      const std::int32_t a = bit_cast<std::int32_t>(v) & 0x7FFFFFFF;
+      const std::int32_t nonzero = -((bit_cast<std::int32_t>(x[j]) & 0x7FFFFFFF) != 0);
+      bad |= (-(a < 0x00800000) | -(a > 0x7F7FFFFF)) & nonzero;  // not normal, x not zero
+      y[j] = v;
+    }
+    return bad == 0;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE bool run_avx512(const float* x, float f1, float f2, float* y,
+                                                             std::size_t n) noexcept {
+    const __m512 v1 = _mm512_set1_ps(f1), v2 = _mm512_set1_ps(f2);
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), tiny = _mm512_set1_epi32(0x00800000),
+                  big = _mm512_set1_epi32(0x7F7FFFFF);
+    __mmask16 bad = 0;
+    for (std::size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + j);
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(xv, v1), v2);
+      const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), abs);
+      const __mmask16 nonzero = _mm512_test_epi32_mask(_mm512_castps_si512(xv), abs);
+      bad |= (_mm512_cmplt_epu32_mask(a, tiny) | _mm512_cmpgt_epu32_mask(a, big)) & nonzero;
+      _mm512_mask_storeu_ps(y + j, m, v);
+    }
+    return bad == 0;
+  }
+#endif
+};
+
+/// The largest of the n magnitudes |g[j]| as float bits (an unsigned maximum: a NaN's bits
+/// are above +inf's).
+struct amax_loop {
+  static CPD_ALWAYS_INLINE std::uint32_t run(const float* g, std::size_t n) noexcept {
+    std::uint32_t m = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t a = bit_cast<std::uint32_t>(g[i]) & 0x7FFFFFFFu;
+      m = a > m ? a : m;
+    }
+    return m;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE std::uint32_t run_avx512(const float* g, std::size_t n) noexcept {
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+    std::size_t i = 0;
+    // Four chains: a memory stream, not a dependency chain. (No software prefetch: the
+    // hardware's reads a long stream at ~27 GB/s here, a prefetch 4 KiB ahead at ~19.)
+    for (; i + 64 <= n; i += 64) {
+      m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(g + i), abs));
+      m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(g + i + 16), abs));
+      m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(g + i + 32), abs));
+      m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_loadu_si512(g + i + 48), abs));
+    }
+    for (; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+      m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, g + i), abs));
+    }
+    return static_cast<std::uint32_t>(
+        _mm512_reduce_max_epu32(_mm512_max_epu32(_mm512_max_epu32(m0, m1), _mm512_max_epu32(m2, m3))));
+  }
+#endif
+};
+
+/// Flags of odd_sum_loop.
+enum : unsigned {
+  odd_sum_overflow = 1,  ///< the sum of two finite floats overflowed float
+  odd_sum_nan = 2        ///< some sum is NaN
+};
+
+/// t[j] = a[j] + b[j] rounded to odd in float, exactly (TwoSum gives the error: the
+/// float sum, one ulp toward the exact sum when it is inexact and even); a NaN sum is
+/// the canonical +qNaN. The element-by-element add_odd_float (cpd/reduce/sum.hpp)
+/// without its branches. Returns odd_sum_* flags.
+struct odd_sum_loop {
+  static CPD_ALWAYS_INLINE unsigned run(const float* a, const float* b, float* t, std::size_t n) noexcept {
+    std::int32_t over = 0, nan = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const float x = a[j], y = b[j];
+      const float s = x + y;
+      const float bb = s - x;
+      const float err = (x - (s - bb)) + (y - bb);
+      const std::int32_t u = bit_cast<std::int32_t>(s), e = bit_cast<std::int32_t>(err);
+      const std::int32_t mag = u & 0x7FFFFFFF;
+      const std::int32_t finite = -(mag < 0x7F800000);
+      const std::int32_t is_nan = -(mag > 0x7F800000);
+      const std::int32_t fix = finite & -((e & 0x7FFFFFFF) != 0) & ((u & 1) - 1);  // inexact and even
+      const std::int32_t dir = ((e ^ u) >> 31) | 1;  // +1: away from zero (err has s's sign), -1: toward
+      const std::int32_t r = u + (fix & dir);
+      over |= ~finite & -((bit_cast<std::int32_t>(x) & 0x7F800000) != 0x7F800000) &
+              -((bit_cast<std::int32_t>(y) & 0x7F800000) != 0x7F800000);
+      nan |= is_nan;
+      t[j] = bit_cast<float>((r & ~is_nan) | (0x7FC00000 & is_nan));
+    }
+    return (over != 0 ? odd_sum_overflow : 0u) | (nan != 0 ? odd_sum_nan : 0u);
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE unsigned run_avx512(const float* a, const float* b, float* t,
+                                                                 std::size_t n) noexcept {
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000),
+                  one = _mm512_set1_epi32(1), qnan = _mm512_set1_epi32(0x7FC00000);
+    __mmask16 over = 0, nan = 0;
+    for (std::size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __m512 x = _mm512_maskz_loadu_ps(m, a + j), y = _mm512_maskz_loadu_ps(m, b + j);
+      const __m512 s = _mm512_add_ps(x, y);
+      const __m512 bb = _mm512_sub_ps(s, x);
+      const __m512 err = _mm512_add_ps(_mm512_sub_ps(x, _mm512_sub_ps(s, bb)), _mm512_sub_ps(y, bb));
+      const __m512i u = _mm512_castps_si512(s), e = _mm512_castps_si512(err);
+      const __m512i mag = _mm512_and_si512(u, abs);
+      const __mmask16 finite = _mm512_cmplt_epu32_mask(mag, inf);
+      const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(mag, inf);
+      const __mmask16 fix = finite & _mm512_test_epi32_mask(e, abs) & _mm512_testn_epi32_mask(u, one);
+      const __m512i dir = _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(e, u), 31), one);
+      __m512i r = _mm512_mask_add_epi32(u, fix, u, dir);
+      r = _mm512_mask_mov_epi32(r, is_nan, qnan);
+      const __mmask16 fx = _mm512_cmpneq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(x), inf), inf);
+      const __mmask16 fy = _mm512_cmpneq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(y), inf), inf);
+      over |= static_cast<__mmask16>(~finite) & fx & fy & m;
+      nan |= is_nan & m;
+      _mm512_mask_storeu_epi32(t + j, m, r);
+    }
+    return (over != 0 ? odd_sum_overflow : 0u) | (nan != 0 ? odd_sum_nan : 0u);
+  }
+#endif
+};
+
+/// s[j], or the canonical +qNaN where s[j] is a NaN.
+struct canonical_nan_loop {
+  static CPD_ALWAYS_INLINE int run(float* s, std::size_t n) noexcept {
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::int32_t u = bit_cast<std::int32_t>(s[j]);
+      const std::int32_t is_nan = -((u & 0x7FFFFFFF) > 0x7F800000);
+      s[j] = bit_cast<float>((u & ~is_nan) | (0x7FC00000 & is_nan));
+    }
+    return 0;
+  }
+};
+
+/// out[j] = float(double(v[j]) * inverse), divided by w in float when w != 1; a NaN is the
+/// canonical +qNaN.
+struct unscale_loop {
+  static CPD_ALWAYS_INLINE int run(const float* v, double inverse, float w, float* out, std::size_t n) noexcept {
+    if (w != 1.0f) {
+      for (std::size_t j = 0; j < n; ++j) out[j] = static_cast<float>(static_cast<double>(v[j]) * inverse) / w;
+    } else {
+      for (std::size_t j = 0; j < n; ++j) out[j] = static_cast<float>(static_cast<double>(v[j]) * inverse);
+    }
+    return canonical_nan_loop::run(out, n);
+  }
+};
+
+}  // namespace cpd::detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

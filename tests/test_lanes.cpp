@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: MIT
+// The exchange's vector loops (cpd/host/detail/lanes.hpp) and fused hop passes
+// (cpd/host/detail/avx512_hop.hpp), through the protocol that uses them
+// (cpd::detail::summation: load, add, finish on values and on codes), against
+// element-by-element references that share none of their code: the exact sum
+// rounded to odd by integer arithmetic in double and then by the rounding core
+// (rounded_add_exact), and x * 2^k formed in double and rounded by the core.
+// ctest runs it on every instruction-set path (CPD_ISA=avx512|avx2|baseline).
+//
+// Inputs: random values of F over its whole range, with its zeros, subnormals, max,
+// infinities and NaN (where F has them), sums that overflow float (bf16, tf32), and
+// lengths that cross the protocol's blocks and the 16-value vectors.
+
+#include <cpd/exchange/protocol.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace cd = cpd::detail;
+using cpd::overflow;
+using cpd::rounding;
+
+std::uint32_t bits(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+/// n random values of F (finite values over the whole range, and its special values).
+template <class F>
+std::vector<float> values_of(std::size_t n, std::uint32_t seed) {
+  using codes = cd::format_codes<F>;
+  std::mt19937 rng(seed);
+  std::vector<float> v(n);
+  const float special[] = {0.0f, -0.0f, static_cast<float>(F::spec.max_value), -static_cast<float>(F::spec.max_value),
+                           static_cast<float>(F::spec.min_positive), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  for (std::size_t i = 0; i < n; ++i) {
+    float x;
+    if (rng() % 16 == 0) {
+      x = special[rng() % 8];
+    } else if constexpr (codes::width <= 16) {
+      x = codes::value_of(static_cast<typename codes::storage>(rng() & ((1u << codes::width) - 1)));
+    } else {
+      std::uint32_t u = rng();
+      if ((u & 0x7F800000u) == 0x7F800000u) u &= 0xBFFFFFFFu;
+      float y;
+      std::memcpy(&y, &u, 4);
+      x = y;
+    }
+    // A value of F (inf and NaN only where F has them): the core's own rounding.
+    v[i] = cd::canonical_nan(cd::round_to<F, rounding::nearest_even, overflow::saturate>(x, 0));
+    if (v[i] != v[i] && !F::spec.has_nan) v[i] = 1.0f;  // (quantize keeps a NaN that F's codes cannot)
+  }
+  return v;
+}
+
+template <class F, rounding R, overflow O>
+void check_mode(const std::string& name) {
+  using sum = cd::summation<F, R, O, cpd::pow2_scale>;
+  using codes = typename sum::codes;
+  using storage = typename sum::storage;
+  CAPTURE(name);
+  CAPTURE(static_cast<int>(R));
+  CAPTURE(static_cast<int>(O));
+  for (std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(17), std::size_t(511), std::size_t(1300)}) {
+    CAPTURE(n);
+    std::vector<float> a = values_of<F>(n + 1, static_cast<std::uint32_t>(n));
+    std::vector<float> b = values_of<F>(n + 1, static_cast<std::uint32_t>(n) + 7u);
+    if (F::spec.emax >= 127 && n > 5) {  // sums of two finite values that overflow float
+      a[3] = b[3] = static_cast<float>(F::spec.max_value);
+      a[n - 2] = -static_cast<float>(F::spec.max_value), b[n - 2] = a[n - 2];
+    }
+    // add on values, from an unaligned start (element 1)
+    std::vector<float> s(a), want(n + 1);
+    const sum p(cpd::pow2_scale{0}, 4, false, false, {});
+    for (std::size_t i = 1; i <= n; ++i)
+      want[i] = cd::canonical_nan(cd::rounded_add_exact<F, R, O>(a[i], b[i], 0));
+    for (std::size_t lo = 1; lo <= n; lo += sum::block)
+      p.add(s.data() + lo, nullptr, b.data() + lo, lo, std::min(sum::block, n + 1 - lo), 0, 0);
+    for (std::size_t i = 1; i <= n; ++i) {
+      CAPTURE(i);
+      CAPTURE(a[i]);
+      CAPTURE(b[i]);
+      REQUIRE(bits(s[i]) == bits(want[i]));
+    }
+    // add on codes
+    if constexpr (codes::width <= 16) {
+      std::vector<storage> sc(n + 1), qc(n + 1);
+      for (std::size_t i = 0; i <= n; ++i) sc[i] = codes::code_of(a[i]), qc[i] = codes::code_of(b[i]);
+      p.add(sc.data() + 1, nullptr, qc.data() + 1, 1, n, 0, 0);
+      for (std::size_t i = 1; i <= n; ++i) {
+        CAPTURE(i);
+        REQUIRE(bits(codes::value_of(sc[i])) == bits(want[i]));
+      }
+    }
+  }
+}
+
+template <class F, rounding R, overflow O>
+void check_load(const std::string& name) {
+  using sum = cd::summation<F, R, O, cpd::pow2_scale>;
+  using codes = typename sum::codes;
+  using storage = typename sum::storage;
+  CAPTURE(name);
+  CAPTURE(static_cast<int>(R));
+  std::mt19937 rng(5);
+  const std::size_t n = 700;
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u = rng();
+    if (i % 97 == 5) u = 0x7F800000u | (u & 0x80000000u);        // inf
+    else if (i % 89 == 7) u = 0x7FC00000u;                         // NaN
+    else if (i % 13 == 3) u &= 0x80FFFFFFu;                        // tiny and subnormal floats
+    else u = (u & 0x807FFFFFu) | ((100u + u % 60u) << 23);         // 2^-27 .. 2^32
+    std::memcpy(&x[i], &u, 4);
+  }
+  for (int k : {0, 5, -9, 40, 131, 200, -140, -250, 300}) {
+    CAPTURE(k);
+    const cpd::pow2_scale sc{k};
+    const sum p(sc, 4, false, false, {});
+    std::vector<float> q(n);
+    for (std::size_t lo = 0; lo < n; lo += sum::block) p.load(0, x.data() + lo, lo, std::min(sum::block, n - lo), q.data() + lo);
+    for (std::size_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      CAPTURE(x[i]);
+      const float want = cd::round_to<F, R, O>(static_cast<double>(x[i]) * sc.factor(), 0);
+      if (want != want) REQUIRE(q[i] != q[i]);
+      else REQUIRE(bits(q[i]) == bits(want));
+    }
+    if constexpr (codes::width <= 16) {
+      std::vector<storage> qc(n);
+      p.load(0, x.data(), 0, n, qc.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        const float v = codes::value_of(qc[i]);
+        if (q[i] != q[i] && !F::spec.has_nan) continue;  // (quantize keeps a NaN that F's codes cannot)
+        if (q[i] != q[i]) REQUIRE(v != v);
+        else REQUIRE(bits(v) == bits(q[i]));
+      }
+    }
+    // finish: unscale (and the mean) of the loaded values, on values and on codes
+    const sum pm(sc, 3, false, true, {});
+    std::vector<float> out(n);
+    pm.finish(q.data(), n, out.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      const float u = static_cast<float>(static_cast<double>(q[i]) * sc.inverse()) / 3.0f;
+      REQUIRE(bits(out[i]) == bits(cd::canonical_nan(u)));
+    }
+    if constexpr (codes::width <= 16) {
+      std::vector<storage> qc(n);
+      for (std::size_t i = 0; i < n; ++i) qc[i] = codes::code_of(q[i]);
+      std::vector<float> out2(n);
+      pm.finish(qc.data(), n, out2.data());
+      for (std::size_t i = 0; i < n; ++i)
+        if (q[i] == q[i] || F::spec.has_nan) REQUIRE(bits(out2[i]) == bits(out[i]));
+    }
+  }
+}
+
+template <class F>
+void check_format(const std::string& name) {
+  check_mode<F, rounding::nearest_even, overflow::infinity>(name);
+  check_mode<F, rounding::nearest_even, overflow::saturate>(name);
+  check_mode<F, rounding::nearest_away, overflow::infinity>(name);
+  check_mode<F, rounding::toward_zero, overflow::infinity>(name);
+  check_mode<F, rounding::upward, overflow::saturate>(name);
+  check_mode<F, rounding::downward, overflow::infinity>(name);
+  check_mode<F, rounding::odd, overflow::infinity>(name);
+  check_load<F, rounding::nearest_even, overflow::infinity>(name);
+  check_load<F, rounding::nearest_even, overflow::saturate>(name);
+  check_load<F, rounding::toward_zero, overflow::infinity>(name);
+  check_load<F, rounding::upward, overflow::infinity>(name);
+}
+
+}  // namespace
+
+TEST_CASE("summation add, load and finish: every deterministic mode, values and codes, against the core") {
+  CAPTURE(cd::to_string(cd::active_isa()));
+  check_format<cpd::float8_e4m3fn>("e4m3fn");
+  check_format<cpd::float8_e5m2>("e5m2");
+  check_format<cpd::float8_e3m4>("e3m4");
+  check_format<cpd::float8_e4m3fnuz>("e4m3fnuz");
+  check_format<cpd::float8_e5m2fnuz>("e5m2fnuz");
+  check_format<cpd::float6_e3m2fn>("e3m2fn");
+  check_format<cpd::float4_e2m1fn>("e2m1fn");
+  check_format<cpd::float16>("fp16");
+  check_format<cpd::bfloat16>("bf16");
+  check_format<cpd::tfloat32>("tf32");
+  check_format<cpd::float_t<8, 21>>("e8m21");
+}
+
+TEST_CASE("lanes: the generic loops and the AVX-512 bodies give the element-by-element results") {
+  std::mt19937 rng(11);
+  const std::size_t n = 1000;
+  std::vector<float> a(n), b(n), t(n), y(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u = rng(), v = rng();
+    if (i % 50 == 1) u = 0x7F7FFFFFu, v = 0x7F7FFFFFu;  // float overflow
+    if (i % 61 == 2) u = 0xFF800000u;                   // -inf
+    std::memcpy(&a[i], &u, 4);
+    std::memcpy(&b[i], &v, 4);
+  }
+  for (std::size_t len : {std::size_t(0), std::size_t(3), std::size_t(16), std::size_t(999), n}) {
+    CAPTURE(len);
+    const unsigned f = cd::lanes<cd::odd_sum_loop>(static_cast<const float*>(a.data()),
+                                                   static_cast<const float*>(b.data()), t.data(), len);
+    bool over = false, nan = false;
+    for (std::size_t i = 0; i < len; ++i) {
+      const float s = a[i] + b[i];
+      const bool ov = !(s - s == 0) && a[i] - a[i] == 0 && b[i] - b[i] == 0;
+      over |= ov;
+      nan |= s != s;
+      if (!ov) REQUIRE(bits(t[i]) == bits(cd::canonical_nan(cd::add_odd_float(a[i], b[i]))));
+    }
+    CHECK(((f & cd::odd_sum_overflow) != 0) == over);
+    CHECK(((f & cd::odd_sum_nan) != 0) == nan);
+    std::uint32_t m = 0;
+    for (std::size_t i = 0; i < len; ++i) m = std::max(m, bits(a[i]) & 0x7FFFFFFFu);
+    CHECK(cd::lanes<cd::amax_loop>(static_cast<const float*>(a.data()), len) == m);
+    for (int k : {3, -20, 130, -140}) {
+      const int k1 = std::clamp(k, -126, 127);
+      const bool exact = cd::lanes<cd::scale_pow2_loop>(static_cast<const float*>(b.data()), cd::pow2<float>(k1),
+                                                         cd::pow2<float>(k - k1), y.data(), len);
+      bool all = true;
+      for (std::size_t i = 0; i < len; ++i) {
+        const double d = static_cast<double>(b[i]) * cd::pow2<double>(k);
+        const float ad = static_cast<float>(d < 0 ? -d : d);
+        const bool ok = b[i] == 0 || (ad >= 1.17549435e-38f && ad <= 3.40282347e38f && static_cast<double>(ad) == (d < 0 ? -d : d));
+        all &= ok;
+        if (ok) REQUIRE(bits(y[i]) == bits(static_cast<float>(d)));
+      }
+      CHECK(exact == all);
+    }
+  }
+}
