@@ -63,7 +63,8 @@ void bm_allreduce(benchmark::State& state) {
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
-  for (std::int64_t n : {std::int64_t(1) << 12, std::int64_t(1) << 16, std::int64_t(1) << 20, std::int64_t(1) << 23})
+  for (std::int64_t n : {std::int64_t(1) << 12, std::int64_t(1) << 16, std::int64_t(1) << 20, std::int64_t(1) << 21,
+                         std::int64_t(1) << 23})
     for (std::int64_t t : {1, 2}) b->Args({n, t});
   b->ArgNames({"n", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
 }
@@ -71,13 +72,17 @@ void sizes(benchmark::internal::Benchmark* b) {
 using cpd::allreduce_algorithm;
 using cpd::rounding;
 
-BENCHMARK(bm_memcpy)->Arg(1 << 12)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 23)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_memcpy)->Arg(1 << 12)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 21)->Arg(1 << 23)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_allreduce<cpd::float8_e5m2, rounding::nearest_even, allreduce_algorithm::ring, false>)
     ->Name("ring/e5m2/nearest_even")->Apply(sizes);
 BENCHMARK(bm_allreduce<cpd::float8_e4m3fn, rounding::nearest_even, allreduce_algorithm::ring, false>)
     ->Name("ring/e4m3fn/nearest_even")->Apply(sizes);
 BENCHMARK(bm_allreduce<cpd::bfloat16, rounding::nearest_even, allreduce_algorithm::ring, false>)
     ->Name("ring/bf16/nearest_even")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::float16, rounding::nearest_even, allreduce_algorithm::ring, false>)
+    ->Name("ring/fp16/nearest_even")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::float_t<3, 4>, rounding::nearest_even, allreduce_algorithm::ring, false>)
+    ->Name("ring/e3m4/nearest_even")->Apply(sizes);
 BENCHMARK(bm_allreduce<cpd::float8_e5m2, rounding::nearest_even, allreduce_algorithm::halving_doubling, false>)
     ->Name("halving_doubling/e5m2/nearest_even")->Apply(sizes);
 BENCHMARK(bm_allreduce<cpd::float8_e5m2, rounding::nearest_even, allreduce_algorithm::ring, true>)
