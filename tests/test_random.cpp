@@ -7,6 +7,7 @@
 
 #include <cpd/host/bulk.hpp>
 #include <cpd/core/random.hpp>
+#include <cpd/host/detail/avx512.hpp>
 
 #include <doctest/doctest.h>
 
@@ -140,6 +141,36 @@ TEST_CASE("random_bits: definition and keys") {
   CHECK(cpd::random_bits(1, 2, 3) != cpd::random_bits(2, 2, 3));
   CHECK(cpd::random_bits(0, 0, 0) != cpd::random_bits(0, 0, std::uint64_t(1) << 32));
 }
+
+#if CPD_FAST_KERNELS
+namespace {
+// 16 lanes of the fast kernels' generator, stored (a function of its own: the
+// intrinsics need the AVX-512 target; called only where the CPU has it).
+CPD_TARGET_AVX512 void vector_bits(cpd::random_key key, std::uint32_t lo, std::uint32_t* out) {
+  _mm512_storeu_si512(out, cpd::detail::fast::vrandom(key)(lo));
+}
+}  // namespace
+
+TEST_CASE("the fast kernels' 16-lane generator draws random_bits' words") {
+  if (cpd::detail::cpu_isa() != cpd::detail::isa::avx512) {
+    MESSAGE("no AVX-512 on this CPU: the 16-lane generator is not run here");
+    return;
+  }
+  std::uint32_t lanes[16];
+  long bad = 0;
+  for (std::uint64_t seed : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(0xDEADBEEF12345678)}) {
+    for (std::uint32_t hi : {0u, 1u, 77u}) {
+      const cpd::random_key key = cpd::make_random_key(seed, 3, hi);
+      // every lane, including counters that wrap past 2^32 - 1 within one vector
+      for (std::uint32_t lo : {0u, 1u, 15u, 1000u, 0x7FFFFFF8u, 0xFFFFFFF0u, 0xFFFFFFF9u, 0xFFFFFFFFu}) {
+        vector_bits(key, lo, lanes);
+        for (std::uint32_t j = 0; j < 16; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+#endif
 
 TEST_CASE("random_bits passes the battery: consecutive counters, other blocks, streams, seeds") {
   CHECK(failures(battery([](std::uint64_t c) { return cpd::random_bits(0, 0, c); }), true) == 0);

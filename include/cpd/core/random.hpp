@@ -28,12 +28,17 @@ CPD_HOST_DEVICE constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
   return z ^ (z >> 31);
 }
 
+/// mix32's two multipliers (Wellons' lowbias32 constants); the SIMD copy of mix32
+/// (cpd/host/detail/avx512.hpp, random16) takes them from here.
+inline constexpr std::uint32_t mix32_mul1 = 0x21F0AAADu;
+inline constexpr std::uint32_t mix32_mul2 = 0x735A2D97u;
+
 /// A bijection of 32-bit integers with low avalanche bias (Wellons' lowbias32 constants).
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr std::uint32_t mix32(std::uint32_t x) noexcept {
   x ^= x >> 16;
-  x *= 0x21F0AAADu;
+  x *= mix32_mul1;
   x ^= x >> 15;
-  x *= 0x735A2D97u;
+  x *= mix32_mul2;
   x ^= x >> 15;
   return x;
 }

@@ -72,8 +72,11 @@ struct vconsts {
   __m512i thr0, thr1, big0, big1, inf0, inf1, nan0, nan1;
   __m512i code_normal, sign_code, code_one;  // code_one: 1 << M
   __m512i kmask;
+  __m512i guard;     // |x| bits below it: no overflow, inf or NaN (finish16 without Specials)
+  __m512i sr_scale;  // fp method, stochastic: (k + 277) << 23, less C's bits: 2^(k + 23 - c)
   __m128i d0, ksh_right, ksh_left;  // shift counts
   bool hardware_overflow;           // f16c: vcvtps2ph's overflow and infinities are the core's
+  bool sr_mul;                      // sr_scale - C is a normal float for every C of finite x
 };
 
 /// Stores the first lanes (mask m) of 16 32-bit results to Out (narrowed for codes).
@@ -127,6 +130,35 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i kept_lsb(const vconsts& c, __m512i a
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
   return _mm512_set1_epi32(static_cast<int>(u));
 }
+
+/// cpd::random_bits under one key, 16 counters at a time (lane j: counter lo + j),
+/// in registers: the same two mix32 rounds as core/random.hpp, bit for bit
+/// (tests/test_random.cpp compares them). GCC vectorizes the scalar loop only at -O3
+/// and with 256-bit vectors, and through a buffer; this is 2.3x faster than that.
+struct vrandom {
+  __m512i k0, k1, mul1, mul2, lanes;
+
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE explicit vrandom(random_key key) noexcept
+      : k0(splat(key.k0)),
+        k1(splat(key.k1)),
+        mul1(splat(mix32_mul1)),
+        mul2(splat(mix32_mul2)),
+        lanes(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)) {}
+
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i mix(__m512i x) const noexcept {
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+    x = _mm512_mullo_epi32(x, mul1);
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+    x = _mm512_mullo_epi32(x, mul2);
+    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+  }
+
+  /// random_bits(key, lo + j) in lane j (lo + j modulo 2^32, as the scalar call's).
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i operator()(std::uint32_t lo) const noexcept {
+    const __m512i c = _mm512_add_epi32(splat(lo), lanes);
+    return mix(_mm512_xor_si512(mix(_mm512_xor_si512(c, k0)), k1));
+  }
+};
 
 /// IEEE binary16 in a hardware mode, 16 floats (bits x, magnitudes a, signs neg).
 template <rounding R, bool Code>
@@ -215,16 +247,26 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_fp(const vconsts& c, __m51
       const __mmask16 odd = _mm512_test_epi32_mask(_mm512_castps_si512(y), c.one);
       up = _kandn_mask16(odd, inexact);
     } else {
-      const __m512 rem = _mm512_castsi512_ps(
-          _mm512_and_si512(_mm512_castps_si512(_mm512_sub_round_ps(xf, r, er)), c.abs_mask));
-      // |rem| / q * 2^32 = |rem| * 2^(55 - c) for C = 2^c, an integer below 2^32 (truncated
-      // where rem is finer). The factor 2^(55 - c) reaches 2^158 for the formats whose
-      // quantum is near 2^-126, beyond float: vscalefps applies it exactly.
-      const __m512 k = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(182), _mm512_srli_epi32(C, 23)));
-      const __m512i u = _mm512_cvtt_roundps_epu32(_mm512_scalef_round_ps(rem, k, er), _MM_FROUND_NO_EXC);
-      const __m512i remk = _mm512_srl_epi32(u, c.ksh_right);
-      const __m512i rk = _mm512_and_si512(rnd, c.kmask);
-      up = _mm512_cmpgt_epu32_mask(remk, _mm512_xor_si512(rk, c.kmask));
+      // remk = floor(rem / q * 2^k), the k-bit truncation of the dropped part, and up where
+      // remk > kmask ^ rnd (the core's test), i.e. where remk + the k random bits carry.
+      // rem = |x| - |r| is exact (the dropped bits of x).
+      constexpr int rz = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+      const __m512 rem = _mm512_sub_round_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(v), rz);
+      __m512i remk;
+      if (c.sr_mul) {
+        // rem * 2^(k + 23 - c) for C = 2^c: a power of two formed from C's bits, a product
+        // below 2^k that is exact (rem's bits move up, or down without leaving float's
+        // normal range), truncated to an integer.
+        const __m512 f = _mm512_castsi512_ps(_mm512_sub_epi32(c.sr_scale, C));
+        remk = _mm512_cvtt_roundps_epu32(_mm512_mul_round_ps(rem, f, rz), _MM_FROUND_NO_EXC);
+      } else {
+        // The factor 2^(55 - c) reaches 2^158 for the formats whose quantum is near 2^-126,
+        // beyond float: vscalefps applies it exactly (then the top k of 32 bits).
+        const __m512 k = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(182), _mm512_srli_epi32(C, 23)));
+        remk = _mm512_srl_epi32(_mm512_cvtt_roundps_epu32(_mm512_scalef_round_ps(rem, k, rz), _MM_FROUND_NO_EXC),
+                                c.ksh_right);
+      }
+      up = _mm512_cmpgt_epu32_mask(remk, _mm512_andnot_si512(rnd, c.kmask));
     }
     v = _mm512_castps_si512(_mm512_mask_add_round_ps(_mm512_castsi512_ps(v), up, _mm512_castsi512_ps(v), q, er));
   }
@@ -304,10 +346,15 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
   if constexpr (H == method::f16c && hardware_mode) {
     (void)rnd;
     return round16_f16c<R, Code>(c, x, a, neg);
-  } else if constexpr (H == method::integer) {
-    return finish16<R, K, H, Code, Specials>(c, x, a, neg, magnitude_integer<R>(c, a, neg, rnd));
   } else {
-    return finish16<R, K, H, Code, Specials>(c, x, a, neg, magnitude_fp<R>(c, x, a, rnd));
+    __m512i v;
+    if constexpr (H == method::integer) v = magnitude_integer<R>(c, a, neg, rnd);
+    else v = magnitude_fp<R>(c, x, a, rnd);
+    // Overflow, infinities and NaN are rare: their blends run only for the 16 values
+    // that hold one (a branch the predictor gets right on ordinary data).
+    if constexpr (Specials)
+      if (_mm512_cmpge_epu32_mask(a, c.guard) != 0) return finish16<R, K, H, Code, true>(c, x, a, neg, v);
+    return finish16<R, K, H, Code, false>(c, x, a, neg, v);
   }
 }
 
@@ -358,6 +405,15 @@ struct kernel {
     c.code_one = splat(std::uint32_t(1) << p.M);
     const int k = p.rbits;
     c.kmask = splat(k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1));
+    // Below the guard nothing overflows (deterministic: the thresholds; stochastic: a
+    // value at most max cannot round past it) and nothing is inf or NaN.
+    std::uint32_t guard = stochastic ? p.max_bits + 1 : (p.thr[0] < p.thr[1] ? p.thr[0] : p.thr[1]);
+    if (guard > 0x7F800000u) guard = 0x7F800000u;
+    c.guard = splat(guard);
+    // 2^(k + 23 - c) is a normal float for every c = max(e, emin) + 23 - M of a finite x
+    // at most max (c <= 127 by the fp method's condition, so only c >= k - 104 can fail).
+    c.sr_scale = splat(static_cast<std::uint32_t>(k + 277) << 23);
+    c.sr_mul = static_cast<int>((p.emin_bits + p.c_shift) >> 23) - 127 >= k - 104;
     c.d0 = _mm_cvtsi32_si128(p.d0);
     c.hardware_overflow = p.hardware_overflow;
     if constexpr (H == method::integer) {
@@ -370,16 +426,19 @@ struct kernel {
     return c;
   }
 
+  /// The random bits of in[i..i+16): random_bits(key, lo0 + i + j) in lane j, modulo 2^32.
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i draw(const vrandom& gen, std::uint32_t lo0,
+                                                          std::size_t i) noexcept {
+    if constexpr (stochastic) return gen(lo0 + static_cast<std::uint32_t>(i));
+    else return _mm512_setzero_si512();
+  }
+
   /// Rounds in[0..n) to out[0..n) by method H; lo0 is the random counter of in[0].
   template <method H>
   CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
                                                               std::uint32_t lo0) const noexcept {
     const vconsts c = make_consts<H>();
-    // Random bits are drawn for blocks of `block` values into rb (a loop the
-    // compiler vectorizes), then read back by the rounding loop.
-    constexpr std::size_t block = stochastic ? tuning::fast_random_block : ~std::size_t(0) / 2;
-    alignas(64) std::uint32_t rb[stochastic ? block : 16];
-    const __m512i zero = _mm512_setzero_si512();
+    const vrandom gen(key);  // (stochastic only; unused otherwise)
     std::size_t i = 0;
     // Streaming stores go to whole 64-byte lines: the values before the first
     // line boundary of out go through masked stores.
@@ -390,43 +449,31 @@ struct kernel {
       if (head > n) head = n;
       while (i < head) {
         const std::size_t cnt = head - i < 16 ? head - i : 16;
-        if constexpr (stochastic)
-          for (std::size_t j = 0; j < cnt; ++j) rb[j] = random_bits(key, lo0 + static_cast<std::uint32_t>(i + j));
         const __mmask16 mk = static_cast<__mmask16>((1u << cnt) - 1);
-        const __m512i r = stochastic ? _mm512_maskz_loadu_epi32(mk, rb) : zero;
-        store16<Out>::masked(out + i, mk, round16<R, K, H, codes>(c, _mm512_maskz_loadu_epi32(mk, in + i), r));
+        const __m512i x = _mm512_maskz_loadu_epi32(mk, in + i);
+        store16<Out>::masked(out + i, mk, round16<R, K, H, codes>(c, x, draw(gen, lo0, i)));
         i += cnt;
       }
     }
     constexpr std::size_t line = 16 * lines<Out>::vectors;  // values per 64 bytes of out
-    while (i < n) {
-      const std::size_t m = n - i < block ? n - i : block;  // (block is a multiple of line)
-      if constexpr (stochastic)
-        for (std::size_t j = 0; j < m; ++j) rb[j] = random_bits(key, lo0 + static_cast<std::uint32_t>(i + j));
-      std::size_t j = 0;
-      for (; j + line <= m; j += line) {
-        __m512i v[lines<Out>::vectors];
-        for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
-          // (address arithmetic on integers: the prefetched address may lie past the array)
-          _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + j + 16 * u) +
-                                                     tuning::prefetch_distance * sizeof(float)),
-                       _MM_HINT_T0);
-          const __m512i x = _mm512_loadu_si512(in + i + j + 16 * u);
-          const __m512i r = stochastic ? _mm512_loadu_si512(rb + j + 16 * u) : zero;
-          v[u] = round16<R, K, H, codes>(c, x, r);
-        }
-        const __m512i packed = lines<Out>::pack(v);
-        if (streaming) _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i + j), packed);
-        else _mm512_storeu_si512(out + i + j, packed);
+    for (; i + line <= n; i += line) {
+      __m512i v[lines<Out>::vectors];
+      for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
+        // (address arithmetic on integers: the prefetched address may lie past the array)
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + 16 * u) +
+                                                   tuning::prefetch_distance * sizeof(float)),
+                     _MM_HINT_T0);
+        v[u] = round16<R, K, H, codes>(c, _mm512_loadu_si512(in + i + 16 * u), draw(gen, lo0, i + 16 * u));
       }
-      for (; j < m; j += 16) {
-        const std::size_t cnt = m - j < 16 ? m - j : 16;
-        const __mmask16 mk = static_cast<__mmask16>((1u << cnt) - 1);
-        const __m512i r = stochastic ? _mm512_maskz_loadu_epi32(mk, rb + j) : zero;
-        store16<Out>::masked(out + i + j, mk,
-                             round16<R, K, H, codes>(c, _mm512_maskz_loadu_epi32(mk, in + i + j), r));
-      }
-      i += m;
+      const __m512i packed = lines<Out>::pack(v);
+      if (streaming) _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), packed);
+      else _mm512_storeu_si512(out + i, packed);
+    }
+    for (; i < n; i += 16) {
+      const std::size_t cnt = n - i < 16 ? n - i : 16;
+      const __mmask16 mk = static_cast<__mmask16>((1u << cnt) - 1);
+      const __m512i x = _mm512_maskz_loadu_epi32(mk, in + i);
+      store16<Out>::masked(out + i, mk, round16<R, K, H, codes>(c, x, draw(gen, lo0, i)));
     }
     if (streaming) _mm_sfence();
   }

@@ -23,10 +23,6 @@ inline constexpr std::size_t stream_threshold_bytes = std::size_t(4) << 20;
 /// bandwidth (measured: 64 MiB quantize 0.99x memcpy without, 1.2-1.8x with).
 inline constexpr std::size_t prefetch_distance = 2048;
 
-/// Values whose random bits the fast stochastic kernel draws at once into a buffer
-/// (4 KiB, in L1): a loop the compiler vectorizes, read back by the rounding loop.
-inline constexpr std::size_t fast_random_block = 1024;
-
 /// Values scaled at once into a stack buffer before rounding (2 KiB of floats, 4 KiB
 /// of doubles): the buffer stays in the L1 cache between the scale and the rounding.
 inline constexpr std::size_t scale_block = 512;
