@@ -43,7 +43,7 @@ void add_piece(const Protocol& pr, const unsigned char*& p, std::size_t in_array
   if (in_arrays == 2) {
     W::unpack(p, m, c);
     p += mb;
-  } else {
+  } else if (kahan_out) {  // (without Kahan, add reads no compensation)
     std::fill(c, c + m, cpd::detail::format_codes<typename Protocol::format_type>::code_of(0.0f));
   }
   pr.add(s, c, q, lo, m, step, rank);
@@ -97,14 +97,26 @@ class ring_allreduce {
       for (std::size_t i = 0; i < tn; ++i) proto(i).finish(mine_ + offset_[i], sizes_[i], t_[i].out);
       return;
     }
-    ws_.bytes.assign(2 * max_bytes, 0);
-    send_ = ws_.bytes.data();
+    // Codes that travel as stored are added into and finished from the receive buffer
+    // itself (then it is the next step's send buffer); the others go through s_ and c_.
+    direct_ = !W::nibbles && !opt_.kahan;
+    if (direct_) {
+      const std::size_t words = 2 * max_bytes / W::code_bytes;
+      if (ws_.words.size() < words) ws_.words.resize(words);
+      send_ = reinterpret_cast<unsigned char*>(ws_.words.data());
+    } else {
+      ws_.bytes.assign(2 * max_bytes, 0);
+      send_ = ws_.bytes.data();
+    }
     recv_ = send_ + max_bytes;
     reduce_scatter();
     all_gather();
   }
 
  private:
+  /// The codes at p, a position of ws_.words (direct_ only).
+  [[nodiscard]] static storage* words_at(unsigned char* p) noexcept { return reinterpret_cast<storage*>(p); }
+
   [[nodiscard]] std::size_t arrays() const noexcept { return opt_.kahan ? 2 : 1; }
   [[nodiscard]] index_range chunk(std::size_t i, int c) const noexcept {
     return partition(sizes_[i], static_cast<std::size_t>(g_.size), static_cast<std::size_t>(c));
@@ -140,6 +152,19 @@ class ring_allreduce {
       const std::size_t step_arrays = step == 0 ? 1 : arrays();  // both messages of a step have one layout
       exchange(message_bytes(cs, step_arrays), message_bytes(cr, step_arrays));
       const bool last = step == w - 2;
+      if (direct_) {
+        // The sums in place in the receive buffer, which the next step sends.
+        unsigned char* p = recv_;
+        for (std::size_t i = 0; i < tn; ++i) {
+          const index_range rg = chunk(i, cr);
+          storage* sum = words_at(p);
+          proto(i).add(sum, c_, mine_ + offset_[i] + rg.begin, rg.begin, rg.size(), step, r);
+          if (last) proto(i).finish(sum, rg.size(), t_[i].out + rg.begin);
+          p += W::bytes(rg.size());
+        }
+        std::swap(send_, recv_);
+        continue;
+      }
       const unsigned char* p = recv_;
       unsigned char* o = send_;
       for (std::size_t i = 0; i < tn; ++i) {
@@ -159,12 +184,16 @@ class ring_allreduce {
     for (int step = 0; step < w - 1; ++step) {
       const int cs = wrap(r + 1 - step, w), cr = wrap(r - step, w);
       exchange(message_bytes(cs, 1), message_bytes(cr, 1));
-      const unsigned char* p = recv_;
+      unsigned char* p = recv_;
       for (std::size_t i = 0; i < sizes_.size(); ++i) {
         const index_range rg = chunk(i, cr);
-        W::unpack(p, rg.size(), s_);
+        if (direct_) {
+          proto(i).finish(words_at(p), rg.size(), t_[i].out + rg.begin);
+        } else {
+          W::unpack(p, rg.size(), s_);
+          proto(i).finish(s_, rg.size(), t_[i].out + rg.begin);
+        }
         p += W::bytes(rg.size());
-        proto(i).finish(s_, rg.size(), t_[i].out + rg.begin);
       }
       std::swap(send_, recv_);
     }
@@ -183,6 +212,7 @@ class ring_allreduce {
   storage* c_ = nullptr;
   unsigned char* send_ = nullptr;
   unsigned char* recv_ = nullptr;
+  bool direct_ = false;  ///< codes added and finished in the message buffers (no nibbles, no Kahan)
 };
 
 }  // namespace cpd::mpi::detail

@@ -77,6 +77,10 @@ template <class F>
 struct workspace {
   std::vector<unsigned char> bytes;                  ///< send and receive buffers
   std::vector<typename F::storage_type> codes;       ///< codes of this rank and partial sums
+  /// Send and receive buffers of codes that travel as stored (no nibbles, no Kahan): the
+  /// ring adds into and finishes from them in place, and their contents are never read
+  /// before being written, so they only grow (no zero fill per call).
+  std::vector<typename F::storage_type> words;
 };
 
 /// The ranks of a plan's communicator.
