@@ -218,9 +218,8 @@ class summation {
   /// dispatched at run time).
   void load(int rank, const float* x, std::size_t lo, std::size_t len, float* q) const {
     if constexpr (!sr && std::is_same_v<Scale, pow2_scale>) {
-      if (sc_.exponent >= -252 && sc_.exponent <= 254) {  // two float factors
-        const int k1 = std::clamp(sc_.exponent, -126, 127);
-        const float f1 = pow2<float>(k1), f2 = pow2<float>(sc_.exponent - k1);
+      float f1 = 0, f2 = 0;
+      if (scale_factors(f1, f2)) {
         if (hop_with_fallback(
                 len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1, f2, q + at, m); },
                 [&](std::size_t at, std::size_t m) { load_bulk(rank, x + at, lo + at, m, q + at); }))
@@ -228,6 +227,16 @@ class summation {
       }
     }
     load_bulk(rank, x, lo, len, q);
+  }
+
+  /// The power-of-two scale 2^k as two float factors f1 * f2, so that k may leave float's
+  /// exponent range (false where k is outside [-252, 254]).
+  [[nodiscard]] bool scale_factors(float& f1, float& f2) const noexcept {
+    if (sc_.exponent < -252 || sc_.exponent > 254) return false;
+    const int k1 = std::clamp(sc_.exponent, -126, 127);
+    f1 = pow2<float>(k1);
+    f2 = pow2<float>(sc_.exponent - k1);
+    return true;
   }
 
   /// load through the bulk kernels.
@@ -242,11 +251,9 @@ class summation {
     if constexpr (std::is_same_v<Scale, float_scale>) {
       const float v = sc_.value;
       for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
-    } else if (sc_.exponent >= -252 && sc_.exponent <= 254) {  // two float factors
-      const int k1 = std::clamp(sc_.exponent, -126, 127);
-      exact = lanes<scale_pow2_loop>(x, pow2<float>(k1), pow2<float>(sc_.exponent - k1), q, len);
     } else {
-      exact = false;
+      float f1 = 0, f2 = 0;
+      exact = scale_factors(f1, f2) && lanes<scale_pow2_loop>(x, f1, f2, q, len);
     }
     if (exact) {
       cpd::quantize<F, R, O>(execution::seq, q, q, len, bo);
@@ -259,9 +266,8 @@ class summation {
   /// scale in [-64, 64] rounds in the bulk encode kernel (x * 2^k exact, rounded once).
   void load(int rank, const float* x, std::size_t lo, std::size_t len, storage* q) const {
     if constexpr (!sr && std::is_same_v<Scale, pow2_scale> && codes::width <= 16) {
-      if (sc_.exponent >= -252 && sc_.exponent <= 254) {  // the fused pass, as load on values
-        const int k1 = std::clamp(sc_.exponent, -126, 127);
-        const float f1 = pow2<float>(k1), f2 = pow2<float>(sc_.exponent - k1);
+      float f1 = 0, f2 = 0;
+      if (scale_factors(f1, f2)) {  // the fused pass, as load on values
         if (hop_with_fallback(
                 len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1, f2, q + at, m); },
                 [&](std::size_t at, std::size_t m) {
