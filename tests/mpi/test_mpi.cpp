@@ -61,10 +61,10 @@ std::uint32_t bits(float v) {
 /// All ranks' inputs for one step.
 struct inputs {
   std::vector<std::vector<std::vector<float>>> g;  // [rank][tensor][j]
-  inputs(std::uint64_t seed, int w) : g(static_cast<std::size_t>(w)) {
+  inputs(std::uint64_t seed, int w, const std::vector<std::size_t>& sz = sizes) : g(static_cast<std::size_t>(w)) {
     for (int r = 0; r < w; ++r)
-      for (std::size_t t = 0; t < sizes.size(); ++t) {
-        std::vector<float> v(sizes[t]);
+      for (std::size_t t = 0; t < sz.size(); ++t) {
+        std::vector<float> v(sz[t]);
         for (std::size_t j = 0; j < v.size(); ++j) v[j] = input(seed, r, t, j);
         g[static_cast<std::size_t>(r)].push_back(std::move(v));
       }
@@ -79,26 +79,27 @@ template <class F, cpd::rounding R = cpd::rounding::nearest_even>
 void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int steps = 2,
                                    cpd::mpi::algorithm algo = cpd::mpi::algorithm::ring,
                                    cpd::format acc = cpd::format::of<cpd::float_t<8, 23>>(),
-                                   std::size_t segment_bytes = std::size_t(1) << 18) {
+                                   std::size_t segment_bytes = std::size_t(1) << 18,
+                                   const std::vector<std::size_t>& sz = sizes) {
   const int w = world_size(), me = world_rank();
-  const std::size_t tn = sizes.size();
+  const std::size_t tn = sz.size();
   CAPTURE(cpd::mpi::to_string(algo));
-  cpd::mpi::allreduce_plan<F, R> plan(MPI_COMM_WORLD, sizes, {algo, kahan, mean, acc, segment_bytes});
+  cpd::mpi::allreduce_plan<F, R> plan(MPI_COMM_WORLD, sz, {algo, kahan, mean, acc, segment_bytes});
   // Residual arrays: [rank][tensor] for the simulation, and this rank's own for the real run.
   std::vector<std::vector<std::vector<float>>> sim_res(static_cast<std::size_t>(w));
   std::vector<std::vector<float>> my_res(tn);
   for (auto& r : sim_res)
-    for (std::size_t t = 0; t < tn; ++t) r.emplace_back(sizes[t], 0.0f);
-  for (std::size_t t = 0; t < tn; ++t) my_res[t].assign(sizes[t], 0.0f);
+    for (std::size_t t = 0; t < tn; ++t) r.emplace_back(sz[t], 0.0f);
+  for (std::size_t t = 0; t < tn; ++t) my_res[t].assign(sz[t], 0.0f);
 
   for (int step = 0; step < steps; ++step) {
-    const inputs in(static_cast<std::uint64_t>(step) * 77 + 1, w);
+    const inputs in(static_cast<std::uint64_t>(step) * 77 + 1, w, sz);
     const auto& mine = in.g[static_cast<std::size_t>(me)];
     std::vector<std::vector<float>> out(tn);
     std::vector<cpd::mpi::tensor> ts(tn);
     for (std::size_t t = 0; t < tn; ++t) {
-      out[t].assign(sizes[t], -1.0f);
-      ts[t] = {mine[t].data(), out[t].data(), sizes[t], feedback ? my_res[t].data() : nullptr, key_of(step, t)};
+      out[t].assign(sz[t], -1.0f);
+      ts[t] = {mine[t].data(), out[t].data(), sz[t], feedback ? my_res[t].data() : nullptr, key_of(step, t)};
     }
     const cpd::aps<F> scaler(w);
     const auto res = plan(ts, scaler);
@@ -121,13 +122,13 @@ void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int ste
       opt.key = key_of(step, t);
       opt.threads = 1;
       opt.residuals = feedback ? e.data() : nullptr;
-      std::vector<float> expect(sizes[t]);
-      const auto sim = cpd::simulate_allreduce<F, R>(g.data(), expect.data(), sizes[t], w, cpd::aps<F>(w), opt);
+      std::vector<float> expect(sz[t]);
+      const auto sim = cpd::simulate_allreduce<F, R>(g.data(), expect.data(), sz[t], w, cpd::aps<F>(w), opt);
       CAPTURE(step);
       CAPTURE(t);
       CHECK(res.scales[t].exponent == sim.scale.exponent);
       std::size_t diff = 0, first = 0;
-      for (std::size_t j = 0; j < sizes[t]; ++j)
+      for (std::size_t j = 0; j < sz[t]; ++j)
         if (bits(out[t][j]) != bits(expect[j]) && diff++ == 0) first = j;
       CAPTURE(first);
       CHECK(diff == 0);
@@ -137,7 +138,7 @@ void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int ste
       }
       if (feedback) {
         std::size_t rdiff = 0;
-        for (std::size_t j = 0; j < sizes[t]; ++j)
+        for (std::size_t j = 0; j < sz[t]; ++j)
           rdiff += bits(my_res[t][j]) != bits(sim_res[static_cast<std::size_t>(me)][t][j]);
         CHECK(rdiff == 0);
       }
@@ -196,6 +197,20 @@ TEST_CASE_TEMPLATE("pipelined_ring: bit for bit the simulation and the ring, wit
   check_ring_matches_simulation<F>(false, false, false, 2, A::pipelined_ring, f32, 40);
   check_ring_matches_simulation<F>(true, true, true, 2, A::pipelined_ring, f32, 40);
   check_ring_matches_simulation<F>(false, true, true, 1, A::pipelined_ring);  // the default segments
+}
+
+TEST_CASE("pipelined_ring: tensors larger than a compute block (MPI progress between blocks)") {
+  // The pipelined ring quantizes, adds and finishes in blocks of 2^15 values with an MPI_Test
+  // between them: tensors of several blocks per segment, in place and unpacked (FP4, Kahan).
+  using A = cpd::mpi::algorithm;
+  const cpd::format f32 = cpd::format::of<cpd::float_t<8, 23>>();
+  const std::vector<std::size_t> large = {70001, 3, 140000};
+  check_ring_matches_simulation<cpd::float8_e4m3fn>(false, false, true, 2, A::pipelined_ring, f32, 1 << 20, large);
+  check_ring_matches_simulation<cpd::bfloat16>(false, true, false, 1, A::pipelined_ring, f32, 1 << 16, large);
+  check_ring_matches_simulation<cpd::float4_e2m1fn>(false, false, true, 1, A::pipelined_ring, f32, 1 << 20, large);
+  check_ring_matches_simulation<cpd::float8_e5m2>(true, false, false, 1, A::pipelined_ring, f32, 1 << 20, large);
+  check_ring_matches_simulation<cpd::float8_e5m2, cpd::rounding::stochastic>(false, false, true, 1, A::pipelined_ring,
+                                                                             f32, 1 << 20, large);
 }
 
 TEST_CASE("two_step and all_gather: bit for bit the simulation with stochastic rounding") {

@@ -3,14 +3,23 @@
 
 // <cpd/mpi/pipelined_ring.hpp>: algorithm::pipelined_ring of cpd::mpi::allreduce_plan
 // (docs/mpi.md): the ring of cpd/mpi/ring.hpp, with each step's message cut into
-// segments that travel with nonblocking sends and receives, so that while segment k
-// is decoded, added and encoded, segments k + 1, ... are on the wire and segment k
-// of the next step is already on its way. Every element is added by the same rank,
-// at the same step, in the same order as in the ring, so the bits are the ring's and
-// simulate_allreduce(pipelined_ring)'s.
+// segments that travel with nonblocking sends and receives, so that coding overlaps
+// the transfer:
+//   - this rank's values are quantized segment by segment, just before each segment is
+//     first sent or added (not all of them before the first send);
+//   - every receive of the call has a buffer of its own and is posted ahead (up to two
+//     steps), so the data can arrive while this rank computes;
+//   - the compute loops call MPI_Test every few tens of thousands of values, since most
+//     MPI libraries (Open MPI over TCP among them) move a large message only while the
+//     program is inside an MPI call;
+//   - codes that travel as stored (not FP4 nibbles, not Kahan's two arrays) are added
+//     into and finished from the receive buffer, which is then sent on as it is.
+// Every element is added by the same rank, at the same step, in the same order as in
+// the ring, so the bits are the ring's and simulate_allreduce(pipelined_ring)'s.
 //
 // Messages between two ranks are matched in the order they are posted (MPI's
-// non-overtaking rule): one tag serves every segment of a call.
+// non-overtaking rule): one tag serves every segment of a call, and receives are
+// posted in the order the previous rank sends.
 //
 // Requires an MPI library (mpi.h); not included by <cpd/cpd.hpp>.
 
@@ -35,7 +44,9 @@ class pipelined_ring_allreduce {
   using protocol = cpd::detail::summation<F, R, O, Scale>;
   using W = wire<F>;
   using storage = typename W::storage;
-  using requests = std::vector<MPI_Request>;
+
+  /// Values a compute loop handles between two calls of progress().
+  static constexpr std::size_t progress_values = std::size_t(1) << 15;
 
  public:
   pipelined_ring_allreduce(const group& g, const std::vector<std::size_t>& sizes, const options& opt,
@@ -44,31 +55,28 @@ class pipelined_ring_allreduce {
 
   /// Runs the call on this rank's inputs x (one per tensor, after error feedback).
   void operator()(const float* const* x) {
-    std::size_t total = 0, max_chunk = 0;
+    x_ = x;
+    std::size_t total = 0;
     for (std::size_t i = 0; i < sizes_.size(); ++i) {
       offset_[i] = total;
       total += sizes_[i];
-      max_chunk = std::max(max_chunk, chunk(i, 0).size());
-    }
-    ws_.codes.resize(total + 2 * max_chunk + 1);
-    mine_ = ws_.codes.data();
-    s_ = mine_ + total;
-    c_ = s_ + max_chunk;
-    for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      const protocol p = proto(i);
-      p.load(g_.rank, x[i], 0, sizes_[i], mine_ + offset_[i]);
-      if (t_[i].residual) p.feedback(x[i], mine_ + offset_[i], sizes_[i], t_[i].residual);
     }
     if (g_.size == 1) {
-      for (std::size_t i = 0; i < sizes_.size(); ++i) proto(i).finish(mine_ + offset_[i], sizes_[i], t_[i].out);
+      ws_.codes.resize(total + 1);
+      for (std::size_t i = 0; i < sizes_.size(); ++i) {
+        storage* q = ws_.codes.data() + offset_[i];
+        load(i, 0, sizes_[i], q);
+        proto(i).finish(q, sizes_[i], t_[i].out);
+      }
       return;
     }
+    direct_ = !W::nibbles && !opt_.kahan;
     plan_segments();
     reduce_scatter();
     all_gather();
-    wait_all(rs_send_[0]);
-    wait_all(rs_send_[1]);
-    for (requests& q : ag_send_) wait_all(q);
+    clock_.time([&] {
+      check(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    });
   }
 
  private:
@@ -91,110 +99,217 @@ class pipelined_ring_allreduce {
     for (std::size_t i = 0; i < sizes_.size(); ++i) b += a * W::bytes(piece(i, c, k).size());
     return b;
   }
-  [[nodiscard]] static int wrap(int a, int w) noexcept { return ((a % w) + w) % w; }
+  /// The codes at p, a position in ws_.words (direct_ only).
+  [[nodiscard]] static storage* words_at(unsigned char* p) noexcept { return reinterpret_cast<storage*>(p); }
 
-  /// The number of segments: each about opt.segment_bytes (at least 1 element per tensor
-  /// piece is not required: empty pieces cost nothing), at most 256 per step.
+  /// Calls fn(at, m) for [0, len) in blocks of progress_values, with progress() between.
+  template <class Fn>
+  void blocks(std::size_t len, Fn&& fn) {
+    for (std::size_t at = 0; at < len; at += progress_values) {
+      if (at != 0) progress();
+      fn(at, std::min(progress_values, len - at));
+    }
+  }
+
+  /// q = this rank's codes of tensor i's elements [lo, lo + m) (with error feedback).
+  void load(std::size_t i, std::size_t lo, std::size_t m, storage* q) {
+    const protocol p = proto(i);
+    blocks(m, [&](std::size_t at, std::size_t n) {
+      p.load(g_.rank, x_[i] + lo + at, lo + at, n, q + at);
+      if (t_[i].residual) p.feedback(x_[i] + lo + at, q + at, n, t_[i].residual + lo + at);
+    });
+  }
+
+  /// The number of segments: each about opt.segment_bytes (empty pieces cost nothing), at
+  /// most 256 per step; and the buffers: one per segment of every message this rank sends
+  /// first (its own chunk) or receives, and with unpacking one per segment it sends on.
   void plan_segments() {
-    std::size_t step_bytes = 0;
+    const int w = g_.size;
+    std::size_t step_bytes = 0, max_piece = 0;
     for (std::size_t i = 0; i < sizes_.size(); ++i) step_bytes += arrays() * W::bytes(chunk(i, 0).size());
     const std::size_t seg = std::max<std::size_t>(opt_.segment_bytes, 1);
     segments_ = std::min<std::size_t>(std::max<std::size_t>((step_bytes + seg - 1) / seg, 1), 256);
     while (step_bytes / segments_ > max_message) ++segments_;
     std::size_t seg_max = 0;  // the largest segment of any chunk, with both arrays
-    for (int c = 0; c < g_.size; ++c)
-      for (std::size_t k = 0; k < segments_; ++k) seg_max = std::max(seg_max, seg_bytes(c, k, arrays()));
-    seg_stride_ = seg_max;
-    ws_.bytes.assign(7 * segments_ * seg_stride_ + 1, 0);  // rs recv x2, rs send x2, all-gather x3
-    for (requests* q : {&rs_send_[0], &rs_send_[1], &rs_recv_, &ag_recv_, &ag_send_[0], &ag_send_[1], &ag_send_[2]})
-      q->assign(segments_, MPI_REQUEST_NULL);
-  }
-  /// Buffer b (0, 1: reduce-scatter receive; 2, 3: reduce-scatter send; 4, 5, 6: all-gather), segment k.
-  [[nodiscard]] unsigned char* buf(std::size_t b, std::size_t k) noexcept {
-    return ws_.bytes.data() + (b * segments_ + k) * seg_stride_;
+    for (int c = 0; c < w; ++c)
+      for (std::size_t k = 0; k < segments_; ++k) {
+        seg_max = std::max(seg_max, seg_bytes(c, k, arrays()));
+        for (std::size_t i = 0; i < sizes_.size(); ++i) max_piece = std::max(max_piece, piece(i, c, k).size());
+      }
+    stride_ = (seg_max + 63) / 64 * 64;  // (aligned for the codes read in place)
+    const std::size_t steps = static_cast<std::size_t>(w - 1);
+    recvs_total_ = 2 * steps * segments_;  // reduce-scatter, then all-gather
+    const std::size_t slots = segments_ + recvs_total_ + (direct_ ? 0 : steps * segments_);
+    const std::size_t words = (slots * stride_ + sizeof(storage) - 1) / sizeof(storage) + 1;
+    if (ws_.words.size() < words) ws_.words.resize(words);
+    base_ = reinterpret_cast<unsigned char*>(ws_.words.data());
+    ws_.codes.resize(3 * max_piece + 1);  // own codes, and (unpacking) sums and compensations
+    q_ = ws_.codes.data();
+    s_ = q_ + max_piece;
+    c_ = s_ + max_piece;
+    recvs_.assign(recvs_total_, MPI_REQUEST_NULL);
+    sends_.clear();
+    sends_.reserve(recvs_total_ + segments_);
+    posted_ = 0;
+    window_ = std::max<std::size_t>(2 * segments_, 16);
+    post_through(window_);
   }
 
-  void wait(MPI_Request& q) {
-    clock_.time([&] { check(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait"); });
+  /// Buffers: segment k of this rank's first message; receive j (j = s * segments + k at
+  /// reduce-scatter step s, then (W - 1 + t) * segments + k at all-gather step t); segment k
+  /// of what reduce-scatter step s sends on when the sums are unpacked.
+  [[nodiscard]] unsigned char* first(std::size_t k) noexcept { return base_ + k * stride_; }
+  [[nodiscard]] unsigned char* received(std::size_t j) noexcept { return base_ + (segments_ + j) * stride_; }
+  [[nodiscard]] unsigned char* unpacked_out(int s, std::size_t k) noexcept {
+    return base_ + (segments_ + recvs_total_ + static_cast<std::size_t>(s) * segments_ + k) * stride_;
   }
-  void wait_all(requests& q) {
-    for (MPI_Request& r : q) wait(r);
+
+  /// The chunk and bytes of receive j.
+  [[nodiscard]] std::size_t recv_bytes(std::size_t j) const noexcept {
+    const std::size_t steps = static_cast<std::size_t>(g_.size - 1), k = j % segments_, st = j / segments_;
+    const int w = g_.size, r = g_.rank;
+    if (st < steps) {  // reduce-scatter step st: chunk r - st - 1, one array at step 0
+      const int s = static_cast<int>(st);
+      return seg_bytes(wrap(r - s - 1, w), k, s == 0 ? 1 : arrays());
+    }
+    return seg_bytes(wrap(r - static_cast<int>(st - steps), w), k, 1);  // all-gather: final sums
   }
-  void post_recv(unsigned char* p, std::size_t bytes, MPI_Request& q) {
+  /// Posts the receives before j (in order), at most recvs_total_.
+  void post_through(std::size_t j) {
+    j = std::min(j, recvs_total_);
+    if (posted_ >= j) return;
     const int prev = wrap(g_.rank - 1, g_.size);
     clock_.time([&] {
-      check(MPI_Irecv(p, static_cast<int>(bytes), MPI_BYTE, prev, 0, g_.comm, &q), "MPI_Irecv");
+      for (; posted_ < j; ++posted_)
+        check(MPI_Irecv(received(posted_), static_cast<int>(recv_bytes(posted_)), MPI_BYTE, prev, 0, g_.comm,
+                        &recvs_[posted_]),
+              "MPI_Irecv");
     });
   }
-  void post_send(const unsigned char* p, std::size_t bytes, MPI_Request& q) {
+  /// Waits for receive j (and posts the window after it); returns its buffer.
+  unsigned char* take(std::size_t j) {
+    post_through(j + window_);
+    next_ = j;
+    clock_.time([&] { check(MPI_Wait(&recvs_[j], MPI_STATUS_IGNORE), "MPI_Wait"); });
+    next_ = j + 1;
+    return received(j);
+  }
+  void send(const unsigned char* p, std::size_t bytes) {
     const int next = (g_.rank + 1) % g_.size;
+    sends_.push_back(MPI_REQUEST_NULL);
     clock_.time([&] {
-      check(MPI_Isend(p, static_cast<int>(bytes), MPI_BYTE, next, 0, g_.comm, &q), "MPI_Isend");
+      check(MPI_Isend(p, static_cast<int>(bytes), MPI_BYTE, next, 0, g_.comm, &sends_.back()), "MPI_Isend");
     });
     res_.payload_bytes += bytes;
   }
+  /// Lets MPI move data: a test of the next receive (or, with none left, of the last send).
+  void progress() {
+    MPI_Request* q = nullptr;
+    if (next_ < posted_ && recvs_[next_] != MPI_REQUEST_NULL) q = &recvs_[next_];
+    else if (!sends_.empty() && sends_.back() != MPI_REQUEST_NULL) q = &sends_.back();
+    if (q == nullptr) return;
+    int done = 0;
+    clock_.time([&] { check(MPI_Test(q, &done, MPI_STATUS_IGNORE), "MPI_Test"); });
+  }
 
-  /// Step 0 sends this rank's own chunk (sums only); step s receives chunk (r - s - 1) mod W
-  /// segment by segment, adds its own values and sends each segment on at once: the next step's
-  /// message, or, after the last step, the first message of the all-gather.
+  /// Step 0 sends this rank's own chunk r, quantized segment by segment; step s receives chunk
+  /// (r - s - 1) mod W segment by segment, quantizes and adds this rank's values and sends each
+  /// segment on at once: the next step's message, or, after the last step, the first message of
+  /// the all-gather (and this rank's result of that chunk).
   void reduce_scatter() {
     const int w = g_.size, r = g_.rank;
     for (std::size_t k = 0; k < segments_; ++k) {
-      unsigned char* o = buf(2, k);
+      unsigned char* o = first(k);
       for (std::size_t i = 0; i < sizes_.size(); ++i) {
         const index_range p = piece(i, r, k);
-        W::pack(mine_ + offset_[i] + p.begin, p.size(), o);
+        if (direct_) {
+          load(i, p.begin, p.size(), words_at(o));
+        } else {
+          load(i, p.begin, p.size(), q_);
+          W::pack(q_, p.size(), o);
+        }
         o += W::bytes(p.size());
       }
-      post_send(buf(2, k), seg_bytes(r, k, 1), rs_send_[0][k]);
+      send(first(k), seg_bytes(r, k, 1));
     }
     for (int step = 0; step < w - 1; ++step) {
       const int cr = wrap(r - step - 1, w);
       const std::size_t in_arrays = step == 0 ? 1 : arrays();
       const bool last = step == w - 2;
-      const std::size_t rb = static_cast<std::size_t>(step % 2), sb = 2 + static_cast<std::size_t>((step + 1) % 2);
-      for (std::size_t k = 0; k < segments_; ++k) post_recv(buf(rb, k), seg_bytes(cr, k, in_arrays), rs_recv_[k]);
       for (std::size_t k = 0; k < segments_; ++k) {
-        wait(rs_recv_[k]);
-        unsigned char* o = last ? buf(4, k) : buf(sb, k);
-        if (!last) wait(rs_send_[(step + 1) % 2][k]);  // the send of step - 1 from this buffer
-        add_segment(buf(rb, k), in_arrays, cr, k, step, last, o);
-        if (last) post_send(buf(4, k), seg_bytes(cr, k, 1), ag_send_[0][k]);
-        else post_send(buf(sb, k), seg_bytes(cr, k, arrays()), rs_send_[(step + 1) % 2][k]);
+        unsigned char* in = take(static_cast<std::size_t>(step) * segments_ + k);
+        if (direct_) {
+          add_in_place(in, cr, k, step);
+          send(in, seg_bytes(cr, k, 1));
+          if (last) finish_in_place(in, cr, k);
+        } else {
+          unsigned char* o = unpacked_out(step, k);
+          add_unpacked(in, in_arrays, cr, k, step, last, o);
+          send(o, seg_bytes(cr, k, last ? 1 : arrays()));
+        }
       }
     }
   }
 
-  /// Segment k of chunk c received at `step` (in: sums, then compensations when in_arrays is 2,
-  /// per tensor): adds this rank's values, writes the sums (and compensations unless last) to o;
-  /// after the last step also this rank's result.
-  void add_segment(const unsigned char* in, std::size_t in_arrays, int c, std::size_t k, int step, bool last,
-                   unsigned char* o) {
+  /// Segment k of chunk c in place at p (direct_): += this rank's codes.
+  void add_in_place(unsigned char* p, int c, std::size_t k, int step) {
     for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      const index_range p = piece(i, c, k);
-      add_piece<protocol, W>(proto(i), in, in_arrays, o, arrays() == 2, last, s_, c_, mine_ + offset_[i] + p.begin,
-                             p.begin, p.size(), step, g_.rank, t_[i].out + p.begin);
+      const index_range pc = piece(i, c, k);
+      storage* sum = words_at(p);
+      const protocol pr = proto(i);
+      load(i, pc.begin, pc.size(), q_);
+      blocks(pc.size(), [&](std::size_t at, std::size_t n) {
+        pr.add(sum + at, c_, q_ + at, pc.begin + at, n, step, g_.rank);
+      });
+      p += W::bytes(pc.size());
     }
   }
 
-  /// At step t rank r receives the final codes of chunk (r - t) mod W into all-gather buffer
-  /// 4 + (t + 1) mod 3, finishes them and forwards each segment at once (but at the last step).
+  /// Segment k of chunk c's final codes at p (direct_), finished into this rank's result.
+  void finish_in_place(unsigned char* p, int c, std::size_t k) {
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      const index_range pc = piece(i, c, k);
+      storage* codes = words_at(p);
+      const protocol pr = proto(i);
+      blocks(pc.size(), [&](std::size_t at, std::size_t n) { pr.finish(codes + at, n, t_[i].out + pc.begin + at); });
+      p += W::bytes(pc.size());
+    }
+  }
+
+  /// Segment k of chunk c received at `step` (in: sums, then compensations when in_arrays is 2,
+  /// per tensor), unpacked: adds this rank's values, writes the sums (and compensations unless
+  /// last) to o; after the last step also this rank's result.
+  void add_unpacked(const unsigned char* in, std::size_t in_arrays, int c, std::size_t k, int step, bool last,
+                    unsigned char* o) {
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      const index_range p = piece(i, c, k);
+      load(i, p.begin, p.size(), q_);
+      add_piece<protocol, W>(proto(i), in, in_arrays, o, arrays() == 2, last, s_, c_, q_, p.begin, p.size(), step,
+                             g_.rank, t_[i].out + p.begin);
+      progress();
+    }
+  }
+
+  /// At step t rank r receives the final codes of chunk (r - t) mod W, forwards each segment at
+  /// once (but at the last step) and finishes it.
   void all_gather() {
     const int w = g_.size, r = g_.rank;
+    const std::size_t rs = static_cast<std::size_t>(w - 1) * segments_;
     for (int step = 0; step < w - 1; ++step) {
       const int cr = wrap(r - step, w);
-      const std::size_t b = static_cast<std::size_t>((step + 1) % 3);
-      wait_all(ag_send_[b]);  // this buffer was last forwarded from three steps ago
-      for (std::size_t k = 0; k < segments_; ++k) post_recv(buf(4 + b, k), seg_bytes(cr, k, 1), ag_recv_[k]);
       for (std::size_t k = 0; k < segments_; ++k) {
-        wait(ag_recv_[k]);
-        if (step < w - 2) post_send(buf(4 + b, k), seg_bytes(cr, k, 1), ag_send_[b][k]);
-        const unsigned char* p = buf(4 + b, k);
+        unsigned char* p = take(rs + static_cast<std::size_t>(step) * segments_ + k);
+        if (step < w - 2) send(p, seg_bytes(cr, k, 1));
+        if (direct_) {
+          finish_in_place(p, cr, k);
+          continue;
+        }
         for (std::size_t i = 0; i < sizes_.size(); ++i) {
           const index_range pc = piece(i, cr, k);
           W::unpack(p, pc.size(), s_);
-          p += W::bytes(pc.size());
           proto(i).finish(s_, pc.size(), t_[i].out + pc.begin);
+          progress();
+          p += W::bytes(pc.size());
         }
       }
     }
@@ -208,11 +323,14 @@ class pipelined_ring_allreduce {
   workspace<F>& ws_;
   comm_clock& clock_;
   std::vector<std::size_t> offset_;
-  std::size_t segments_ = 1, seg_stride_ = 0;
-  storage* mine_ = nullptr;
+  const float* const* x_ = nullptr;
+  bool direct_ = false;  ///< codes added and finished in the receive buffers (no nibbles, no Kahan)
+  std::size_t segments_ = 1, stride_ = 0, recvs_total_ = 0, posted_ = 0, next_ = 0, window_ = 16;
+  unsigned char* base_ = nullptr;
+  storage* q_ = nullptr;
   storage* s_ = nullptr;
   storage* c_ = nullptr;
-  requests rs_send_[2], rs_recv_, ag_recv_, ag_send_[3];
+  std::vector<MPI_Request> recvs_, sends_;
 };
 
 }  // namespace cpd::mpi::detail
