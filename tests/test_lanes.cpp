@@ -164,6 +164,14 @@ void check_load(const std::string& name) {
       pm.finish(qc.data(), n, out2.data());
       for (std::size_t i = 0; i < n; ++i)
         if (q[i] == q[i] || F::spec.has_nan) REQUIRE(bits(out2[i]) == bits(out[i]));
+      // without the mean (the fused pass takes the product in float where 2^-k is a normal
+      // float, in double for the values it underflows or overflows)
+      p.finish(qc.data(), n, out2.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        const float u = static_cast<float>(static_cast<double>(codes::value_of(qc[i])) * sc.inverse());
+        REQUIRE(bits(out2[i]) == bits(cd::canonical_nan(u)));
+      }
     }
   }
 }
@@ -243,4 +251,47 @@ TEST_CASE("lanes: the generic loops and the AVX-512 bodies give the element-by-e
       CHECK(exact == all);
     }
   }
+}
+
+namespace {
+
+/// finish on codes, every code of F, at scales 2^k that put 2^-k below, inside and above
+/// float's normal range (one float product, two, and double), with and without the mean,
+/// against float(double(value) * 2^-k) (/ w), canonical NaN.
+template <class F>
+void check_finish_every_code(const std::string& name) {
+  using sum = cd::summation<F, rounding::nearest_even, overflow::infinity, cpd::pow2_scale>;
+  using codes = typename sum::codes;
+  using storage = typename sum::storage;
+  CAPTURE(name);
+  std::vector<storage> c(std::size_t(1) << codes::width);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = static_cast<storage>(i);
+  std::vector<float> out(c.size());
+  for (int k : {0, 1, -1, 7, -30, 125, 126, 127, 128, 140, 149, 150, 200, 252, 253, -127, -128, -200, -254, -255, 300}) {
+    for (int w : {1, 3}) {
+      CAPTURE(k);
+      CAPTURE(w);
+      const cpd::pow2_scale sc{k};
+      const sum p(sc, w, false, w != 1, {});
+      p.finish(c.data(), c.size(), out.data());
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        CAPTURE(i);
+        float u = static_cast<float>(static_cast<double>(codes::value_of(c[i])) * sc.inverse());
+        if (w != 1) u = u / static_cast<float>(w);
+        REQUIRE(bits(out[i]) == bits(cd::canonical_nan(u)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("summation finish on codes: every code, scales across and beyond float's range") {
+  CAPTURE(cd::to_string(cd::active_isa()));
+  check_finish_every_code<cpd::float8_e4m3fn>("e4m3fn");
+  check_finish_every_code<cpd::float8_e5m2>("e5m2");
+  check_finish_every_code<cpd::float8_e5m2fnuz>("e5m2fnuz");
+  check_finish_every_code<cpd::float6_e3m2fn>("e3m2fn");
+  check_finish_every_code<cpd::float16>("fp16");
+  check_finish_every_code<cpd::bfloat16>("bf16");
 }

@@ -454,6 +454,9 @@ class summation {
   }
   /// finish of codes (through a table of every code's result when that is shorter).
   void finish(const storage* s, std::size_t len, float* out) const noexcept {
+    if constexpr (std::is_same_v<Scale, pow2_scale> && codes::width <= 16) {
+      if (hop_finish<F>(s, sc_.inverse(), mean_ ? static_cast<float>(w_) : 1.0f, out, len)) return;
+    }
     if constexpr (codes::width <= 8) {
       constexpr std::size_t all = std::size_t(1) << codes::width;
       if (len >= all / 2) {

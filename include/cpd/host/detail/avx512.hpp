@@ -79,10 +79,18 @@ struct vconsts {
   bool sr_mul;                      // sr_scale - C is a normal float for every C of finite x
 };
 
-/// Stores the first lanes (mask m) of 16 32-bit results to Out (narrowed for codes).
+/// Stores the first lanes (mask m) of 16 32-bit results to Out (narrowed for codes). All 16
+/// narrow in a register and store plainly: the masked narrowing stores to memory
+/// (vpmovdb/vpmovdw m{k}) are microcoded on Zen 4, at about a fifth of the speed.
 template <class Out>
 struct store16 {
   CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void masked(Out* p, __mmask16 m, __m512i v) noexcept {
+    if (m == 0xFFFF) {
+      if constexpr (sizeof(Out) == 4) _mm512_storeu_si512(p, v);
+      else if constexpr (sizeof(Out) == 2) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+      else _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+      return;
+    }
     if constexpr (sizeof(Out) == 4) _mm512_mask_storeu_epi32(p, m, v);
     else if constexpr (sizeof(Out) == 2) _mm512_mask_cvtepi32_storeu_epi16(p, m, v);
     else _mm512_mask_cvtepi32_storeu_epi8(p, m, v);

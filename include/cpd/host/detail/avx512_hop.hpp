@@ -28,6 +28,7 @@
 #include <cpd/host/detail/isa.hpp>
 #include <cpd/host/detail/tuning.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -131,6 +132,46 @@ struct hop_kernel {
     }
     return n;
   }
+
+  /// out[j] = float(double(decode(s[j])) * inverse), divided by w in float when w != 1, a
+  /// NaN the canonical +qNaN (lanes' unscale_loop on the decoded values), for every j < n.
+  /// inverse = 2^e. With e in [-126, 127], one float product: the same correctly rounded
+  /// value of the same exact product (subnormal or infinite included). With e in
+  /// [-252, -127] or [128, 254], two, (v 2^(e - e2)) 2^e2 with e2 = -126 or 127 (normal
+  /// factors: a subnormal operand costs a microcode assist on some CPUs): the first is
+  /// exact, or overflows where the exact product does, or falls below 2^-126 where the
+  /// exact product is below 2^-252 and both round to the same zero. Else in double.
+  template <method D>
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void finish(const Out* s, double inverse, float w, float* out,
+                                                                 std::size_t n) const noexcept {
+    static_assert(codes, "hop_kernel::finish: codes only");
+    const __m128i d0 = _mm_cvtsi32_si128(dp.d0);
+    const __m512d inv = _mm512_set1_pd(inverse);
+    const int e = std::ilogb(inverse);
+    const int e2 = e < -126 ? -126 : e > 127 ? 127 : 0;
+    const bool in_float = e >= -252 && e <= 254;
+    const __m512 f1 = _mm512_set1_ps(in_float ? std::ldexp(1.0f, e - e2) : 1.0f),
+                 f2 = _mm512_set1_ps(std::ldexp(1.0f, e2));
+    const __m512 wv = _mm512_set1_ps(w), qnan = _mm512_castsi512_ps(splat(0x7FC00000u));
+    const bool divide = w != 1.0f;
+    for (std::size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = head(n - j);
+      const __m512 v = _mm512_castsi512_ps(operand<D>(s + j, m, d0));
+      __m512 r;
+      if (in_float) {
+        r = _mm512_mul_ps(v, f1);
+        if (e2 != 0) r = _mm512_mul_ps(r, f2);
+      } else {
+        const __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), inv));
+        const __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)), inv));
+        r = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+      }
+      if (divide) r = _mm512_div_ps(r, wv);
+      r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), qnan);
+      if (m == 0xFFFF) _mm512_storeu_ps(out + j, r);
+      else _mm512_mask_storeu_ps(out + j, m, r);
+    }
+  }
 };
 
 #endif  // CPD_FAST_KERNELS
@@ -222,6 +263,27 @@ std::size_t hop_add_round(Out* sum, const Out* q, std::size_t n) noexcept {
 #endif
   (void)sum, (void)q, (void)n;
   return hop_not_taken;
+}
+
+/// out[j] = the unscaled value of code s[j] (see hop_kernel::finish) for F through the fused
+/// pass; false when the pass is not taken (nothing done).
+template <class F, class Out>
+bool hop_finish(const Out* s, double inverse, float w, float* out, std::size_t n) noexcept {
+#if CPD_FAST_KERNELS
+  constexpr encoding_kind K = F::encoding::kind;
+  if constexpr (K != encoding_kind::fnu && !std::is_same_v<Out, float> && sizeof(Out) <= 2) {
+    constexpr spec sp = F::spec;
+    constexpr fast::method D = fast::decode_method_for(sp);
+    if constexpr (D != fast::method::none) {
+      if (active_isa() != isa::avx512) return false;
+      fast::hop_kernel<rounding::nearest_even, K, Out> k{{}, fast::make_decode_plan(sp)};
+      k.template finish<D>(s, inverse, w, out, n);
+      return true;
+    }
+  }
+#endif
+  (void)s, (void)inverse, (void)w, (void)out, (void)n;
+  return false;
 }
 
 }  // namespace cpd::detail
