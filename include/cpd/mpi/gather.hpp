@@ -113,7 +113,8 @@ class gather_allreduce {
       fin += len[static_cast<std::size_t>(c)];
     }
     const std::size_t in_bytes = static_cast<std::size_t>(w) * mine_bytes;
-    ws_.bytes.assign(in_bytes + max_bytes + fin, 0);
+    // (every byte is written before it is read: no fill per call)
+    if (ws_.bytes.size() < in_bytes + max_bytes + fin) ws_.bytes.resize(in_bytes + max_bytes + fin);
     unsigned char* in = ws_.bytes.data();
     unsigned char* send = in + in_bytes;
     unsigned char* gathered = send + max_bytes;
@@ -177,7 +178,7 @@ class gather_allreduce {
     for (std::size_t n : sizes_) vec_bytes += W::bytes(n);
     std::vector<std::size_t> off(static_cast<std::size_t>(w)), len(static_cast<std::size_t>(w), vec_bytes);
     for (int c = 0; c < w; ++c) off[static_cast<std::size_t>(c)] = static_cast<std::size_t>(c) * vec_bytes;
-    ws_.bytes.assign(static_cast<std::size_t>(w) * vec_bytes, 0);
+    if (ws_.bytes.size() < static_cast<std::size_t>(w) * vec_bytes) ws_.bytes.resize(static_cast<std::size_t>(w) * vec_bytes);
     unsigned char* all = ws_.bytes.data();
     unsigned char* p = all + off[static_cast<std::size_t>(g_.rank)];
     for (std::size_t i = 0; i < sizes_.size(); ++i) {
