@@ -89,6 +89,8 @@ BENCHMARK(bm_allreduce<cpd::float8_e5m2, rounding::nearest_even, allreduce_algor
     ->Name("ring/e5m2/kahan")->Apply(sizes);
 BENCHMARK(bm_allreduce<cpd::float8_e5m2, rounding::stochastic, allreduce_algorithm::ring, false>)
     ->Name("ring/e5m2/stochastic")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::float8_e4m3fn, rounding::stochastic, allreduce_algorithm::ring, false>)
+    ->Name("ring/e4m3fn/stochastic")->Apply(sizes);
 
 }  // namespace
 

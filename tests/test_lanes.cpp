@@ -295,3 +295,66 @@ TEST_CASE("summation finish on codes: every code, scales across and beyond float
   check_finish_every_code<cpd::float16>("fp16");
   check_finish_every_code<cpd::bfloat16>("bf16");
 }
+
+namespace {
+
+/// Stochastic rounding's add, on values and on codes, against the exact sum rounded by the
+/// core with bits(step, rank, 0, lo + j) of the hop's stream (docs/reduction.md).
+template <class F, overflow O>
+void check_stochastic_add(const std::string& name) {
+  using sum = cd::summation<F, rounding::stochastic, O, cpd::pow2_scale>;
+  using codes = typename sum::codes;
+  using storage = typename sum::storage;
+  CAPTURE(name);
+  const cpd::random_stream key{0xC0FFEE, 77};
+  for (std::size_t n : {std::size_t(1), std::size_t(16), std::size_t(33), std::size_t(2048)}) {
+    for (int step : {0, 3}) {
+      CAPTURE(n);
+      CAPTURE(step);
+      const std::size_t lo = 1000 + 7 * n;  // the elements' index in the tensor
+      const int w = 5, rank = 2;
+      std::vector<float> a = values_of<F>(n, static_cast<std::uint32_t>(n) + 11u);
+      std::vector<float> b = values_of<F>(n, static_cast<std::uint32_t>(n) + 23u);
+      std::vector<float> want(n);
+      for (std::size_t j = 0; j < n; ++j)
+        want[j] = cd::canonical_nan(cd::rounded_add_exact<F, rounding::stochastic, O>(
+            a[j], b[j], cd::allreduce_random_bits(key, w, step, rank, 0, lo + j)));
+      const sum p(cpd::pow2_scale{0}, w, false, false, key);
+      std::vector<float> s(a);
+      p.add(s.data(), nullptr, b.data(), lo, n, step, rank);
+      std::size_t up = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        CAPTURE(j);
+        CAPTURE(a[j]);
+        CAPTURE(b[j]);
+        REQUIRE(bits(s[j]) == bits(want[j]));
+        up += s[j] > a[j] + b[j];
+      }
+      if (n == 2048) CHECK(up > 0);  // (some sums rounded up: the bits do act)
+      if constexpr (codes::width <= 16) {
+        std::vector<storage> sc(n), qc(n);
+        for (std::size_t j = 0; j < n; ++j) sc[j] = codes::code_of(a[j]), qc[j] = codes::code_of(b[j]);
+        p.add(sc.data(), nullptr, qc.data(), lo, n, step, rank);
+        for (std::size_t j = 0; j < n; ++j) {
+          CAPTURE(j);
+          if (want[j] != want[j] && !F::spec.has_nan) continue;  // (codes without NaN)
+          REQUIRE(bits(codes::value_of(sc[j])) == bits(codes::value_of(codes::code_of(want[j]))));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("summation add with stochastic rounding: the bulk kernel's bits are the hop's") {
+  CAPTURE(cd::to_string(cd::active_isa()));
+  check_stochastic_add<cpd::float8_e4m3fn, overflow::infinity>("e4m3fn");
+  check_stochastic_add<cpd::float8_e4m3fn, overflow::saturate>("e4m3fn");
+  check_stochastic_add<cpd::float8_e3m4, overflow::infinity>("e3m4");
+  check_stochastic_add<cpd::float8_e4m3fnuz, overflow::infinity>("e4m3fnuz");
+  check_stochastic_add<cpd::float6_e3m2fn, overflow::saturate>("e3m2fn");
+  check_stochastic_add<cpd::float4_e2m1fn, overflow::infinity>("e2m1fn");
+  check_stochastic_add<cpd::float8_e5m2, overflow::infinity>("e5m2");  // (element by element)
+  check_stochastic_add<cpd::float16, overflow::infinity>("fp16");      // (element by element)
+}

@@ -25,6 +25,7 @@
 #include <cpd/core/detail/round.hpp>
 #include <cpd/core/float.hpp>
 #include <cpd/core/format.hpp>
+#include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/detail/avx512_hop.hpp>
@@ -197,6 +198,11 @@ class summation {
  public:
   static constexpr bool sr = R == rounding::stochastic;
   static constexpr std::size_t block = 2048;  ///< the most elements of one add or merge on values
+  /// Every sum of two values of F is a float: all are multiples of 2^(emin - M) below
+  /// 2^(emax + 1), so a sum needs at most emax + 2 - (emin - M) bits.
+  static constexpr bool exact_float_sum = F::spec.emax + 2 - (F::spec.emin - F::spec.M) <= 24;
+  /// ... or a double (fp16, e5m2; not bf16, whose sums may need 262 bits).
+  static constexpr bool exact_double_sum = F::spec.emax + 2 - (F::spec.emin - F::spec.M) <= 53;
   using format_type = F;
   using codes = format_codes<F>;
   using storage = typename codes::storage;
@@ -301,9 +307,24 @@ class summation {
   }
 
   /// add: (s, c) += q over the elements lo + j, j < len <= block: one rounded addition, or one
-  /// Kahan step (four roundings; c unused without Kahan).
+  /// Kahan step (four roundings; c unused without Kahan). s and q hold values of F (or inf
+  /// and NaN), as every load and add makes them.
   void add(float* s, float* c, const float* q, std::size_t lo, std::size_t len, int step, int rank) const {
     if (!kahan_) {
+      if constexpr (sr && exact_float_sum) {
+        // Stochastic rounding where every sum of two values of F is a float: the float sums
+        // (exact; odd_sum_loop's rounding to odd never acts), rounded by the bulk kernel with
+        // this hop's stream, element lo + j drawing bits(step, rank, 0, lo + j).
+        static thread_local float t[block];
+        lanes<odd_sum_loop>(static_cast<const float*>(s), q, +t, len);
+        bulk_options bo;
+        bo.offset = lo;
+        bo.seed = key_.seed;
+        bo.stream = allreduce_stream(key_, w_, step, rank, 0);
+        cpd::quantize<F, R, O>(execution::seq, t, s, len, bo);
+        lanes<canonical_nan_loop>(s, len);
+        return;
+      }
       if constexpr (float_sum_path<F, R>) {
         // The fused pass; the 16 values where it stops, element by element.
         if (hop_with_fallback(
@@ -321,16 +342,54 @@ class summation {
           return;
         }
       }
-      for (std::size_t j = 0; j < len; ++j)
-        s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], bits(step, rank, 0, lo + j));
+      if constexpr (sr && exact_double_sum) {
+        // (the double sum is the exact sum: the core rounds it with no rounding to odd first)
+        hop_random r0(*this, step, rank, 0);
+        for (std::size_t j = 0; j < len; ++j)
+          s[j] = canonical_nan(
+              round_to<F, R, O>(static_cast<double>(s[j]) + static_cast<double>(q[j]), r0(lo + j)));
+      } else if constexpr (sr) {
+        hop_random r0(*this, step, rank, 0);
+        for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], r0(lo + j));
+      } else {
+        for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], 0);
+      }
       return;
     }
-    for (std::size_t j = 0; j < len; ++j) {
-      const std::size_t i = lo + j;
-      kahan_step<F, R, O, true>(s[j], c[j], q[j], bits(step, rank, 0, i), bits(step, rank, 1, i),
-                                bits(step, rank, 2, i), bits(step, rank, 3, i));
+    if constexpr (sr) {
+      hop_random r0(*this, step, rank, 0), r1(*this, step, rank, 1), r2(*this, step, rank, 2),
+          r3(*this, step, rank, 3);
+      for (std::size_t j = 0; j < len; ++j) {
+        const std::size_t i = lo + j;
+        kahan_step<F, R, O, true>(s[j], c[j], q[j], r0(i), r1(i), r2(i), r3(i));
+      }
+    } else {
+      for (std::size_t j = 0; j < len; ++j) kahan_step<F, R, O, true>(s[j], c[j], q[j], 0, 0, 0, 0);
     }
   }
+
+  /// bits(step, rank, k, i) for the elements of one call, the key of the counters' high half
+  /// derived once (not per element: three 64-bit mixes) and again only where it changes.
+  class hop_random {
+   public:
+    hop_random(const summation& p, int step, int rank, int k) noexcept
+        : seed_(p.key_.seed), stream_(allreduce_stream(p.key_, p.w_, step, rank, k)) {}
+    [[nodiscard]] std::uint32_t operator()(std::uint64_t i) noexcept {
+      const auto h = static_cast<std::uint32_t>(i >> 32);
+      if (!ready_ || h != hi_) {
+        key_ = make_random_key(seed_, stream_, h);
+        hi_ = h;
+        ready_ = true;
+      }
+      return random_bits(key_, static_cast<std::uint32_t>(i));
+    }
+
+   private:
+    std::uint64_t seed_, stream_;
+    random_key key_{};
+    std::uint32_t hi_ = 0;
+    bool ready_ = false;
+  };
 
   /// add on codes, any len: through code_sum's tables where they exist, else decoded, added as
   /// values and encoded again.
