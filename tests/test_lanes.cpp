@@ -93,6 +93,23 @@ void check_mode(const std::string& name) {
       CAPTURE(b[i]);
       REQUIRE(bits(s[i]) == bits(want[i]));
     }
+    // a Kahan step on values (four rounded adds), against kahan_step element by element
+    {
+      std::vector<float> ks(a), kc = values_of<F>(n + 1, static_cast<std::uint32_t>(n) + 99u), ws(a), wc(kc);
+      for (float& v : kc) v = cd::canonical_nan(cd::round_to<F, R, O>(static_cast<double>(v) * 0x1p-6, 0));
+      wc = kc;
+      const sum pk(cpd::pow2_scale{0}, 4, true, false, {});
+      for (std::size_t i = 1; i <= n; ++i) cd::kahan_step<F, R, O, true>(ws[i], wc[i], b[i], 0, 0, 0, 0);
+      for (std::size_t lo = 1; lo <= n; lo += sum::block) {
+        const std::size_t m = std::min(sum::block, n + 1 - lo);
+        pk.add(ks.data() + lo, kc.data() + lo, b.data() + lo, lo, m, 0, 0);
+      }
+      for (std::size_t i = 1; i <= n; ++i) {
+        CAPTURE(i);
+        REQUIRE(bits(ks[i]) == bits(ws[i]));
+        REQUIRE(bits(kc[i]) == bits(wc[i]));
+      }
+    }
     // add on codes
     if constexpr (codes::width <= 16) {
       std::vector<storage> sc(n + 1), qc(n + 1);

@@ -356,7 +356,29 @@ class summation {
       }
       return;
     }
-    if constexpr (sr) {
+    if constexpr (float_sum_path<F, R>) {
+      // Deterministic Kahan as four rounded adds over the block, each the fused pass (the
+      // 16 values where it stops, element by element): kahan_step's operations, in its order.
+      static thread_local float y[block], t[block], u[block], neg[block];
+      const auto round_add = [len](float* a, const float* b) {  // a = Q(a + b)
+        const auto slow = [&](std::size_t at, std::size_t m) {
+          for (std::size_t j = at; j < at + m; ++j) a[j] = rounded_add_in_default_env<F, R, O>(a[j], b[j], 0);
+        };
+        if (!hop_with_fallback(
+                len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(a + at, b + at, m); }, slow))
+          slow(0, len);
+      };
+      for (std::size_t j = 0; j < len; ++j) y[j] = q[j], neg[j] = -c[j];
+      round_add(y, neg);  // y = Q(x - c)
+      std::copy(s, s + len, t);
+      round_add(t, y);  // t = Q(s + y)
+      for (std::size_t j = 0; j < len; ++j) u[j] = t[j], neg[j] = -s[j];
+      round_add(u, neg);  // Q(t - s)
+      for (std::size_t j = 0; j < len; ++j) neg[j] = -y[j];
+      round_add(u, neg);  // c = Q(Q(t - s) - y)
+      std::copy(u, u + len, c);
+      std::copy(t, t + len, s);
+    } else if constexpr (sr) {
       hop_random r0(*this, step, rank, 0), r1(*this, step, rank, 1), r2(*this, step, rank, 2),
           r3(*this, step, rank, 3);
       for (std::size_t j = 0; j < len; ++j) {
