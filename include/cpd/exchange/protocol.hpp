@@ -198,11 +198,10 @@ class summation {
  public:
   static constexpr bool sr = R == rounding::stochastic;
   static constexpr std::size_t block = 2048;  ///< the most elements of one add or merge on values
-  /// Every sum of two values of F is a float: all are multiples of 2^(emin - M) below
-  /// 2^(emax + 1), so a sum needs at most emax + 2 - (emin - M) bits.
-  static constexpr bool exact_float_sum = F::spec.emax + 2 - (F::spec.emin - F::spec.M) <= 24;
+  /// Every sum of two values of F is a float (e4m3fn, e3m4, FP6, FP4) ...
+  static constexpr bool exact_float_sum = pair_sum_bits<F> <= 24;
   /// ... or a double (fp16, e5m2; not bf16, whose sums may need 262 bits).
-  static constexpr bool exact_double_sum = F::spec.emax + 2 - (F::spec.emin - F::spec.M) <= 53;
+  static constexpr bool exact_double_sum = pair_sum_bits<F> <= 53;
   using format_type = F;
   using codes = format_codes<F>;
   using storage = typename codes::storage;
@@ -359,7 +358,7 @@ class summation {
     if constexpr (float_sum_path<F, R>) {
       // Deterministic Kahan as four rounded adds over the block, each the fused pass (the
       // 16 values where it stops, element by element): kahan_step's operations, in its order.
-      static thread_local float y[block], t[block], u[block], neg[block];
+      static thread_local float y[block], t[block], neg[block];
       const auto round_add = [len](float* a, const float* b) {  // a = Q(a + b)
         const auto slow = [&](std::size_t at, std::size_t m) {
           for (std::size_t j = at; j < at + m; ++j) a[j] = rounded_add_in_default_env<F, R, O>(a[j], b[j], 0);
@@ -372,11 +371,10 @@ class summation {
       round_add(y, neg);  // y = Q(x - c)
       std::copy(s, s + len, t);
       round_add(t, y);  // t = Q(s + y)
-      for (std::size_t j = 0; j < len; ++j) u[j] = t[j], neg[j] = -s[j];
-      round_add(u, neg);  // Q(t - s)
+      for (std::size_t j = 0; j < len; ++j) c[j] = t[j], neg[j] = -s[j];  // (c is read: free)
+      round_add(c, neg);  // Q(t - s)
       for (std::size_t j = 0; j < len; ++j) neg[j] = -y[j];
-      round_add(u, neg);  // c = Q(Q(t - s) - y)
-      std::copy(u, u + len, c);
+      round_add(c, neg);  // c = Q(Q(t - s) - y)
       std::copy(t, t + len, s);
     } else if constexpr (sr) {
       hop_random r0(*this, step, rank, 0), r1(*this, step, rank, 1), r2(*this, step, rank, 2),

@@ -183,6 +183,11 @@ namespace cpd::detail {
 /// What hop_scale_round and hop_add_round return when they do not take the call.
 inline constexpr std::size_t hop_not_taken = ~std::size_t(0);
 
+/// The bits the exact sum of two values of F can need: every value is a multiple of
+/// 2^(emin - M) below 2^(emax + 1). At most 24: every such sum is a float.
+template <class F>
+inline constexpr int pair_sum_bits = F::spec.emax + 2 - (F::spec.emin - F::spec.M);
+
 /// Runs a fused pass over [0, len): fused(at, count) rounds from element `at` and returns how
 /// many it did (hop_not_taken: none, the pass is not taken); slow(at, m) does the at most 16
 /// values where it stopped, and the pass goes on after them. False when the pass is not
@@ -246,9 +251,7 @@ std::size_t hop_add_round(Out* sum, const Out* q, std::size_t n) noexcept {
   if constexpr (R != rounding::stochastic && K != encoding_kind::fnu &&
                 (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
     constexpr spec s = F::spec;
-    // Every value is a multiple of 2^(emin - M) below 2^(emax + 1): a sum of two needs at
-    // most emax + 2 - (emin - M) bits.
-    constexpr bool exact = s.emax + 2 - (s.emin - s.M) <= 24;
+    constexpr bool exact = pair_sum_bits<F> <= 24;  // (no error term to round to odd)
     if (!hop_kernel_takes<F, R, Out>()) return hop_not_taken;
     constexpr fast::method H = fast::method_for<R>(s);  // (make_plan's, for F known here)
     fast::hop_kernel<R, K, Out> k{fast::cached_plan<R, O>(s, 32), {}};
