@@ -2,7 +2,8 @@
 // The exchange's vector loops (cpd/host/detail/lanes.hpp) and fused hop passes
 // (cpd/host/detail/avx512_hop.hpp), through the protocol that uses them
 // (cpd::detail::summation: load, add, finish on values and on codes), against
-// element-by-element references that share none of their code: the exact sum
+// element-by-element references that share none of their code (and the simulated
+// ring's fused chain, through cpd::simulate_allreduce_scaled): the exact sum
 // rounded to odd by integer arithmetic in double and then by the rounding core
 // (rounded_add_exact), and x * 2^k formed in double and rounded by the core.
 // ctest runs it on every instruction-set path (CPD_ISA=avx512|avx2|baseline).
@@ -12,6 +13,7 @@
 // lengths that cross the protocol's blocks and the 16-value vectors.
 
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/simulate.hpp>
 
 #include <doctest/doctest.h>
 
@@ -223,6 +225,90 @@ TEST_CASE("summation add, load and finish: every deterministic mode, values and 
   check_format<cpd::bfloat16>("bf16");
   check_format<cpd::tfloat32>("tf32");
   check_format<cpd::float_t<8, 21>>("e8m21");
+}
+
+namespace {
+
+/// The simulated ring and sequential sums (cpd::simulate_allreduce_scaled, whose fused chain
+/// keeps the sum in registers) against the core element by element: each worker's x * 2^k
+/// rounded from double, the exact sums rounded in the algorithm's order, the result unscaled
+/// (and divided by W for a mean).
+template <class F, rounding R, overflow O>
+void check_chain(const std::string& name) {
+  CAPTURE(name);
+  CAPTURE(static_cast<int>(R));
+  CAPTURE(static_cast<int>(O));
+  const std::size_t n = 2 * cd::summation<F, R, O, cpd::pow2_scale>::block + 333;
+  for (int w : {1, 2, 3, 8}) {
+    CAPTURE(w);
+    std::mt19937 rng(static_cast<std::uint32_t>(w) * 31u);
+    std::vector<std::vector<float>> x(static_cast<std::size_t>(w), std::vector<float>(n));
+    std::vector<const float*> xp;
+    for (auto& v : x) {
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t u = rng();
+        if (i % 397 == 5) u = 0x7F800000u | (u & 0x80000000u);     // inf
+        else if (i % 389 == 7) u = 0x7FC00000u;                      // NaN
+        else if (i % 211 == 9) u = 0;                                // zero
+        else if (i % 113 == 3) u &= 0x80FFFFFFu;                     // tiny and subnormal floats
+        else u = (u & 0x807FFFFFu) | ((112u + u % 20u) << 23);       // 2^-15 .. 2^4
+        std::memcpy(&v[i], &u, 4);
+      }
+      xp.push_back(v.data());
+    }
+    if (n > 600)  // sums that overflow F at the scale 0 (max of F in every worker)
+      for (auto& v : x) v[600] = static_cast<float>(F::spec.max_value);
+    for (int k : {0, 7, -9, 131, -140, 300}) {
+      CAPTURE(k);
+      const cpd::pow2_scale sc{k};
+      for (auto algorithm : {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::sequential}) {
+        for (bool mean : {false, true}) {
+          CAPTURE(static_cast<int>(algorithm));
+          CAPTURE(mean);
+          cpd::allreduce_options o;
+          o.algorithm = algorithm;
+          o.mean = mean;
+          o.threads = 1;
+          std::vector<float> out(n);
+          cpd::simulate_allreduce_scaled<F, R, O>(xp.data(), out.data(), n, w, sc, o);
+          for (std::size_t i = 0; i < n; ++i) {
+            int first = 0;
+            if (algorithm == cpd::allreduce_algorithm::ring)
+              while (cpd::partition(n, static_cast<std::size_t>(w), static_cast<std::size_t>(first)).end <= i) ++first;
+            auto q = [&](int r) {
+              const float v = x[static_cast<std::size_t>((first + r) % w)][i];
+              return cd::canonical_nan(cd::round_to<F, R, O>(static_cast<double>(v) * sc.factor(), 0));
+            };
+            float s = q(0);
+            for (int r = 1; r < w; ++r) s = cd::canonical_nan(cd::rounded_add_exact<F, R, O>(s, q(r), 0));
+            float want = static_cast<float>(static_cast<double>(s) * sc.inverse());
+            if (mean) want /= static_cast<float>(w);
+            CAPTURE(i);
+            REQUIRE(bits(out[i]) == bits(cd::canonical_nan(want)));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("simulated ring and sequential: the fused chain against the core element by element") {
+  CAPTURE(cd::to_string(cd::active_isa()));
+  check_chain<cpd::float8_e4m3fn, rounding::nearest_even, overflow::infinity>("e4m3fn");
+  check_chain<cpd::float8_e4m3fn, rounding::toward_zero, overflow::saturate>("e4m3fn");
+  check_chain<cpd::float8_e5m2, rounding::nearest_even, overflow::infinity>("e5m2");
+  check_chain<cpd::float8_e5m2, rounding::upward, overflow::saturate>("e5m2");
+  check_chain<cpd::float8_e3m4, rounding::nearest_even, overflow::infinity>("e3m4");
+  check_chain<cpd::float8_e5m2fnuz, rounding::nearest_away, overflow::infinity>("e5m2fnuz");
+  check_chain<cpd::float6_e3m2fn, rounding::odd, overflow::infinity>("e3m2fn");
+  check_chain<cpd::float4_e2m1fn, rounding::nearest_even, overflow::saturate>("e2m1fn");
+  check_chain<cpd::float16, rounding::nearest_even, overflow::infinity>("fp16");
+  check_chain<cpd::float16, rounding::downward, overflow::infinity>("fp16");
+  check_chain<cpd::bfloat16, rounding::nearest_even, overflow::infinity>("bf16");
+  check_chain<cpd::bfloat16, rounding::nearest_even, overflow::saturate>("bf16");
+  check_chain<cpd::tfloat32, rounding::nearest_even, overflow::infinity>("tf32");
 }
 
 TEST_CASE("lanes: the generic loops and the AVX-512 bodies give the element-by-element results") {

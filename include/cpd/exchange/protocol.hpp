@@ -297,6 +297,35 @@ class summation {
     }
   }
 
+  /// The finished chain of the elements lo + j, j < len, over w workers in the order of x
+  /// (x[r] points at its worker's element lo): out[j] = finish of (load of x[0], then w - 1
+  /// adds), without Kahan and error feedback, in one fused pass with the sum in registers.
+  /// slow(at, m) makes out[at..at+m) where the pass stops (load, add and finish, as the
+  /// caller does them), and the pass goes on after them. False when the pass is not taken
+  /// (nothing done): then load, add and finish.
+  template <class Slow>
+  bool chain(const float* const* x, int w, std::size_t len, float* out, Slow&& slow) const {
+    if constexpr (!sr && float_sum_path<F, R> && std::is_same_v<Scale, pow2_scale>) {
+      float f1 = 0, f2 = 0;
+      if (kahan_ || !scale_factors(f1, f2)) return false;
+      const double inverse = sc_.inverse();
+      const float mean_w = mean_ ? static_cast<float>(w_) : 1.0f;
+      return hop_with_fallback(
+          len,
+          [&](std::size_t at, std::size_t m) {
+            if (at == 0) return hop_chain_round<F, R, O>(x, w, f1, f2, inverse, mean_w, out, m);
+            static thread_local std::vector<const float*> p;
+            p.resize(static_cast<std::size_t>(w));
+            for (int r = 0; r < w; ++r) p[static_cast<std::size_t>(r)] = x[r] + at;
+            return hop_chain_round<F, R, O>(p.data(), w, f1, f2, inverse, mean_w, out + at, m);
+          },
+          std::forward<Slow>(slow));
+    } else {
+      (void)x, (void)w, (void)len, (void)out, (void)slow;
+      return false;
+    }
+  }
+
   /// Error feedback after load: res[j] = x[j] - unscale(q[j]).
   void feedback(const float* x, const float* q, std::size_t len, float* res) const noexcept {
     for (std::size_t j = 0; j < len; ++j) res[j] = x[j] - unscale<F, R, O>(q[j], sc_);

@@ -104,6 +104,7 @@ class allreduce_engine {
   /// Runs the elements [lo, hi) (any sub-range: the result does not depend on the split).
   void run(std::size_t lo, std::size_t hi) {
     std::vector<float> scratch(block * (opt_.kahan ? 2 : 1) * (static_cast<std::size_t>(levels_) + 3));
+    std::vector<const float*> pointers;  // (the fused chain's: one per worker)
     auto segments = [&](std::size_t parts, auto&& body) {
       for (std::size_t c = 0; c < parts; ++c) {
         const index_range r = partition(n_, parts, c);
@@ -114,12 +115,12 @@ class allreduce_engine {
     switch (opt_.algorithm) {
       case allreduce_algorithm::sequential:
       case allreduce_algorithm::all_gather:  // every rank sums as rank 0 does in sequential
-        segments(1, [&](std::size_t, std::size_t a, std::size_t b, float* m) { sequential(a, b, m); });
+        segments(1, [&](std::size_t, std::size_t a, std::size_t b, float* m) { sequential(a, b, m, pointers); });
         break;
       case allreduce_algorithm::ring:
       case allreduce_algorithm::pipelined_ring:  // the same roundings; only the schedule differs
         segments(static_cast<std::size_t>(w_),
-                 [&](std::size_t c, std::size_t a, std::size_t b, float* m) { ring(static_cast<int>(c), a, b, m); });
+                 [&](std::size_t c, std::size_t a, std::size_t b, float* m) { ring(static_cast<int>(c), a, b, m, pointers); });
         break;
       case allreduce_algorithm::two_step:
         segments(static_cast<std::size_t>(w_), [&](std::size_t c, std::size_t a, std::size_t b, float* m) {
@@ -149,31 +150,49 @@ class allreduce_engine {
     protocol_.finish(s, hi - lo, out_ + lo);
   }
 
-  void sequential(std::size_t lo, std::size_t hi, float* m) const noexcept {
-    float* s = m;
-    float* q = m + block;
-    float* c = m + 2 * block;
-    load(0, lo, hi, s);
-    std::fill(c, c + (hi - lo), 0.0f);
-    for (int r = 1; r < w_; ++r) {
-      load(r, lo, hi, q);
-      add(s, c, q, lo, hi, r - 1, 0);
+  /// out[lo, hi) = the finished chain of those elements over the workers first, first + 1,
+  /// ... (mod W), hop j adding worker first + j at step j - 1 as rank(j, worker) (the ring's
+  /// and the sequential order: the same roundings). Without Kahan and error feedback, the
+  /// protocol's fused pass (the sum in registers); else, and where it stops, load, add and
+  /// finish. (x: room for W pointers; m: scratch.)
+  template <class Rank>
+  void chain(int first, Rank&& rank, std::size_t lo, std::size_t hi, float* m, std::vector<const float*>& x) const {
+    if (!opt_.kahan && res_ == nullptr) {
+      x.resize(static_cast<std::size_t>(w_));
+      for (int j = 0; j < w_; ++j) x[static_cast<std::size_t>(j)] = x_[(first + j) % w_] + lo;
+      if (protocol_.chain(x.data(), w_, hi - lo, out_ + lo, [&](std::size_t at, std::size_t cnt) {
+            float t[3 * 16];
+            chain_by_hops(first, rank, lo + at, lo + at + cnt, t, 16);
+            finish(t, lo + at, lo + at + cnt);
+          }))
+        return;
     }
-    finish(s, lo, hi);
+    chain_by_hops(first, rank, lo, hi, m, block);
+    finish(m, lo, hi);
   }
 
-  void ring(int chunk, std::size_t lo, std::size_t hi, float* m) const noexcept {
+  /// The sums of chain by the protocol's load and add into m (scratch: s, q, c of `stride`
+  /// floats each).
+  template <class Rank>
+  void chain_by_hops(int first, Rank&& rank, std::size_t lo, std::size_t hi, float* m, std::size_t stride) const {
     float* s = m;
-    float* q = m + block;
-    float* c = m + 2 * block;
-    load(chunk, lo, hi, s);
-    std::fill(c, c + (hi - lo), 0.0f);
+    float* q = m + stride;
+    float* c = m + 2 * stride;
+    load(first, lo, hi, s);
+    if (opt_.kahan) std::fill(c, c + (hi - lo), 0.0f);
     for (int j = 1; j < w_; ++j) {
-      const int r = (chunk + j) % w_;
+      const int r = (first + j) % w_;
       load(r, lo, hi, q);
-      add(s, c, q, lo, hi, j - 1, r);
+      add(s, c, q, lo, hi, j - 1, rank(j, r));
     }
-    finish(s, lo, hi);
+  }
+
+  void sequential(std::size_t lo, std::size_t hi, float* m, std::vector<const float*>& x) const {
+    chain(0, [](int, int) { return 0; }, lo, hi, m, x);  // every hop rank 0's
+  }
+
+  void ring(int chunk, std::size_t lo, std::size_t hi, float* m, std::vector<const float*>& x) const {
+    chain(chunk, [](int, int r) { return r; }, lo, hi, m, x);  // hop j made by the rank it reaches
   }
 
   /// Chunk c is reduced by rank c: it adds q_0 .. q_{W-1} in rank order in the accumulator,

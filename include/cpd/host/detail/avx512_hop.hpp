@@ -10,7 +10,9 @@
 //   add_round    s = Q(s + q): the operands (values, or codes decoded by decode16),
 //                their float sum rounded to odd (TwoSum), and that rounded once to F
 //                by round16. A float sum rounded to odd and then to F is the exact sum
-//                rounded to F when F has at most 22 significand bits (p + 2 <= 24).
+//                rounded to F when F has at most 22 significand bits (p + 2 <= 24);
+//   chain_round  both over the w workers of an element in turn, the sum in registers
+//                (the simulation's ring and sequential orders).
 //
 // A NaN sum is the canonical +qNaN before it is rounded; round16 keeps it (ieee, fn,
 // fnuz), so every NaN result is the protocol's canonical one. What the passes do not
@@ -69,6 +71,63 @@ struct hop_kernel {
     return _mm512_mask_cmpge_epu32_mask(m, a, thr) != 0;
   }
 
+  /// odd_sum16's threshold for the threshold thr.
+  template <bool Exact>
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i sum_threshold(__m512i thr) noexcept {
+    return Exact ? thr : _mm512_sub_epi32(thr, splat(1u));
+  }
+
+  /// Keeps eight vectors in registers (GCC would otherwise build some of them again where
+  /// they are used, from immediates).
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void registers(__m512i& a, __m512i& b, __m512i& c, __m512i& d,
+                                                            __m512i& e, __m512i& f, __m512i& g,
+                                                            __m512i& h) noexcept {
+    __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d), "+v"(e), "+v"(f), "+v"(g), "+v"(h));
+  }
+
+  /// v = x * f1 * f2 (16 floats, lanes m), true when every product is the exact value
+  /// scale_round rounds: a normal float (or x zero), below F's smaller overflow threshold
+  /// (not inf or NaN either).
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE bool scaled16(const vconsts& c, __m512 xv, __m512 v1, __m512 v2,
+                                                           __m512i tiny, __m512i thr, __mmask16 m,
+                                                           __m512i& v) noexcept {
+    v = _mm512_castps_si512(_mm512_mul_ps(_mm512_mul_ps(xv, v1), v2));
+    const __m512i a = _mm512_and_si512(v, c.abs_mask);
+    // One unsigned compare finds every product outside [tiny, thr) (below tiny, a - tiny
+    // wraps around); only then the exact test, which lets zeros of zero x through. (thr <=
+    // inf's bits: a product that overflowed float, or inf or NaN, is special too.)
+    if (_mm512_mask_cmpge_epu32_mask(m, _mm512_sub_epi32(a, tiny), _mm512_sub_epi32(thr, tiny)) == 0) return true;
+    const __mmask16 inexact = _mm512_mask_cmplt_epu32_mask(m, a, tiny) &
+                              _mm512_test_epi32_mask(_mm512_castps_si512(xv), c.abs_mask);
+    return inexact == 0 && !special(a, thr, m);
+  }
+
+  /// t = the float sum x + y rounded to odd (Exact: every sum of two values of F is a float,
+  /// the sum itself), true when no sum of lanes m reaches the smaller overflow threshold
+  /// (F's overflow, float's, inf or NaN), before or after the odd step. sum_thr is
+  /// sum_threshold(thr): the odd step moves |u| by at most one unit in its bits, so |t| >=
+  /// thr only where |u| >= thr - 1, tested instead (a few more 16 values left to the
+  /// caller).
+  template <bool Exact>
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE bool odd_sum16(const vconsts& c, __m512 x, __m512 y, __m512i sum_thr,
+                                                            __mmask16 m, __m512i& t) noexcept {
+    const __m512 sum = _mm512_add_ps(x, y);
+    const __m512i u = _mm512_castps_si512(sum);
+    t = u;
+    if constexpr (!Exact) {
+      const __m512 bb = _mm512_sub_ps(sum, x);
+      const __m512 err = _mm512_add_ps(_mm512_sub_ps(x, _mm512_sub_ps(sum, bb)), _mm512_sub_ps(y, bb));
+      const __m512i e = _mm512_castps_si512(err);
+      // Inexact and even: one ulp toward the exact sum (err's sign against the sum's).
+      const __mmask16 fix = _mm512_test_epi32_mask(e, c.abs_mask) & _mm512_testn_epi32_mask(u, c.one);
+      if (fix != 0) {
+        const __m512i dir = _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(e, u), 31), c.one);
+        t = _mm512_mask_add_epi32(u, fix, u, dir);
+      }
+    }
+    return !special(_mm512_and_si512(u, c.abs_mask), sum_thr, m);
+  }
+
   /// q[j] = Q(x[j] * f1 * f2) by rounding method H, for the j below the returned count: n,
   /// or the start of the first 16 values where some product is not an exact normal float
   /// (x[j] nonzero), overflows F, or is inf or NaN.
@@ -84,13 +143,8 @@ struct hop_kernel {
       _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(x + j) +
                                                  tuning::prefetch_distance * sizeof(float)),
                    _MM_HINT_T0);
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + j);
-      const __m512i v = _mm512_castps_si512(_mm512_mul_ps(_mm512_mul_ps(xv, v1), v2));
-      const __m512i a = _mm512_and_si512(v, c.abs_mask);
-      // (thr <= inf's bits: a product that overflowed float, or inf or NaN, is special too)
-      const __mmask16 inexact = _mm512_mask_cmplt_epu32_mask(m, a, tiny) &
-                                _mm512_test_epi32_mask(_mm512_castps_si512(xv), c.abs_mask);
-      if (inexact != 0 || special(a, thr, m)) return j;
+      __m512i v;
+      if (!scaled16(c, _mm512_maskz_loadu_ps(m, x + j), v1, v2, tiny, thr, m, v)) return j;
       store16<Out>::masked(q + j, m, round16<R, K, H, codes, false>(c, v, zero));
     }
     return n;
@@ -106,29 +160,60 @@ struct hop_kernel {
     const vconsts c = kernel<R, K, Out>{p, false, {}}.template make_consts<H>();
     const __m512i thr = splat(p.thr[0] < p.thr[1] ? p.thr[0] : p.thr[1]);
     const __m128i d0 = _mm_cvtsi32_si128(dp.d0);
+    const __m512i sum_thr = sum_threshold<Exact>(thr);
     const __m512i zero = _mm512_setzero_si512();
     for (std::size_t j = 0; j < n; j += 16) {
       const __mmask16 m = head(n - j);
       const __m512i xi = operand<D>(s + j, m, d0), yi = operand<D>(q + j, m, d0);
       const __m512 x = _mm512_castsi512_ps(xi), y = _mm512_castsi512_ps(yi);
-      const __m512 sum = _mm512_add_ps(x, y);
-      const __m512i u = _mm512_castps_si512(sum);
-      __m512i t = u;
-      if constexpr (!Exact) {
-        const __m512 bb = _mm512_sub_ps(sum, x);
-        const __m512 err = _mm512_add_ps(_mm512_sub_ps(x, _mm512_sub_ps(sum, bb)), _mm512_sub_ps(y, bb));
-        const __m512i e = _mm512_castps_si512(err);
-        // Inexact and even: one ulp toward the exact sum (err's sign against the sum's).
-        const __mmask16 fix = _mm512_test_epi32_mask(e, c.abs_mask) & _mm512_testn_epi32_mask(u, c.one);
-        if (fix != 0) {
-          const __m512i dir = _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(e, u), 31), c.one);
-          t = _mm512_mask_add_epi32(u, fix, u, dir);
-        }
-      }
-      // (a sum at or above the threshold, before or after the odd step: F's overflow,
-      // float's, inf or NaN)
-      if (special(_mm512_max_epu32(_mm512_and_si512(u, c.abs_mask), _mm512_and_si512(t, c.abs_mask)), thr, m)) return j;
+      __m512i t;
+      if (!odd_sum16<Exact>(c, x, y, sum_thr, m, t)) return j;
       store16<Out>::masked(s + j, m, round16<R, K, H, codes, false>(c, t, zero));
+    }
+    return n;
+  }
+
+  /// The chain of one element over w workers with the sum held in registers:
+  /// s[j] = Q(...Q(Q(x[0][j] f) + Q(x[1][j] f))... + Q(x[w-1][j] f)) with f = f1 * f2, i.e.
+  /// scale_round of each worker's value and add_round in worker order, for the j below the
+  /// returned count: n, or the start of the first 16 values where scale_round or add_round
+  /// would stop for some worker (nothing of those 16 is stored). Values only. The sums
+  /// go out finished: out[j] = float(double(s[j]) * inverse), divided by mean_w when it is
+  /// not 1 (finish's unscaling; a sum here is finite, so no NaN to make canonical). (The
+  /// simulation's ring and sequential orders: the sums never go through memory.)
+  template <method H, bool Exact>
+  CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE std::size_t chain_round(const float* const* x, int w,
+                                                                            float f1, float f2, double inverse,
+                                                                            float mean_w, float* out,
+                                                                            std::size_t n) const noexcept {
+    static_assert(!codes, "hop_kernel::chain_round: values only");
+    vconsts c = kernel<R, K, Out>{p, false, {}}.template make_consts<H>();
+    __m512i thr = splat(p.thr[0] < p.thr[1] ? p.thr[0] : p.thr[1]);
+    __m512 v1 = _mm512_set1_ps(f1), v2 = _mm512_set1_ps(f2);
+    __m512i tiny = splat(0x00800000u);
+    const __m512i zero = _mm512_setzero_si512();
+    // (GCC rebuilds these constants in the loop, two instructions each time, unless told
+    // that they are not constants)
+    if constexpr (H == method::integer) registers(c.abs_mask, c.sign_mask, c.one, c.low, c.half_minus_one, c.lsb_mask, thr, tiny);
+    else registers(c.abs_mask, c.sign_mask, c.exp_mask, c.one, c.emin_bits, c.c_shift, thr, tiny);
+    __m512i sum_thr = sum_threshold<Exact>(thr);
+    __asm__("" : "+v"(v1), "+v"(v2), "+v"(sum_thr));
+    const unscaler u(inverse, mean_w);
+    for (std::size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = head(n - j);
+      __m512i v;
+      if (!scaled16(c, _mm512_maskz_loadu_ps(m, x[0] + j), v1, v2, tiny, thr, m, v)) return j;
+      __m512i sum = round16<R, K, H, false, false>(c, v, zero);
+      for (int r = 1; r < w; ++r) {
+        if (!scaled16(c, _mm512_maskz_loadu_ps(m, x[r] + j), v1, v2, tiny, thr, m, v)) return j;
+        const __m512i q = round16<R, K, H, false, false>(c, v, zero);
+        __m512i t;
+        if (!odd_sum16<Exact>(c, _mm512_castsi512_ps(sum), _mm512_castsi512_ps(q), sum_thr, m, t)) return j;
+        sum = round16<R, K, H, false, false>(c, t, zero);
+      }
+      const __m512 r = u(_mm512_castsi512_ps(sum));
+      if (m == 0xFFFF) _mm512_storeu_ps(out + j, r);
+      else _mm512_mask_storeu_ps(out + j, m, r);
     }
     return n;
   }
@@ -146,17 +231,36 @@ struct hop_kernel {
                                                                  std::size_t n) const noexcept {
     static_assert(codes, "hop_kernel::finish: codes only");
     const __m128i d0 = _mm_cvtsi32_si128(dp.d0);
-    const __m512d inv = _mm512_set1_pd(inverse);
-    const int e = std::ilogb(inverse);
-    const int e2 = e < -126 ? -126 : e > 127 ? 127 : 0;
-    const bool in_float = e >= -252 && e <= 254;
-    const __m512 f1 = _mm512_set1_ps(in_float ? std::ldexp(1.0f, e - e2) : 1.0f),
-                 f2 = _mm512_set1_ps(std::ldexp(1.0f, e2));
-    const __m512 wv = _mm512_set1_ps(w), qnan = _mm512_castsi512_ps(splat(0x7FC00000u));
-    const bool divide = w != 1.0f;
+    const unscaler u(inverse, w);
+    const __m512 qnan = _mm512_castsi512_ps(splat(0x7FC00000u));
     for (std::size_t j = 0; j < n; j += 16) {
       const __mmask16 m = head(n - j);
-      const __m512 v = _mm512_castsi512_ps(operand<D>(s + j, m, d0));
+      __m512 r = u(_mm512_castsi512_ps(operand<D>(s + j, m, d0)));
+      r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), qnan);
+      if (m == 0xFFFF) _mm512_storeu_ps(out + j, r);
+      else _mm512_mask_storeu_ps(out + j, m, r);
+    }
+  }
+
+  /// float(double(v) * inverse), divided by w in float when w != 1 (see finish).
+  struct unscaler {
+    __m512d inv;
+    __m512 f1, f2, wv;
+    int e2;
+    bool in_float, divide;
+
+    CPD_TARGET_AVX512 CPD_ALWAYS_INLINE unscaler(double inverse, float w) noexcept {
+      const int e = std::ilogb(inverse);
+      e2 = e < -126 ? -126 : e > 127 ? 127 : 0;
+      in_float = e >= -252 && e <= 254;
+      inv = _mm512_set1_pd(inverse);
+      f1 = _mm512_set1_ps(in_float ? std::ldexp(1.0f, e - e2) : 1.0f);
+      f2 = _mm512_set1_ps(std::ldexp(1.0f, e2));
+      wv = _mm512_set1_ps(w);
+      divide = w != 1.0f;
+    }
+
+    CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512 operator()(__m512 v) const noexcept {
       __m512 r;
       if (in_float) {
         r = _mm512_mul_ps(v, f1);
@@ -167,11 +271,9 @@ struct hop_kernel {
         r = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
       }
       if (divide) r = _mm512_div_ps(r, wv);
-      r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), qnan);
-      if (m == 0xFFFF) _mm512_storeu_ps(out + j, r);
-      else _mm512_mask_storeu_ps(out + j, m, r);
+      return r;
     }
-  }
+  };
 };
 
 #endif  // CPD_FAST_KERNELS
@@ -239,6 +341,25 @@ std::size_t hop_scale_round(const float* x, float f1, float f2, Out* q, std::siz
   }
 #endif
   (void)x, (void)f1, (void)f2, (void)q, (void)n;
+  return hop_not_taken;
+}
+
+/// out[j] = the chain of element j over w workers, finished (see hop_kernel::chain_round),
+/// for F through the fused pass, for the j below the returned count (hop_not_taken when
+/// not taken).
+template <class F, rounding R, overflow O>
+std::size_t hop_chain_round(const float* const* x, int w, float f1, float f2, double inverse, float mean_w,
+                            float* out, std::size_t n) noexcept {
+#if CPD_FAST_KERNELS
+  constexpr encoding_kind K = F::encoding::kind;
+  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu) {
+    if (!hop_kernel_takes<F, R, float>()) return hop_not_taken;
+    constexpr fast::method H = fast::method_for<R>(F::spec);  // (make_plan's, for F known here)
+    const fast::hop_kernel<R, K, float> k{fast::cached_plan<R, O>(F::spec, 32), {}};
+    return k.template chain_round<H, (pair_sum_bits<F> <= 24)>(x, w, f1, f2, inverse, mean_w, out, n);
+  }
+#endif
+  (void)x, (void)w, (void)f1, (void)f2, (void)inverse, (void)mean_w, (void)out, (void)n;
   return hop_not_taken;
 }
 
