@@ -91,6 +91,7 @@ set(CPD_HEADERS
   include/cpd/mx.hpp
   include/cpd/nccl.cuh
   include/cpd/pack.hpp
+  include/cpd/perf_model.hpp
   include/cpd/random.hpp
   include/cpd/reduce.hpp
   include/cpd/reduce/gemm.hpp

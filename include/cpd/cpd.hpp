@@ -4,7 +4,8 @@
 // The whole host library without optional dependencies, layer by layer (the
 // folders of include/cpd, docs/architecture.md): formats and rounding (core/),
 // bulk kernels and packing (host/), scaling (scaling/), low-precision reduction
-// (reduce/), the exchange and gradient codecs (exchange/). MPI, Thrust, CUDA and
+// (reduce/), the exchange and gradient codecs (exchange/), and the performance
+// model of the exchange (perf_model.hpp). MPI, Thrust, CUDA and
 // NCCL have their own entry points: <cpd/mpi.hpp>, <cpd/thrust.hpp>,
 // <cpd/cuda.cuh>, <cpd/nccl.cuh>.
 
@@ -31,3 +32,5 @@
 
 #include <cpd/exchange/codec.hpp>
 #include <cpd/exchange/simulate.hpp>
+
+#include <cpd/perf_model.hpp>
