@@ -10,7 +10,10 @@
 
 #include "train/output.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <fstream>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +61,18 @@ const char* help_text =
     "  --csv FILE              every row as CSV\n"
     "  --plot FILE             PNG of the predicted speedup against workers (needs gnuplot)\n"
     "  --help                  this text\n"
+    "\n"
+    "Validation against measurements (bench_mpi_allreduce --csv on the network lab):\n"
+    "  --validate FILE,...     predict every row of these CSVs (fp32 MPI_Allreduce and every\n"
+    "                          cpd algorithm; W from the ranks column, N from the bytes, the link\n"
+    "                          from a token like 10gbit in the label) and print measured,\n"
+    "                          predicted and the error of each; --csv writes those rows\n"
+    "  --lab-bandwidth R=G,... the bandwidth measured on link R (netlab_pingpong), e.g.\n"
+    "                          10gbit=9.5 (default: the nominal rate)\n"
+    "  --cores C               the machine's cores, shared by all ranks: each rank's codec\n"
+    "                          gets min(1, C/W) of a core\n"
+    "  --host-gbit H           what the machine's network stack sends in all, Gbit/s, shared\n"
+    "                          by all ranks: each rank's link gives at most H/W\n"
     "\n"
     "Codec costs without --codec-ns (measured on a 2-vCPU AMD EPYC VM, one thread,\n"
     "bench/bench_exchange_passes, ns per value):\n";
@@ -154,6 +169,10 @@ struct options {
   int tensors = 1;
   bool aps = true, help = false;
   std::string csv, plot;
+  // --validate: lab measurements to compare with the model
+  std::vector<std::string> validate;
+  std::map<std::string, double> lab_gbit;  // rate token of a label ("10gbit") -> measured Gbit/s
+  std::optional<double> cores, host_gbit;
 };
 
 std::string canonical(const std::string& name) {
@@ -236,6 +255,22 @@ options parse(int argc, char** argv) {
     } else if (a == "--segment-kib") {
       o.segment_kib = parse_number(a, v);
       if (!(o.segment_kib > 0)) throw usage_error("--segment-kib must be positive");
+    } else if (a == "--validate") {
+      o.validate = split(v, ',');
+    } else if (a == "--lab-bandwidth") {
+      for (const std::string& item : split(v, ',')) {
+        const std::size_t eq = item.find('=');
+        if (eq == std::string::npos || eq == 0) throw usage_error("--lab-bandwidth: '" + item + "' is not RATE=GBIT");
+        const double g = parse_number(a, item.substr(eq + 1));
+        if (!(g > 0)) throw usage_error("--lab-bandwidth: bandwidths must be positive");
+        o.lab_gbit[item.substr(0, eq)] = g;
+      }
+    } else if (a == "--host-gbit") {
+      o.host_gbit = parse_number(a, v);
+      if (!(*o.host_gbit > 0)) throw usage_error("--host-gbit must be positive");
+    } else if (a == "--cores") {
+      o.cores = parse_number(a, v);
+      if (!(*o.cores >= 1)) throw usage_error("--cores must be at least 1");
     } else if (a == "--csv") {
       o.csv = v;
     } else if (a == "--plot") {
@@ -372,6 +407,126 @@ int run(const options& o) {
   return 0;
 }
 
+/// One measurement of a bench_mpi_allreduce CSV.
+struct measurement {
+  std::string label, method;
+  int ranks = 0;
+  double bytes = 0, seconds = 0;
+};
+
+std::vector<measurement> read_measurements(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw train::io_error("--validate " + path + ": cannot open");
+  std::string line;
+  if (!std::getline(f, line) || line.rfind("label,ranks,bytes,method,seconds", 0) != 0)
+    throw usage_error("--validate " + path + ": not a bench_mpi_allreduce CSV (no label,ranks,bytes,method,seconds header)");
+  std::vector<measurement> rows;
+  int number = 1;
+  while (std::getline(f, line)) {
+    ++number;
+    if (line.empty()) continue;
+    const std::vector<std::string> c = split(line, ',');
+    if (c.size() < 5) throw usage_error("--validate " + path + ":" + std::to_string(number) + ": too few fields");
+    measurement m;
+    m.label = c[0];
+    m.method = c[3];
+    try {
+      m.ranks = std::stoi(c[1]);
+      m.bytes = std::stod(c[2]);
+      m.seconds = std::stod(c[4]);
+    } catch (const std::exception&) {
+      throw usage_error("--validate " + path + ":" + std::to_string(number) + ": not a number");
+    }
+    rows.push_back(m);
+  }
+  return rows;
+}
+
+/// The link token of a label ("W=2 10gbit" -> "10gbit"), or "".
+std::string rate_token(const std::string& label) {
+  for (std::size_t i = 0; i < label.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(label[i])) || (i > 0 && std::isdigit(static_cast<unsigned char>(label[i - 1]))))
+      continue;
+    std::size_t j = i;
+    while (j < label.size() && (std::isdigit(static_cast<unsigned char>(label[j])) || label[j] == '.')) ++j;
+    if (label.compare(j, 4, "gbit") == 0 || label.compare(j, 4, "mbit") == 0) return label.substr(i, j + 4 - i);
+  }
+  return "";
+}
+
+int validate(const options& o) {
+  std::optional<train::output_file> csv;
+  if (!o.csv.empty()) csv.emplace("--csv", o.csv);
+  std::string out = "label,ranks,mib,method,measured_s,predicted_s,error,link_share\n";
+  std::printf("%-24s %5s %6s %-24s %12s %12s %8s %6s\n", "label", "W", "MiB", "method", "measured ms", "model ms",
+              "error", "link");
+  std::vector<double> link_errors, cpu_errors;
+  for (const std::string& path : o.validate) {
+    for (const measurement& m : read_measurements(path)) {
+      // the method: "fp32 MPI_Allreduce" or "<format> <algorithm>"
+      const std::size_t sp = m.method.find(' ');
+      if (sp == std::string::npos) continue;
+      const std::string fname = m.method.substr(0, sp), aname = m.method.substr(sp + 1);
+      perf::algorithm a;
+      perf::codec_costs c;
+      perf::problem p;
+      if (m.method == "fp32 MPI_Allreduce") {
+        a = perf::algorithm::mpi_fp32;
+        p.code_bytes = 4;
+      } else {
+        try {
+          a = perf::parse_algorithm(aname);
+        } catch (const std::invalid_argument&) {
+          continue;  // memcpy, the hand-written fp32 ring, native: not modelled
+        }
+        const auto f = cpd::format::try_parse(fname);
+        const perf::codec_costs* mc = f ? perf::measured_codec(f->name()) : nullptr;
+        if (!mc) continue;
+        c = *mc;
+        p.code_bytes = f->bits() / 8.0;
+      }
+      c.float_add = perf::measured_float_add();
+      const std::string rate = rate_token(m.label);
+      if (rate.empty()) throw usage_error("--validate " + path + ": no link rate (like 10gbit) in label '" + m.label + "'");
+      double gbit = std::stod(rate) * (rate.find("mbit") != std::string::npos ? 1e-3 : 1.0);
+      const auto lb = o.lab_gbit.find(rate);
+      if (lb != o.lab_gbit.end()) gbit = lb->second;
+      if (o.host_gbit) gbit = std::min(gbit, *o.host_gbit / m.ranks);
+      p.values = m.bytes / 4;
+      p.workers = m.ranks;
+      p.cpu_share = o.cores ? std::min(1.0, *o.cores / m.ranks) : 1.0;
+      const perf::estimate e = perf::predict(a, p, perf::network::link(gbit, o.latency_us), c);
+      const double err = (e.allreduce - m.seconds) / m.seconds;
+      const double link_share = e.allreduce > 0 ? (e.latency + e.transfer) / e.allreduce : 0;
+      (link_share >= 0.5 ? link_errors : cpu_errors).push_back(std::fabs(err));
+      std::printf("%-24s %5d %6.0f %-24s %12.2f %12.2f %+7.0f%% %5.0f%%\n", m.label.c_str(), m.ranks,
+                  m.bytes / 1048576, m.method.c_str(), m.seconds * 1e3, e.allreduce * 1e3, err * 100, link_share * 100);
+      out += m.label + "," + std::to_string(m.ranks) + "," + fmt("%.0f", m.bytes / 1048576) + "," + m.method + "," +
+             fmt("%.6g", m.seconds) + "," + fmt("%.6g", e.allreduce) + "," + fmt("%.4f", err) + "," +
+             fmt("%.3f", link_share) + "\n";
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto within = [](const std::vector<double>& v, double t) {
+    std::size_t k = 0;
+    for (double x : v) k += x <= t;
+    return k;
+  };
+  std::printf("\nlink-bound rows (the model's wire share >= 50%%): %zu, median |error| %.0f%%, within 20%%: %zu\n",
+              link_errors.size(), median(link_errors) * 100, within(link_errors, 0.2));
+  std::printf("codec-bound rows: %zu, median |error| %.0f%%, within 20%%: %zu\n", cpu_errors.size(),
+              median(cpu_errors) * 100, within(cpu_errors, 0.2));
+  if (csv) {
+    csv->write(out);
+    csv->close();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -381,7 +536,7 @@ int main(int argc, char** argv) {
       std::cout << help_text << costs_text();
       return 0;
     }
-    return run(o);
+    return o.validate.empty() ? run(o) : validate(o);
   } catch (const usage_error& e) {
     std::cerr << "cpd-model: " << e.what() << "\n";
     return 2;

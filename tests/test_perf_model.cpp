@@ -83,6 +83,10 @@ TEST_CASE("perf model: each algorithm's terms, worked out by hand") {
   CHECK(e.statistics == 0);
   CHECK(e.step == doctest::Approx(0.1 + 6e-5 + 6e-3 + 12e-3));
   CHECK(perf::scaling(e, p) == doctest::Approx(4 * 0.1 / e.step));
+
+  // ranks that share cores: the codec takes 1 / cpu_share as long
+  p.cpu_share = 0.5;
+  CHECK(perf::predict(perf::algorithm::ring, p, net, costs()).codec == doctest::Approx(24e-3));
 }
 
 TEST_CASE("perf model: fp32 MPI_Allreduce is the fastest textbook algorithm") {
@@ -149,6 +153,11 @@ TEST_CASE("perf model: bad input is an error, never a number") {
   perf::codec_costs c = costs();
   c.add = std::nan("");
   CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, c), std::invalid_argument);
+  p = problem(1e6, 2);
+  p.cpu_share = 0;
+  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
+  p.cpu_share = 1.5;
+  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
   CHECK_THROWS_AS((void)perf::parse_algorithm("tree"), std::invalid_argument);
   CHECK(perf::parse_algorithm("pipelined_ring") == perf::algorithm::pipelined_ring);
   CHECK(perf::parse_algorithm("fp32") == perf::algorithm::mpi_fp32);
@@ -239,6 +248,31 @@ TEST_CASE("cpd-model: the table, the CSV and clear errors") {
     CHECK(r.status == 2);
     CHECK(r.out.find("cpd-model: ") != std::string::npos);
   }
+  // --validate: a bench_mpi_allreduce CSV, the rows it can model, their errors
+  const std::string lab = "/tmp/cpd-model-lab-" + std::to_string(::getpid()) + ".csv";
+  {
+    std::ofstream l(lab);
+    l << "label,ranks,bytes,method,seconds,gradient_bytes_per_second,codec_share,codec_cpu_seconds,wire_bytes_per_rank\n"
+         "W=2 10gbit,2,16777216,memcpy (yardstick),0.0027,0,0,0,0\n"
+         "W=2 10gbit,2,16777216,fp32 MPI_Allreduce,0.016,0,0,0,16777216\n"
+         "W=2 10gbit,2,16777216,e4m3fn ring,0.0078,0,0,0,4194304\n";
+  }
+  r = run("--validate " + lab + " --lab-bandwidth 10gbit=9.5 --latency 11");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("e4m3fn ring") != std::string::npos);
+  CHECK(r.out.find("memcpy") == std::string::npos);
+  CHECK(r.out.find("link-bound rows") != std::string::npos);
+  {
+    std::ofstream l(lab);
+    l << "label,ranks,bytes,method,seconds\nno rate here,2,16777216,e4m3fn ring,0.0078\n";
+  }
+  r = run("--validate " + lab);
+  CHECK(r.status == 2);
+  CHECK(r.out.find("no link rate") != std::string::npos);
+  std::remove(lab.c_str());
+  r = run("--validate /nonexistent-dir/lab.csv");
+  CHECK(r.status == 1);
+
   r = run("--workers 2 --csv /nonexistent-dir/x.csv");
   CHECK(r.status == 1);
   CHECK(r.out.find("/nonexistent-dir/x.csv") != std::string::npos);

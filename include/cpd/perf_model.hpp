@@ -99,6 +99,9 @@ struct problem {
   bool aps = true;              ///< APS: one small statistics allreduce before the exchange
   double compute = 0;           ///< seconds of forward, backward and update per step
   double segment_bytes = 262144;  ///< pipelined_ring: bytes per segment (options::segment_bytes)
+  /// The share of a core each rank's codec gets (1: a core of its own; on the network lab
+  /// W ranks share C cores: C / W). The codec's time is divided by it.
+  double cpu_share = 1;
 };
 
 /// The predicted time of one step, by term (seconds; bytes per rank).
@@ -123,6 +126,8 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
   if (bad(p.compute)) throw std::invalid_argument("cpd::perf: the compute time must be non-negative");
   if (!(p.segment_bytes > 0) || bad(p.segment_bytes))
     throw std::invalid_argument("cpd::perf: segment_bytes must be positive");
+  if (!(p.cpu_share > 0) || p.cpu_share > 1 || bad(p.cpu_share))
+    throw std::invalid_argument("cpd::perf: cpu_share must be in (0, 1]");
   if (bad(n.alpha) || bad(n.beta)) throw std::invalid_argument("cpd::perf: alpha and beta must be non-negative");
   if (bad(c.encode) || bad(c.add) || bad(c.accumulate) || bad(c.finish) || bad(c.float_add))
     throw std::invalid_argument("cpd::perf: codec costs must be non-negative");
@@ -170,7 +175,7 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
   const double chunk = n / w;  // values per chunk of the ring's schedule
   estimate e;
   if (a == algorithm::mpi_fp32) {
-    e = detail::mpi_fp32(n, w, net, c.float_add);
+    e = detail::mpi_fp32(n, w, net, c.float_add / p.cpu_share);
   } else {
     // APS: (3 + tensors) floats, allreduced by recursive doubling (latency-bound)
     if (p.aps && w > 1) e.statistics = detail::log2_ceil(w) * (net.alpha + (3.0 + p.tensors) * 4 * net.beta);
@@ -200,6 +205,7 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
         break;
       case algorithm::mpi_fp32: break;
     }
+    e.codec /= p.cpu_share;
     const double wire = e.latency + e.transfer;
     if (a == algorithm::pipelined_ring && w > 1) {
       // Coding overlaps the transfer segment by segment: the longer of the two, plus one

@@ -5,9 +5,14 @@
 //   bandwidth: rank 0 streams --message-bytes messages to rank 1 for --seconds, rank 1
 //              acknowledges the last; bandwidth = payload bits / time (TCP/IP headers and
 //              the acknowledgement's round trip are not counted, so it reads a few percent
-//              below the link rate).
+//              below the link rate);
+//   exchange:  ranks 0 and 1 send each other --message-bytes messages at once
+//              (MPI_Sendrecv) for --seconds, as every step of a ring allreduce does;
+//              exchange = payload bits one way / time: the beta of the performance
+//              model (<cpd/perf_model.hpp>), whose links carry both directions at once.
 // Prints one line that scripts parse:
 //   netlab_pingpong: ranks=2 alpha_us=... bandwidth_gbit=... beta_ns_per_byte=... messages=... bytes=...
+//     exchange_gbit=... exchange_beta_ns_per_byte=...
 // and, with --expect-gbit R, exits 1 unless the bandwidth is in [0.5 R, 1.1 R].
 //
 //   mpiexec -n 2 netlab_pingpong [--seconds S] [--message-bytes B] [--expect-gbit R]
@@ -82,6 +87,24 @@ std::vector<double> bandwidth(int rank, int peer, double seconds, std::size_t by
   return {0, 0, 0};
 }
 
+/// Ranks 0 and 1 exchange messages for `seconds` (rank 0 decides when to stop, in the
+/// first byte of its message); returns {seconds, bytes one way} on rank 0.
+std::vector<double> exchange(int rank, int peer, double seconds, std::size_t bytes) {
+  if (rank > 1) return {0, 0};
+  std::vector<unsigned char> out(bytes, 0), in(bytes, 0);
+  MPI_Sendrecv(out.data(), 1, MPI_BYTE, peer, 4, in.data(), 1, MPI_BYTE, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  const double t0 = MPI_Wtime();
+  double moved = 0;
+  for (long k = 0; k < 10000000; ++k) {
+    out[0] = rank == 0 ? (MPI_Wtime() - t0 < seconds ? 1 : 0) : 1;
+    MPI_Sendrecv(out.data(), static_cast<int>(bytes), MPI_BYTE, peer, 5, in.data(), static_cast<int>(bytes), MPI_BYTE,
+                 peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    moved += static_cast<double>(bytes);
+    if ((rank == 0 ? out[0] : in[0]) == 0) break;
+  }
+  return {MPI_Wtime() - t0, moved};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,11 +133,13 @@ int main(int argc, char** argv) {
   const int peer = rank == 0 ? 1 : 0;
   const double alpha = latency(rank, peer, std::min(0.2, seconds / 4));
   const std::vector<double> bw = bandwidth(rank, peer, seconds, static_cast<std::size_t>(message));
+  const std::vector<double> ex = exchange(rank, peer, seconds, static_cast<std::size_t>(message));
   if (rank == 0) {
     const double gbit = bw[1] * 8 / bw[0] / 1e9;
     std::printf("netlab_pingpong: ranks=%d alpha_us=%.2f bandwidth_gbit=%.4f beta_ns_per_byte=%.5f messages=%.0f "
-                "bytes=%.0f\n",
-                size, alpha * 1e6, gbit, bw[0] / bw[1] * 1e9, bw[2], bw[1]);
+                "bytes=%.0f exchange_gbit=%.4f exchange_beta_ns_per_byte=%.5f\n",
+                size, alpha * 1e6, gbit, bw[0] / bw[1] * 1e9, bw[2], bw[1], ex[1] * 8 / ex[0] / 1e9,
+                ex[0] / ex[1] * 1e9);
     if (expect > 0 && !(gbit >= 0.5 * expect && gbit <= 1.1 * expect)) {
       std::printf("netlab_pingpong: %.4f Gbit/s is outside [0.5, 1.1] x the expected %.4f\n", gbit, expect);
       rc = 1;
