@@ -390,9 +390,12 @@ int run(const options& o) {
               o.gbit, o.latency_us, o.compute_ms, o.aps ? ", APS" : "");
   std::printf("%8s  %-10s %-15s %13s %13s %9s %9s %12s\n", "workers", "format", "algorithm", "allreduce ms",
               "step ms", "speedup", "scaling", "MB sent/rank");
-  for (const row& r : rows)
-    std::printf("%8d  %-10s %-15s %13.3f %13.3f %8.2fx %8.1fx %12.2f\n", r.workers, r.format.c_str(),
-                r.algorithm.c_str(), r.e.allreduce * 1e3, r.e.step * 1e3, r.speedup, r.scaling, r.e.bytes_sent / 1e6);
+  for (const row& r : rows) {
+    // (the scaling over one worker means nothing without compute)
+    const std::string scaling = o.compute_ms > 0 ? fmt("%8.1fx", r.scaling) : "        -";
+    std::printf("%8d  %-10s %-15s %13.3f %13.3f %8.2fx %s %12.2f\n", r.workers, r.format.c_str(), r.algorithm.c_str(),
+                r.e.allreduce * 1e3, r.e.step * 1e3, r.speedup, scaling.c_str(), r.e.bytes_sent / 1e6);
+  }
   if (csv) {
     csv->write(csv_text(rows));
     csv->close();
