@@ -16,6 +16,8 @@
 //
 // Everything is in seconds and bytes; the model is a pure function (no I/O).
 
+#include <cpd/core/detail/error.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -34,9 +36,9 @@ struct network {
   /// A link of `gbit_per_s` Gbit/s (10^9 bits) with a latency of `latency_us` microseconds.
   [[nodiscard]] static network link(double gbit_per_s, double latency_us) {
     if (!(gbit_per_s > 0) || !std::isfinite(gbit_per_s))
-      throw std::invalid_argument("cpd::perf::network: the bandwidth must be a positive number of Gbit/s");
+      cpd::detail::fail_invalid("cpd::perf::network: the bandwidth must be a positive number of Gbit/s");
     if (!(latency_us >= 0) || !std::isfinite(latency_us))
-      throw std::invalid_argument("cpd::perf::network: the latency must be a non-negative number of microseconds");
+      cpd::detail::fail_invalid("cpd::perf::network: the latency must be a non-negative number of microseconds");
     return {latency_us * 1e-6, 8.0 / (gbit_per_s * 1e9)};
   }
 };
@@ -56,9 +58,9 @@ struct codec_costs {
   /// These costs scaled so that ring2() is `seconds` (the split between the passes kept).
   [[nodiscard]] codec_costs scaled_to(double seconds) const {
     const double r = ring2();
-    if (!(r > 0)) throw std::invalid_argument("cpd::perf::codec_costs::scaled_to: no costs to scale");
+    if (!(r > 0)) cpd::detail::fail_invalid("cpd::perf::codec_costs::scaled_to: no costs to scale");
     if (!(seconds >= 0) || !std::isfinite(seconds))
-      throw std::invalid_argument("cpd::perf::codec_costs::scaled_to: the cost must be a non-negative number");
+      cpd::detail::fail_invalid("cpd::perf::codec_costs::scaled_to: the cost must be a non-negative number");
     const double f = seconds / r;
     return {encode * f, add * f, accumulate * f, finish * f, float_add};
   }
@@ -86,7 +88,7 @@ enum class algorithm { mpi_fp32, ring, pipelined_ring, two_step, all_gather };
                       algorithm::all_gather})
     if (s == name(a)) return a;
   if (s == "fp32") return algorithm::mpi_fp32;
-  throw std::invalid_argument("cpd::perf: unknown algorithm '" + std::string(s) +
+  cpd::detail::fail_invalid("cpd::perf: unknown algorithm '" + std::string(s) +
                               "' (mpi_fp32, ring, pipelined_ring, two_step, all_gather)");
 }
 
@@ -119,18 +121,18 @@ namespace detail {
 
 inline void check(const problem& p, const network& n, const codec_costs& c) {
   auto bad = [](double v) { return !(v >= 0) || !std::isfinite(v); };
-  if (bad(p.values)) throw std::invalid_argument("cpd::perf: the number of values must be non-negative");
-  if (p.workers < 1) throw std::invalid_argument("cpd::perf: the number of workers must be at least 1");
-  if (!(p.code_bytes > 0) || bad(p.code_bytes)) throw std::invalid_argument("cpd::perf: code_bytes must be positive");
-  if (p.tensors < 1) throw std::invalid_argument("cpd::perf: the number of tensors must be at least 1");
-  if (bad(p.compute)) throw std::invalid_argument("cpd::perf: the compute time must be non-negative");
+  if (bad(p.values)) cpd::detail::fail_invalid("cpd::perf: the number of values must be non-negative");
+  if (p.workers < 1) cpd::detail::fail_invalid("cpd::perf: the number of workers must be at least 1");
+  if (!(p.code_bytes > 0) || bad(p.code_bytes)) cpd::detail::fail_invalid("cpd::perf: code_bytes must be positive");
+  if (p.tensors < 1) cpd::detail::fail_invalid("cpd::perf: the number of tensors must be at least 1");
+  if (bad(p.compute)) cpd::detail::fail_invalid("cpd::perf: the compute time must be non-negative");
   if (!(p.segment_bytes > 0) || bad(p.segment_bytes))
-    throw std::invalid_argument("cpd::perf: segment_bytes must be positive");
+    cpd::detail::fail_invalid("cpd::perf: segment_bytes must be positive");
   if (!(p.cpu_share > 0) || p.cpu_share > 1 || bad(p.cpu_share))
-    throw std::invalid_argument("cpd::perf: cpu_share must be in (0, 1]");
-  if (bad(n.alpha) || bad(n.beta)) throw std::invalid_argument("cpd::perf: alpha and beta must be non-negative");
+    cpd::detail::fail_invalid("cpd::perf: cpu_share must be in (0, 1]");
+  if (bad(n.alpha) || bad(n.beta)) cpd::detail::fail_invalid("cpd::perf: alpha and beta must be non-negative");
   if (bad(c.encode) || bad(c.add) || bad(c.accumulate) || bad(c.finish) || bad(c.float_add))
-    throw std::invalid_argument("cpd::perf: codec costs must be non-negative");
+    cpd::detail::fail_invalid("cpd::perf: codec costs must be non-negative");
 }
 
 /// ceil(log2(w)) for w >= 1.
