@@ -62,6 +62,12 @@ const char* help_text =
     "  --plot FILE             PNG of the predicted speedup against workers (needs gnuplot)\n"
     "  --help                  this text\n"
     "\n"
+    "All ranks on one machine (the network lab), here and with --validate:\n"
+    "  --cores C               the machine's cores, shared by all ranks: each rank's codec\n"
+    "                          gets min(1, C/W) of a core\n"
+    "  --host-gbit H           what the machine's network stack sends in all, Gbit/s, shared\n"
+    "                          by all ranks: each rank's link gives at most H/W\n"
+    "\n"
     "Validation against measurements (bench_mpi_allreduce --csv on the network lab):\n"
     "  --validate FILE,...     predict every row of these CSVs (fp32 MPI_Allreduce and every\n"
     "                          cpd algorithm; W from the ranks column, N from the bytes, the link\n"
@@ -69,10 +75,6 @@ const char* help_text =
     "                          predicted and the error of each; --csv writes those rows\n"
     "  --lab-bandwidth R=G,... the bandwidth measured on link R (netlab_pingpong), e.g.\n"
     "                          10gbit=9.5 (default: the nominal rate)\n"
-    "  --cores C               the machine's cores, shared by all ranks: each rank's codec\n"
-    "                          gets min(1, C/W) of a core\n"
-    "  --host-gbit H           what the machine's network stack sends in all, Gbit/s, shared\n"
-    "                          by all ranks: each rank's link gives at most H/W\n"
     "\n"
     "Codec costs without --codec-ns (measured on a 2-vCPU AMD EPYC VM, one thread,\n"
     "bench/bench_exchange_passes, ns per value):\n";
@@ -359,11 +361,13 @@ int run(const options& o) {
       throw train::io_error("--plot needs gnuplot, which is not on PATH (Debian: apt-get install gnuplot-nox)");
     png.emplace("--plot", o.plot);
   }
-  const perf::network net = perf::network::link(o.gbit, o.latency_us);
   const double float_add = o.float_add_ns ? *o.float_add_ns * 1e-9 : perf::measured_float_add();
   std::vector<row> rows;
   for (int w : o.workers) {
+    const perf::network net =
+        perf::network::link(o.host_gbit ? std::min(o.gbit, *o.host_gbit / w) : o.gbit, o.latency_us);
     perf::problem p;
+    p.cpu_share = o.cores ? std::min(1.0, *o.cores / w) : 1.0;
     p.values = o.values;
     p.workers = w;
     p.tensors = o.tensors;

@@ -88,6 +88,8 @@ struct run_result {
   double bits_per_value = 32;  // bits on the wire per gradient value
   std::vector<epoch_result> epochs;
   double best_accuracy = 0, seconds = 0;
+  double exchange_seconds = 0;  // the gradient allreduce (and, with --mpi, the losses' allgather)
+  std::size_t steps = 0;
   train::exchange_stats stats;
   std::uint64_t hash = 0;
   bool diverged = false;  // a train loss or a final weight that is NaN or infinite
@@ -178,20 +180,25 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
         losses[w] = net.gradient(weights.values(), batch_x.data() + lo * tr.dim, batch_y.data() + lo, hi - lo,
                                  grads[w].data());
       };
+      std::chrono::steady_clock::time_point x0;
       if (rank < 0) {
         pool.parallel_for(W, worker);
+        x0 = std::chrono::steady_clock::now();
         if (cex) cex->allreduce_mean(grads, mean.data(), global_step, pool);
         else ex->allreduce_mean(grads, mean.data(), pool);
       } else {
 #if CPD_TRAIN_MPI
         const auto r = static_cast<std::size_t>(rank);
         worker(r);
+        x0 = std::chrono::steady_clock::now();
         // Every rank gets every worker's loss, summed below in rank order as in the emulation.
         MPI_Allgather(&losses[r], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
         if (mcex) mcex->allreduce_mean(grads[r].data(), mean.data(), global_step);
         else mex->allreduce_mean(grads[r].data(), mean.data());
 #endif
       }
+      res.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - x0).count();
+      ++res.steps;
       for (double l : losses) loss_sum += l;
       sgd_update(o, net, weights.values(), mean.data(), velocity.data(), update.data());
       weights.apply(update.data(), global_step);
@@ -262,6 +269,14 @@ void print_table(const std::vector<run_result>& runs) {
   for (const run_result& r : runs)
     std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
                 r.grad_format.c_str(), aps_column(r));
+  // Where the time went (rank 0's clock under --mpi: the exchange includes waiting for the
+  // slowest rank), for the performance model (docs/performance.md).
+  for (const run_result& r : runs)
+    std::printf("time: %.3f s, exchange %.3f s in %zu steps (%.3f ms per step), compute and the rest %.3f ms per "
+                "step  (%s, aps %s)\n",
+                r.seconds, r.exchange_seconds, r.steps, r.steps ? r.exchange_seconds / r.steps * 1e3 : 0.0,
+                r.steps ? (r.seconds - r.exchange_seconds) / r.steps * 1e3 : 0.0, r.grad_format.c_str(),
+                aps_column(r));
 }
 
 /// The parts of one process's work that can fail, each with an exit status and a message.
