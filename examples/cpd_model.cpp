@@ -65,8 +65,10 @@ const char* help_text =
     "All ranks on one machine (the network lab), here and with --validate:\n"
     "  --cores C               the machine's cores, shared by all ranks: each rank's codec\n"
     "                          gets min(1, C/W) of a core\n"
-    "  --host-gbit H           what the machine's network stack sends in all, Gbit/s, shared\n"
-    "                          by all ranks: each rank's link gives at most H/W\n"
+    "  --cpu-ns-per-byte S     the CPU time a host network stack spends per byte sent or\n"
+    "                          received, ns, on the cores of the ranks (0: a NIC that moves data\n"
+    "                          by DMA; the lab: 1 / (2 x the two-way rate of netlab_pingpong's\n"
+    "                          exchange over unshaped links), 0.32 here)\n"
     "\n"
     "Validation against measurements (bench_mpi_allreduce --csv on the network lab):\n"
     "  --validate FILE,...     predict every row of these CSVs (fp32 MPI_Allreduce and every\n"
@@ -174,7 +176,8 @@ struct options {
   // --validate: lab measurements to compare with the model
   std::vector<std::string> validate;
   std::map<std::string, double> lab_gbit;  // rate token of a label ("10gbit") -> measured Gbit/s
-  std::optional<double> cores, host_gbit;
+  std::optional<double> cores;
+  double cpu_ns_per_byte = 0;
 };
 
 std::string canonical(const std::string& name) {
@@ -267,9 +270,9 @@ options parse(int argc, char** argv) {
         if (!(g > 0)) throw usage_error("--lab-bandwidth: bandwidths must be positive");
         o.lab_gbit[item.substr(0, eq)] = g;
       }
-    } else if (a == "--host-gbit") {
-      o.host_gbit = parse_number(a, v);
-      if (!(*o.host_gbit > 0)) throw usage_error("--host-gbit must be positive");
+    } else if (a == "--cpu-ns-per-byte") {
+      o.cpu_ns_per_byte = parse_number(a, v);
+      if (!(o.cpu_ns_per_byte >= 0)) throw usage_error("--cpu-ns-per-byte must be non-negative");
     } else if (a == "--cores") {
       o.cores = parse_number(a, v);
       if (!(*o.cores >= 1)) throw usage_error("--cores must be at least 1");
@@ -364,8 +367,8 @@ int run(const options& o) {
   const double float_add = o.float_add_ns ? *o.float_add_ns * 1e-9 : perf::measured_float_add();
   std::vector<row> rows;
   for (int w : o.workers) {
-    const perf::network net =
-        perf::network::link(o.host_gbit ? std::min(o.gbit, *o.host_gbit / w) : o.gbit, o.latency_us);
+    perf::network net = perf::network::link(o.gbit, o.latency_us);
+    net.cpu_per_byte = o.cpu_ns_per_byte * 1e-9;
     perf::problem p;
     p.cpu_share = o.cores ? std::min(1.0, *o.cores / w) : 1.0;
     p.values = o.values;
@@ -498,11 +501,12 @@ int validate(const options& o) {
       double gbit = std::stod(rate) * (rate.find("mbit") != std::string::npos ? 1e-3 : 1.0);
       const auto lb = o.lab_gbit.find(rate);
       if (lb != o.lab_gbit.end()) gbit = lb->second;
-      if (o.host_gbit) gbit = std::min(gbit, *o.host_gbit / m.ranks);
       p.values = m.bytes / 4;
       p.workers = m.ranks;
       p.cpu_share = o.cores ? std::min(1.0, *o.cores / m.ranks) : 1.0;
-      const perf::estimate e = perf::predict(a, p, perf::network::link(gbit, o.latency_us), c);
+      perf::network net = perf::network::link(gbit, o.latency_us);
+      net.cpu_per_byte = o.cpu_ns_per_byte * 1e-9;
+      const perf::estimate e = perf::predict(a, p, net, c);
       const double err = (e.allreduce - m.seconds) / m.seconds;
       const double link_share = e.allreduce > 0 ? (e.latency + e.transfer) / e.allreduce : 0;
       (link_share >= 0.5 ? link_errors : cpu_errors).push_back(std::fabs(err));

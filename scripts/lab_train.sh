@@ -77,7 +77,7 @@ flags=(--workers "$ranks" --hidden $hidden --grad-formats "fp32,$format" --aps o
        --epochs "$epochs" --no-progress --seed 1)
 
 # What the machine's network stack moves in all (two ranks exchanging over unshaped links):
-# the ranks share it (cpd-model --host-gbit).
+# its CPU cost per byte sent or received, on the ranks' cores (cpd-model --cpu-ns-per-byte).
 echo "lab_train.sh: measuring the host's network capacity (2 ranks, 100gbit links)"
 scripts/netlab.sh --ranks 2 --rate 100gbit --timeout 120 -- $pingpong --seconds 2 > "$out/pingpong-host.txt"
 
@@ -91,11 +91,11 @@ done
 echo "lab_train.sh: the same runs emulated in one process"
 $train "${flags[@]}" > "$out/emulated.txt"
 fi
-host_gbit=$($python -c 'import re,sys; m=re.search(r"exchange_gbit=([0-9.]+)", open(sys.argv[1]).read()); print(2*float(m.group(1)))' "$out/pingpong-host.txt")
+cpu_ns=$($python -c 'import re,sys; m=re.search(r"exchange_gbit=([0-9.]+)", open(sys.argv[1]).read()); print(1 / (2 * float(m.group(1)) / 8))' "$out/pingpong-host.txt")
 
-$python - "$out" "$model" "$ranks" "$format" "$algorithm" "$params" "$cores" "$host_gbit" "$epochs" "$codec_ns" $rates <<'EOF'
+$python - "$out" "$model" "$ranks" "$format" "$algorithm" "$params" "$cores" "$cpu_ns" "$epochs" "$codec_ns" $rates <<'EOF'
 import csv, re, subprocess, sys
-out, model, ranks, fmt, algorithm, params, cores, host_gbit, epochs, codec_ns = sys.argv[1:11]
+out, model, ranks, fmt, algorithm, params, cores, cpu_ns, epochs, codec_ns = sys.argv[1:11]
 rates = sys.argv[11:]
 
 def runs(path):
@@ -124,7 +124,7 @@ for rate in rates:
     csv_path = f"{out}/model-{rate}.csv"
     subprocess.run([model, "--bandwidth", str(gbit), "--latency", str(alpha), "--values", params,
                     "--workers", ranks, "--formats", fmt, "--algorithms", algorithm, "--tensors", "6",
-                    "--compute-ms", f"{compute_ms:.3f}", "--cores", cores, "--host-gbit", host_gbit,
+                    "--compute-ms", f"{compute_ms:.3f}", "--cores", cores, "--cpu-ns-per-byte", cpu_ns,
                     "--codec-ns", f"{fmt}={codec_ns}",
                     "--csv", csv_path], check=True, stdout=subprocess.DEVNULL)
     pred = {r["format"]: r for r in csv.DictReader(open(csv_path))}

@@ -87,6 +87,20 @@ TEST_CASE("perf model: each algorithm's terms, worked out by hand") {
   // ranks that share cores: the codec takes 1 / cpu_share as long
   p.cpu_share = 0.5;
   CHECK(perf::predict(perf::algorithm::ring, p, net, costs()).codec == doctest::Approx(24e-3));
+
+  // a host network stack: 2 * 0.75e-9 s of CPU per byte each way, on half a core, is slower
+  // than the link's 1e-9: a synchronous transfer takes the CPU's 3e-9 per byte; the
+  // pipelined ring's CPU does codec and transport, 24e-3 + 2 * 6e6 * 0.75e-9 / 0.5
+  perf::network host = net;
+  host.cpu_per_byte = 0.75e-9;
+  p.compute = 0;
+  e = perf::predict(perf::algorithm::ring, p, host, costs());
+  CHECK(e.transfer == doctest::Approx(6e6 * 3e-9));
+  e = perf::predict(perf::algorithm::pipelined_ring, p, host, costs());
+  const double cpu = 24e-3 + 18e-3, link = 6e-5 + 6e-3;
+  CHECK(e.allreduce == doctest::Approx(cpu + link / 24));
+  CHECK(perf::predict(perf::algorithm::mpi_fp32, p, host, costs()).transfer ==
+        doctest::Approx(2 * 3.0 / 4 * 16e6 * 3e-9));
 }
 
 TEST_CASE("perf model: fp32 MPI_Allreduce is the fastest textbook algorithm") {
@@ -158,6 +172,9 @@ TEST_CASE("perf model: bad input is an error, never a number") {
   CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
   p.cpu_share = 1.5;
   CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
+  perf::network bad_net = perf::network::link(10, 5);
+  bad_net.cpu_per_byte = -1;
+  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, problem(1e6, 2), bad_net, costs()), std::invalid_argument);
   CHECK_THROWS_AS((void)perf::parse_algorithm("tree"), std::invalid_argument);
   CHECK(perf::parse_algorithm("pipelined_ring") == perf::algorithm::pipelined_ring);
   CHECK(perf::parse_algorithm("fp32") == perf::algorithm::mpi_fp32);

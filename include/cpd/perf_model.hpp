@@ -32,6 +32,11 @@ namespace cpd::perf {
 struct network {
   double alpha = 0;  ///< seconds per message (latency and per-message overhead)
   double beta = 0;   ///< seconds per byte (one over a rank's link bandwidth)
+  /// Seconds of the rank's CPU per byte sent or received: 0 for a NIC that moves data by
+  /// DMA (RDMA, offload); a host TCP stack on the cores that also run the codec costs
+  /// time there. A transfer of m bytes each way then takes at least 2 m cpu_per_byte /
+  /// cpu_share, and the pipelined ring's codec and transport share the CPU.
+  double cpu_per_byte = 0;
 
   /// A link of `gbit_per_s` Gbit/s (10^9 bits) with a latency of `latency_us` microseconds.
   [[nodiscard]] static network link(double gbit_per_s, double latency_us) {
@@ -39,7 +44,7 @@ struct network {
       cpd::detail::fail_invalid("cpd::perf::network: the bandwidth must be a positive number of Gbit/s");
     if (!(latency_us >= 0) || !std::isfinite(latency_us))
       cpd::detail::fail_invalid("cpd::perf::network: the latency must be a non-negative number of microseconds");
-    return {latency_us * 1e-6, 8.0 / (gbit_per_s * 1e9)};
+    return {latency_us * 1e-6, 8.0 / (gbit_per_s * 1e9), 0};
   }
 };
 
@@ -130,7 +135,8 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
     cpd::detail::fail_invalid("cpd::perf: segment_bytes must be positive");
   if (!(p.cpu_share > 0) || p.cpu_share > 1 || bad(p.cpu_share))
     cpd::detail::fail_invalid("cpd::perf: cpu_share must be in (0, 1]");
-  if (bad(n.alpha) || bad(n.beta)) cpd::detail::fail_invalid("cpd::perf: alpha and beta must be non-negative");
+  if (bad(n.alpha) || bad(n.beta) || bad(n.cpu_per_byte))
+    cpd::detail::fail_invalid("cpd::perf: alpha, beta and cpu_per_byte must be non-negative");
   if (bad(c.encode) || bad(c.add) || bad(c.accumulate) || bad(c.finish) || bad(c.float_add))
     cpd::detail::fail_invalid("cpd::perf: codec costs must be non-negative");
 }
@@ -175,9 +181,12 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
   const double n = p.values, b = p.code_bytes;
   const int w = p.workers;
   const double chunk = n / w;  // values per chunk of the ring's schedule
+  // A synchronous transfer takes the longer of the link's time and the CPU's (both ways).
+  network sync = net;
+  sync.beta = std::max(net.beta, 2 * net.cpu_per_byte / p.cpu_share);
   estimate e;
   if (a == algorithm::mpi_fp32) {
-    e = detail::mpi_fp32(n, w, net, c.float_add / p.cpu_share);
+    e = detail::mpi_fp32(n, w, sync, c.float_add / p.cpu_share);
   } else {
     // APS: (3 + tensors) floats, allreduced by recursive doubling (latency-bound)
     if (p.aps && w > 1) e.statistics = detail::log2_ceil(w) * (net.alpha + (3.0 + p.tensors) * 4 * net.beta);
@@ -186,7 +195,7 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
       case algorithm::ring:
       case algorithm::pipelined_ring:
         e.latency = steps * net.alpha;
-        e.transfer = steps * chunk * b * net.beta;
+        e.transfer = steps * chunk * b * (a == algorithm::pipelined_ring ? net.beta : sync.beta);
         e.bytes_sent = steps * chunk * b;
         e.codec = n * c.encode + (w - 1) * chunk * c.add + n * c.finish;
         break;
@@ -194,14 +203,14 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
         // W - 1 pairwise exchanges of a chunk, the owner's accumulation of W chunks and one
         // rounding (an encode's cost), then the ring all-gather of the finished codes
         e.latency = steps * net.alpha;
-        e.transfer = steps * chunk * b * net.beta;
+        e.transfer = steps * chunk * b * sync.beta;
         e.bytes_sent = steps * chunk * b;
         e.codec = n * c.encode + w * chunk * c.accumulate + chunk * c.encode + n * c.finish;
         break;
       case algorithm::all_gather:
         // a ring all-gather of every rank's whole vector, then W - 1 rounded additions of n
         e.latency = (w - 1) * net.alpha;
-        e.transfer = (w - 1) * n * b * net.beta;
+        e.transfer = (w - 1) * n * b * sync.beta;
         e.bytes_sent = (w - 1) * n * b;
         e.codec = n * c.encode + (w - 1) * n * c.add + n * c.finish;
         break;
@@ -211,9 +220,11 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
     const double wire = e.latency + e.transfer;
     if (a == algorithm::pipelined_ring && w > 1) {
       // Coding overlaps the transfer segment by segment: the longer of the two, plus one
-      // segment's worth of the shorter one (the pipeline's fill and drain).
+      // segment's worth of the shorter one (the pipeline's fill and drain). The CPU's part
+      // is the codec and, with a host network stack, the bytes sent and received.
+      const double cpu = e.codec + 2 * e.bytes_sent * net.cpu_per_byte / p.cpu_share;
       const double segments = steps * std::max(1.0, std::ceil(chunk * b / p.segment_bytes));
-      e.allreduce = std::max(wire, e.codec) + std::min(wire, e.codec) / segments;
+      e.allreduce = std::max(wire, cpu) + std::min(wire, cpu) / segments;
     } else {
       e.allreduce = wire + e.codec;
     }
