@@ -337,20 +337,26 @@ void check_measure_vs_bulk(const std::vector<float>& x) {
   CAPTURE(cpd::format::of<F>().name());
   CAPTURE(cpd::to_string(R));
   CAPTURE(cpd::to_string(O));
-  cpd::value_stats bulk;
-  cpd::bulk_options o;
-  o.stats = &bulk;
-  std::vector<float> out(x.size());
-  cpd::quantize<F, R, O>(x.data(), out.data(), x.size(), o);
-  const cpd::value_stats m = cpd::measure_quantization<F, R, O>(x.data(), x.size());
-  CHECK(m.count == bulk.count);
-  CHECK(m.zeros == bulk.zeros);
-  CHECK(m.underflow == bulk.underflow);
-  CHECK(m.overflow == bulk.overflow);
-  CHECK(m.nan == bulk.nan);
-  CHECK(m.saturated == bulk.saturated);
-  CHECK(m.nan_inputs == bulk.nan_inputs);
-  CHECK(m.inf_inputs == bulk.inf_inputs);
+  // scales within float's reach and beyond it (|k| > 600: the double path), through the
+  // bulk call's scale_exponent, which rounds x * 2^k exactly
+  for (int k : {0, 7, -20, 131, -150, 280, -600, 700}) {
+    CAPTURE(k);
+    cpd::value_stats bulk;
+    cpd::bulk_options o;
+    o.stats = &bulk;
+    o.scale_exponent = k;
+    std::vector<float> out(x.size());
+    cpd::quantize<F, R, O>(x.data(), out.data(), x.size(), o);
+    const cpd::value_stats m = cpd::measure_quantization<F, R, O>(x.data(), x.size(), cpd::pow2_scale{k});
+    CHECK(m.count == bulk.count);
+    CHECK(m.zeros == bulk.zeros);
+    CHECK(m.underflow == bulk.underflow);
+    CHECK(m.overflow == bulk.overflow);
+    CHECK(m.nan == bulk.nan);
+    CHECK(m.saturated == bulk.saturated);
+    CHECK(m.nan_inputs == bulk.nan_inputs);
+    CHECK(m.inf_inputs == bulk.inf_inputs);
+  }
 }
 
 template <class F>

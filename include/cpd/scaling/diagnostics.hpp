@@ -12,6 +12,7 @@
 #include <cpd/core/float.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/core/stats.hpp>
+#include <cpd/host/detail/lanes.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <cmath>
@@ -119,6 +120,47 @@ value_stats classify_all(std::size_t n, const sign_regions (&r)[2], Value value)
   return s;
 }
 
+/// The bits of the smallest float at least t > 0 (+inf's bits above float's range; the
+/// smallest subnormal's below it). The default rounding mode is the caller's.
+inline std::uint32_t float_bits_at_least(double t) noexcept {
+  if (!(t > 0)) return 1;  // (t underflowed double: any positive t rounds up to this)
+  if (t > static_cast<double>(std::numeric_limits<float>::max())) return 0x7F800000u;
+  float f = static_cast<float>(t);
+  if (static_cast<double>(f) < t) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  return f > 0 ? bit_cast<std::uint32_t>(f) : 1u;
+}
+
+/// classify_all for v_i = x_i * 2^k with x float and |k| <= 600, on the floats' bits: v < T
+/// exactly when |x| < T * 2^-k, i.e. when the bits of |x| are below those of the smallest
+/// float at least T * 2^-k (an exact double product here). Eleven unsigned counts over the
+/// signed bits (count_below_loop, vectorized) give both signs' regions.
+template <class F>
+value_stats classify_floats(const float* x, std::size_t n, const sign_regions (&r)[2], int k) noexcept {
+  const double down = std::ldexp(1.0, -k);
+  std::uint32_t t[count_below_loop::k];
+  for (int s = 0; s < 2; ++s) {
+    const std::uint32_t base = s ? 0x80000000u : 0u;
+    t[5 * s + 0] = base + 1u;  // +-0
+    t[5 * s + 1] = base + float_bits_at_least(r[s].flush_below * down);
+    t[5 * s + 2] = base + float_bits_at_least(r[s].overflow_from * down);
+    t[5 * s + 3] = base + 0x7F800000u;  // finite
+    t[5 * s + 4] = base + 0x7F800001u;  // +-inf
+  }
+  t[10] = 0x80000000u;  // the positive ones
+  std::uint64_t c[count_below_loop::k] = {};
+  lanes<count_below_loop>(x, n, +t, +c);
+  const std::uint64_t positive = c[10], negative = n - c[10];
+  std::uint64_t lt[2][5];
+  for (int j = 0; j < 5; ++j) lt[0][j] = c[j], lt[1][j] = c[5 + j] - positive;
+  value_stats s;
+  s.count = n;
+  s.nan_inputs = (positive - lt[0][4]) + (negative - lt[1][4]);
+  for (int sg = 0; sg < 2; ++sg)
+    add_regions(s, {lt[sg][0], lt[sg][1] - lt[sg][0], lt[sg][2] - lt[sg][1], lt[sg][3] - lt[sg][2], lt[sg][4] - lt[sg][3]},
+                r[sg]);
+  return s;
+}
+
 /// The regions of F for both signs (computed once per F, R, O).
 template <class F, rounding R, overflow O>
 const sign_regions (&regions())[2] {
@@ -134,6 +176,8 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 [[nodiscard]] value_stats measure_quantization(const float* x, std::size_t n, pow2_scale scale = {}) noexcept {
   static_assert(is_float_format_v<F>, "cpd::measure_quantization: F must be a cpd::float_t");
   const detail::default_fp_env fp_env;
+  if (scale.exponent >= -600 && scale.exponent <= 600)
+    return detail::classify_floats<F>(x, n, detail::regions<F, R, O>(), scale.exponent);
   const double f = scale.factor();
   return detail::classify_all<F>(n, detail::regions<F, R, O>(),
                                  [&](std::size_t i) { return static_cast<double>(x[i]) * f; });
