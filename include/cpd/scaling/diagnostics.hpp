@@ -12,7 +12,6 @@
 #include <cpd/core/float.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/core/stats.hpp>
-#include <cpd/host/detail/lanes.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <cmath>
@@ -130,14 +129,30 @@ inline std::uint32_t float_bits_at_least(double t) noexcept {
   return f > 0 ? bit_cast<std::uint32_t>(f) : 1u;
 }
 
+/// c[j] += how many of the n floats x have bits, as unsigned integers, below t[j], j < 11:
+/// integer compares and adds only, in blocks with 32-bit counts, which the compiler
+/// vectorizes (exact counts on every instruction set).
+inline void count_below(const float* x, std::size_t n, const std::uint32_t (&t)[11], std::uint64_t (&c)[11]) noexcept {
+  constexpr std::size_t block = std::size_t(1) << 16;
+  for (std::size_t b = 0; b < n; b += block) {
+    const std::size_t e = n - b < block ? n : b + block;
+    std::uint32_t acc[11] = {};
+    for (std::size_t i = b; i < e; ++i) {
+      const std::uint32_t u = bit_cast<std::uint32_t>(x[i]);
+      for (int j = 0; j < 11; ++j) acc[j] += u < t[j] ? 1u : 0u;
+    }
+    for (int j = 0; j < 11; ++j) c[j] += acc[j];
+  }
+}
+
 /// classify_all for v_i = x_i * 2^k with x float and |k| <= 600, on the floats' bits: v < T
 /// exactly when |x| < T * 2^-k, i.e. when the bits of |x| are below those of the smallest
 /// float at least T * 2^-k (an exact double product here). Eleven unsigned counts over the
-/// signed bits (count_below_loop, vectorized) give both signs' regions.
+/// signed bits (count_below) give both signs' regions.
 template <class F>
 value_stats classify_floats(const float* x, std::size_t n, const sign_regions (&r)[2], int k) noexcept {
   const double down = std::ldexp(1.0, -k);
-  std::uint32_t t[count_below_loop::k];
+  std::uint32_t t[11];
   for (int s = 0; s < 2; ++s) {
     const std::uint32_t base = s ? 0x80000000u : 0u;
     t[5 * s + 0] = base + 1u;  // +-0
@@ -147,8 +162,8 @@ value_stats classify_floats(const float* x, std::size_t n, const sign_regions (&
     t[5 * s + 4] = base + 0x7F800001u;  // +-inf
   }
   t[10] = 0x80000000u;  // the positive ones
-  std::uint64_t c[count_below_loop::k] = {};
-  lanes<count_below_loop>(x, n, +t, +c);
+  std::uint64_t c[11] = {};
+  count_below(x, n, t, c);
   const std::uint64_t positive = c[10], negative = n - c[10];
   std::uint64_t lt[2][5];
   for (int j = 0; j < 5; ++j) lt[0][j] = c[j], lt[1][j] = c[5 + j] - positive;

@@ -104,49 +104,6 @@ struct scale_pow2_loop {
 #endif
 };
 
-/// c[j] += how many of the n floats x have bits, as unsigned integers, below t[j], for the
-/// count_below_loop::k thresholds (the classification of cpd::measure_quantization,
-/// cpd/scaling/diagnostics.hpp). Exact integer counts on every instruction set.
-struct count_below_loop {
-  static constexpr int k = 11;
-  static constexpr std::size_t block = std::size_t(1) << 16;  // (32-bit partial counts)
-
-  static CPD_ALWAYS_INLINE int run(const float* x, std::size_t n, const std::uint32_t* t, std::uint64_t* c) noexcept {
-    std::uint32_t tt[k];
-    for (int j = 0; j < k; ++j) tt[j] = t[j];
-    for (std::size_t b = 0; b < n; b += block) {
-      const std::size_t e = n - b < block ? n : b + block;
-      std::uint32_t acc[k] = {};
-      for (std::size_t i = b; i < e; ++i) {
-        const std::uint32_t u = bit_cast<std::uint32_t>(x[i]);
-        for (int j = 0; j < k; ++j) acc[j] += u < tt[j] ? 1u : 0u;
-      }
-      for (int j = 0; j < k; ++j) c[j] += acc[j];
-    }
-    return 0;
-  }
-#if CPD_FAST_KERNELS
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t n, const std::uint32_t* t,
-                                                            std::uint64_t* c) noexcept {
-    __m512i tv[k], acc[k];
-    const __m512i one = _mm512_set1_epi32(1);
-    for (int j = 0; j < k; ++j) tv[j] = _mm512_set1_epi32(static_cast<int>(t[j]));
-    for (std::size_t b = 0; b < n; b += block) {
-      const std::size_t e = n - b < block ? n : b + block;
-      for (int j = 0; j < k; ++j) acc[j] = _mm512_setzero_si512();
-      for (std::size_t i = b; i < e; i += 16) {
-        const __mmask16 m = e - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (e - i)) - 1u);
-        const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
-        for (int j = 0; j < k; ++j)
-          acc[j] = _mm512_mask_add_epi32(acc[j], _mm512_mask_cmplt_epu32_mask(m, u, tv[j]), acc[j], one);
-      }
-      for (int j = 0; j < k; ++j) c[j] += static_cast<std::uint32_t>(_mm512_reduce_add_epi32(acc[j]));
-    }
-    return 0;
-  }
-#endif
-};
-
 /// The largest of the n magnitudes |g[j]| as float bits (an unsigned maximum: a NaN's bits
 /// are above +inf's).
 struct amax_loop {
