@@ -312,13 +312,7 @@ class summation {
       const float mean_w = mean_ ? static_cast<float>(w_) : 1.0f;
       return hop_with_fallback(
           len,
-          [&](std::size_t at, std::size_t m) {
-            if (at == 0) return hop_chain_round<F, R, O>(x, w, f1, f2, inverse, mean_w, out, m);
-            static thread_local std::vector<const float*> p;
-            p.resize(static_cast<std::size_t>(w));
-            for (int r = 0; r < w; ++r) p[static_cast<std::size_t>(r)] = x[r] + at;
-            return hop_chain_round<F, R, O>(p.data(), w, f1, f2, inverse, mean_w, out + at, m);
-          },
+          [&](std::size_t at, std::size_t m) { return hop_chain_round<F, R, O>(x, w, at, f1, f2, inverse, mean_w, out, m); },
           std::forward<Slow>(slow));
     } else {
       (void)x, (void)w, (void)len, (void)out, (void)slow;

@@ -173,7 +173,8 @@ struct hop_kernel {
     return n;
   }
 
-  /// The chain of one element over w workers with the sum held in registers:
+  /// The chain of one element over w workers with the sum held in registers, for the
+  /// elements `at` + j of x[r] and out:
   /// s[j] = Q(...Q(Q(x[0][j] f) + Q(x[1][j] f))... + Q(x[w-1][j] f)) with f = f1 * f2, i.e.
   /// scale_round of each worker's value and add_round in worker order, for the j below the
   /// returned count: n, or the start of the first 16 values where scale_round or add_round
@@ -183,9 +184,9 @@ struct hop_kernel {
   /// simulation's ring and sequential orders: the sums never go through memory.)
   template <method H, bool Exact>
   CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE std::size_t chain_round(const float* const* x, int w,
-                                                                            float f1, float f2, double inverse,
-                                                                            float mean_w, float* out,
-                                                                            std::size_t n) const noexcept {
+                                                                            std::size_t at, float f1, float f2,
+                                                                            double inverse, float mean_w,
+                                                                            float* out, std::size_t n) const noexcept {
     static_assert(!codes, "hop_kernel::chain_round: values only");
     vconsts c = kernel<R, K, Out>{p, false, {}}.template make_consts<H>();
     __m512i thr = splat(p.thr[0] < p.thr[1] ? p.thr[0] : p.thr[1]);
@@ -199,13 +200,14 @@ struct hop_kernel {
     __m512i sum_thr = sum_threshold<Exact>(thr);
     __asm__("" : "+v"(v1), "+v"(v2), "+v"(sum_thr));
     const unscaler u(inverse, mean_w);
+    out += at;
     for (std::size_t j = 0; j < n; j += 16) {
       const __mmask16 m = head(n - j);
       __m512i v;
-      if (!scaled16(c, _mm512_maskz_loadu_ps(m, x[0] + j), v1, v2, tiny, thr, m, v)) return j;
+      if (!scaled16(c, _mm512_maskz_loadu_ps(m, x[0] + at + j), v1, v2, tiny, thr, m, v)) return j;
       __m512i sum = round16<R, K, H, false, false>(c, v, zero);
       for (int r = 1; r < w; ++r) {
-        if (!scaled16(c, _mm512_maskz_loadu_ps(m, x[r] + j), v1, v2, tiny, thr, m, v)) return j;
+        if (!scaled16(c, _mm512_maskz_loadu_ps(m, x[r] + at + j), v1, v2, tiny, thr, m, v)) return j;
         const __m512i q = round16<R, K, H, false, false>(c, v, zero);
         __m512i t;
         if (!odd_sum16<Exact>(c, _mm512_castsi512_ps(sum), _mm512_castsi512_ps(q), sum_thr, m, t)) return j;
@@ -344,22 +346,22 @@ std::size_t hop_scale_round(const float* x, float f1, float f2, Out* q, std::siz
   return hop_not_taken;
 }
 
-/// out[j] = the chain of element j over w workers, finished (see hop_kernel::chain_round),
+/// out[at + j] = the chain of element at + j over w workers, finished (see hop_kernel::chain_round),
 /// for F through the fused pass, for the j below the returned count (hop_not_taken when
 /// not taken).
 template <class F, rounding R, overflow O>
-std::size_t hop_chain_round(const float* const* x, int w, float f1, float f2, double inverse, float mean_w,
-                            float* out, std::size_t n) noexcept {
+std::size_t hop_chain_round(const float* const* x, int w, std::size_t at, float f1, float f2, double inverse,
+                            float mean_w, float* out, std::size_t n) noexcept {
 #if CPD_FAST_KERNELS
   constexpr encoding_kind K = F::encoding::kind;
   if constexpr (R != rounding::stochastic && K != encoding_kind::fnu) {
     if (!hop_kernel_takes<F, R, float>()) return hop_not_taken;
     constexpr fast::method H = fast::method_for<R>(F::spec);  // (make_plan's, for F known here)
     const fast::hop_kernel<R, K, float> k{fast::cached_plan<R, O>(F::spec, 32), {}};
-    return k.template chain_round<H, (pair_sum_bits<F> <= 24)>(x, w, f1, f2, inverse, mean_w, out, n);
+    return k.template chain_round<H, (pair_sum_bits<F> <= 24)>(x, w, at, f1, f2, inverse, mean_w, out, n);
   }
 #endif
-  (void)x, (void)w, (void)f1, (void)f2, (void)inverse, (void)mean_w, (void)out, (void)n;
+  (void)x, (void)w, (void)at, (void)f1, (void)f2, (void)inverse, (void)mean_w, (void)out, (void)n;
   return hop_not_taken;
 }
 
