@@ -1,0 +1,390 @@
+# SPDX-License-Identifier: MIT
+"""cpd: customized-precision floating point for deep learning (docs/python.md).
+
+The calls of the C++ library on NumPy arrays and PyTorch CPU tensors of float32:
+
+    import cpd, torch
+    x = torch.randn(1000)
+    y = cpd.quantize(x, "e4m3fn")                      # float32 values of E4M3FN
+    codes = cpd.encode(x, "e5m2", rounding="stochastic", seed=1)
+    z = cpd.decode(codes, "e5m2")
+
+Every format name that cpd::format::parse takes works ("e4m3fn", "bf16", "e3m0",
+"e5m10", "float6_e3m2fn", ...), every rounding mode, both overflow modes; the results
+are the C++ bulk calls' bits. cpd.torch holds the DDP communication hook and the
+emulation of W workers in one process.
+"""
+
+import itertools as _itertools
+import math as _math
+
+import numpy as _np
+
+from . import _cpd
+
+__all__ = [
+    "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize",
+    "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "Scaler", "Scale",
+    "simulate_allreduce", "exchange_formats", "algorithms",
+]
+
+__version__ = _cpd.version
+
+Scale = _cpd.Scale
+Scaler = _cpd.Scaler
+
+#: The rounding modes (docs/rounding.md).
+roundings = ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "stochastic", "odd")
+#: The summation orders of simulate_allreduce (docs/reduction.md).
+algorithms = ("ring", "pipelined_ring", "sequential", "halving_doubling", "two_step", "all_gather")
+
+# --- random bits of stochastic rounding when no seed is given ------------------------
+
+_seed_state = {"seed": 0, "calls": _itertools.count()}
+
+
+def manual_seed(seed):
+    """Seeds the stochastic calls that pass no seed: call k after manual_seed(s) draws the
+    random bits of (seed s, stream k), so that a program's results repeat run after run."""
+    seed = int(seed)
+    if seed < 0 or seed >= 2**64:
+        raise ValueError(f"cpd.manual_seed: the seed {seed} is outside [0, 2**64)")
+    _seed_state["seed"] = seed
+    _seed_state["calls"] = _itertools.count()
+
+
+def _key(rounding, seed, stream):
+    if rounding != "stochastic" or seed is not None:
+        s = 0 if seed is None else int(seed)
+        if s < 0 or s >= 2**64:
+            raise ValueError(f"cpd: seed {s} is outside [0, 2**64)")
+        return s, int(stream)
+    return _seed_state["seed"], int(stream) + (next(_seed_state["calls"]) << 32)
+
+
+# --- arrays and tensors -----------------------------------------------------------------
+
+def _torch():
+    import torch  # imported only when a tensor is passed
+    return torch
+
+
+def _is_tensor(x):
+    t = type(x)
+    return t.__module__.startswith("torch") and hasattr(x, "numpy") and hasattr(x, "device")
+
+
+def _check_str(who, name, value):
+    if not isinstance(value, str):
+        raise TypeError(f"{who}: {name} must be a string, not {type(value).__name__}")
+
+
+def _threads(threads):
+    if threads is None:
+        return 0
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise ValueError(f"threads must be an int >= 0 (0 or None: every hardware thread), not {threads!r}")
+    return threads
+
+
+def _float_input(who, x):
+    """(array, tensor or None): a float32 array sharing x's memory (strided allowed)."""
+    if _is_tensor(x):
+        if x.device.type != "cpu":
+            raise TypeError(f"{who}: the tensor is on {x.device}; the Python package runs on the CPU "
+                            "(on the GPU use <cpd/cuda.cuh> from C++, or move the tensor with .cpu())")
+        if x.dtype != _torch().float32:
+            raise TypeError(f"{who}: the tensor is {x.dtype}; cpd takes float32 (use .float())")
+        if x.layout != _torch().strided:
+            raise TypeError(f"{who}: the tensor's layout is {x.layout}; cpd takes dense tensors")
+        return x.detach().numpy(), x
+    if isinstance(x, _np.ndarray):
+        if x.dtype != _np.float32:
+            raise TypeError(f"{who}: the array is {x.dtype}; cpd takes float32 (use .astype(numpy.float32))")
+        return x, None
+    raise TypeError(f"{who}: expected a float32 numpy.ndarray or torch.Tensor, not {type(x).__name__}")
+
+
+def _code_dtype(bits, torch_like):
+    if torch_like:
+        t = _torch()
+        return t.uint8 if bits <= 8 else (t.int16 if bits <= 16 else t.int32)
+    return _np.uint8 if bits <= 8 else (_np.uint16 if bits <= 16 else _np.uint32)
+
+
+def _code_input(who, c):
+    if _is_tensor(c):
+        if c.device.type != "cpu":
+            raise TypeError(f"{who}: the codes are on {c.device}; the Python package runs on the CPU")
+        t = _torch()
+        if c.dtype not in (t.uint8, t.int8, t.int16, t.int32):
+            raise TypeError(f"{who}: codes must be uint8, int16 or int32 tensors (torch has no uint16/uint32), "
+                            f"not {c.dtype}")
+        return c.detach().numpy(), c
+    if isinstance(c, _np.ndarray):
+        if c.dtype not in (_np.uint8, _np.uint16, _np.uint32, _np.int8, _np.int16, _np.int32):
+            raise TypeError(f"{who}: codes must be an array of uint8, uint16 or uint32 (or int8/16/32), not {c.dtype}")
+        return c, None
+    raise TypeError(f"{who}: expected codes as a numpy.ndarray or torch.Tensor, not {type(c).__name__}")
+
+
+def _run(who, x, out, body, *, codes_bits=None, codes_in=False):
+    """Runs body(contiguous input array, contiguous output array) and returns the result
+    in x's kind (tensor or array); strided arrays go through contiguous copies."""
+    if codes_in:
+        a, t = _code_input(who, x)
+        want_kind = None
+    else:
+        a, t = _float_input(who, x)
+        want_kind = None if codes_bits is None else _code_dtype(codes_bits, t is not None)
+    ain = a if a.flags.c_contiguous else _np.ascontiguousarray(a)
+    if out is None:
+        if t is not None:
+            tt = _torch().empty(tuple(a.shape), dtype=want_kind if want_kind is not None else _torch().float32)
+            o = tt.numpy()
+            result = tt
+        else:
+            o = _np.empty(a.shape, dtype=want_kind if want_kind is not None else _np.float32)
+            result = o
+        body(ain, o)
+        return result
+    if want_kind is None:
+        o, _ = _float_input(who + " (out)", out)
+    else:
+        o, _ = _code_input(who + " (out)", out)
+        if o.dtype.itemsize * 8 < codes_bits:
+            raise TypeError(f"{who}: out holds {o.dtype.itemsize * 8}-bit integers; the codes have {codes_bits} bits")
+    if o.shape != a.shape:
+        raise ValueError(f"{who}: out has shape {tuple(o.shape)}, the input {tuple(a.shape)}")
+    if not o.flags.writeable:
+        raise ValueError(f"{who}: out is read-only")
+    if o.flags.c_contiguous:
+        body(ain, o)
+    else:
+        tmp = _np.empty(o.shape, dtype=o.dtype)
+        body(ain, tmp)
+        o[...] = tmp
+    return out
+
+
+# --- the bulk calls ---------------------------------------------------------------------
+
+def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
+             stream=0, offset=0, threads=None, stats=False):
+    """x rounded to `format` (float32 values): cpd::quantize of the runtime format.
+
+    rounding: one of cpd.roundings; overflow: "infinity" (IEEE 754) or "saturate".
+    seed, stream, offset: the random bits of stochastic rounding (element i draws
+    cpd::random_bits(seed, stream, offset + i)); seed=None takes the next key of
+    cpd.manual_seed's sequence. scale_exponent k: rounds x * 2^k and returns it times 2^-k.
+    out: where to write (out=x rounds in place). threads: None or 0 for every hardware
+    thread, 1 for the calling thread. stats=True returns (result, counts) with the
+    counts of cpd::value_stats (underflow, overflow, nan_inputs, ...).
+    """
+    for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow)):
+        _check_str("cpd.quantize", n, v)
+    s, st = _key(rounding, seed, stream)
+    th = _threads(threads)
+    counts = {}
+
+    def body(a, o):
+        r = _cpd.quantize(a, o, format, rounding, overflow, s, st, int(offset), int(scale_exponent), th, bool(stats))
+        if stats:
+            counts.update(r)
+
+    result = _run("cpd.quantize", x, out, body)
+    return (result, counts) if stats else result
+
+
+def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
+           stream=0, offset=0, threads=None, stats=False):
+    """The codes of x rounded to `format`, one per element: uint8 for codes of at most 8
+    bits, uint16 (torch: int16, the same bits) for at most 16, uint32 (torch: int32) above.
+    Arguments as quantize."""
+    for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow)):
+        _check_str("cpd.encode", n, v)
+    bits = finfo(format).bits
+    s, st = _key(rounding, seed, stream)
+    th = _threads(threads)
+    counts = {}
+
+    def body(a, o):
+        r = _cpd.encode(a, o.view(_unsigned(o.dtype)), format, rounding, overflow, s, st, int(offset),
+                        int(scale_exponent), th, bool(stats))
+        if stats:
+            counts.update(r)
+
+    result = _run("cpd.encode", x, out, body, codes_bits=bits)
+    return (result, counts) if stats else result
+
+
+def _unsigned(dtype):
+    return {1: _np.uint8, 2: _np.uint16, 4: _np.uint32}[_np.dtype(dtype).itemsize]
+
+
+def decode(codes, format, scale_exponent=0, out=None, *, threads=None):
+    """The float32 values of `codes` of `format` (times 2^-scale_exponent). A code with bits
+    above the format's width is a ValueError (it is no code of the format)."""
+    _check_str("cpd.decode", "format", format)
+    th = _threads(threads)
+
+    def body(a, o):
+        _cpd.decode(a.view(_unsigned(a.dtype)), o, format, int(scale_exponent), th)
+
+    return _run("cpd.decode", codes, out, body, codes_in=True)
+
+
+def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="nearest_even", seed=0, out=None, *,
+                stream=0):
+    """OCP MX fake quantization (cpd::mx_quantize): blocks of block_size values share an
+    E8M0 scale chosen by `rule` (floor, ceil, rceil); the elements round to element_format
+    (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn), saturating. x is flattened in C order."""
+    _check_str("cpd.mx_quantize", "element_format", element_format)
+
+    def body(a, o):
+        _cpd.mx_quantize(a, o, element_format, rounding, int(block_size), rule, int(seed), int(stream))
+
+    return _run("cpd.mx_quantize", x, out, body)
+
+
+# --- formats ----------------------------------------------------------------------------
+
+def formats():
+    """The formats cpd names (every alias it compiles kernels for, as format.name() writes
+    them). Any eXmY[bB][fn|fnuz|fnu|finite] of the rules in docs/formats.md works too."""
+    return list(_cpd.format_names())
+
+
+def exchange_formats():
+    """The formats of the exchange (simulate_allreduce, cpd.torch): cpd-train's list."""
+    return [s.strip() for s in _cpd.exchange_format_names().split(",")]
+
+
+class finfo:
+    """Machine limits of a format, as numpy.finfo: bits, eps, epsneg, max, min, tiny
+    (= smallest_normal), smallest_subnormal, maxexp, minexp, nexp, nmant, precision,
+    resolution; and cpd's facts (bias, encoding, has_inf, has_nan, ...)."""
+
+    def __init__(self, format):
+        _check_str("cpd.finfo", "format", format)
+        d = _cpd.format_info(format)
+        self.name = d["name"]
+        self.bits = d["bits"]
+        self.nexp = d["exponent_bits"]
+        self.nmant = d["mantissa_bits"]
+        self.bias = d["bias"]
+        self.encoding = d["encoding"]
+        self.max = d["max"]
+        self.min = -d["max"] if d["has_sign"] else 0.0
+        self.smallest_normal = d["smallest_normal"]
+        self.tiny = self.smallest_normal
+        self.smallest_subnormal = d["smallest_subnormal"]
+        self.eps = 2.0 ** -self.nmant
+        self.epsneg = 2.0 ** -(self.nmant + 1)
+        self.machep = -self.nmant
+        self.negep = -(self.nmant + 1)
+        self.maxexp = d["emax"] + 1
+        self.minexp = d["emin"]
+        self.iexp = self.nexp
+        self.precision = int(_math.floor(self.nmant * _math.log10(2))) if self.nmant > 0 else 0
+        self.resolution = 10.0 ** -self.precision
+        self.has_sign = d["has_sign"]
+        self.has_inf = d["has_inf"]
+        self.has_nan = d["has_nan"]
+        self.has_negative_zero = d["has_negative_zero"]
+        self.has_subnormals = d["has_subnormals"]
+
+    def __repr__(self):
+        return (f"finfo(name={self.name}, bits={self.bits}, max={self.max!r}, tiny={self.tiny!r}, "
+                f"smallest_subnormal={self.smallest_subnormal!r}, eps={self.eps!r}, has_inf={self.has_inf}, "
+                f"has_nan={self.has_nan})")
+
+
+# --- scalers ---------------------------------------------------------------------------
+
+def aps(format, world_size, margin=0):
+    """APS (Han et al., PPoPP 2021) for world_size workers summing in `format`:
+    statistic(g) = ceil(log2(max|g| * world_size)) (an int), combined by max over the
+    workers, select(st) = the power of two 2^(emax - st - margin)."""
+    _check_str("cpd.aps", "format", format)
+    return _cpd.make_aps(format, int(world_size), int(margin))
+
+
+def current_scaling(format, margin=0, epsilon=0.0, power_of_two=False):
+    """Transformer Engine's current scaling: max(format) / max(amax, epsilon) / 2^margin."""
+    _check_str("cpd.current_scaling", "format", format)
+    return _cpd.make_current(format, int(margin), float(epsilon), bool(power_of_two))
+
+
+def delayed_scaling(format, history_length=1024, amax_algorithm="max", margin=0):
+    """Transformer Engine's delayed scaling: the scale of a step comes from the amax history."""
+    _check_str("cpd.delayed_scaling", "format", format)
+    return _cpd.make_delayed(format, int(history_length), amax_algorithm, int(margin))
+
+
+def dynamic_loss_scaling(init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                         min_scale=2.0**-126):
+    """PyTorch GradScaler's dynamic loss scaling: statistic = found_inf (0 or 1)."""
+    return _cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor), int(growth_interval),
+                          float(min_scale))
+
+
+def fixed_scaling(exponent=0):
+    """A fixed power-of-two scale 2^exponent (its statistic says whether inf/NaN was seen)."""
+    return _cpd.make_fixed(int(exponent))
+
+
+# --- the simulated exchange -------------------------------------------------------------
+
+def _scaler_for(who, scaler, format, world_size):
+    if scaler is None or scaler == "none":
+        return fixed_scaling(0)
+    if isinstance(scaler, str):
+        if scaler == "aps":
+            return aps(format, world_size)
+        raise ValueError(f"{who}: scaler '{scaler}' is not one of aps, none (or a cpd.Scaler with a "
+                         "power-of-two scale)")
+    if isinstance(scaler, Scaler):
+        return scaler
+    raise TypeError(f"{who}: scaler must be 'aps', 'none', None or a cpd.Scaler, not {type(scaler).__name__}")
+
+
+def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
+                       mean=False, seed=0, stream=0, out=None, *, threads=None, diagnostics=False):
+    """cpd::simulate_allreduce: W workers' float32 tensors (a list, same shape) summed in
+    one process in the order of `algorithm`, every addition rounded to `format`.
+
+    scaler: "aps" (APS for W workers), "none", or a cpd.Scaler whose scale is a power of
+    two (aps, fixed_scaling); its statistic is taken per worker and combined in rank
+    order. Returns (result, info): info has the scale and nonfinite_out (and, with
+    diagnostics, the counts of the scaled and unscaled quantization)."""
+    who = "cpd.simulate_allreduce"
+    _check_str(who, "format", format)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"{who}: tensors must be a non-empty list of float32 arrays or tensors")
+    arrays = []
+    first = None
+    for x in tensors:
+        a, t = _float_input(who, x)
+        if first is None:
+            first = (a.shape, t)
+        elif a.shape != first[0]:
+            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(first[0])} and {tuple(a.shape)}")
+        arrays.append(_np.ascontiguousarray(a))
+    w = len(arrays)
+    sc = _scaler_for(who, scaler, format, w)
+    st = sc.identity
+    for a in arrays:
+        st = sc.combine(st, sc.statistic(a))
+    scale = sc.select(st)
+    if not scale.pow2:
+        raise ValueError(f"{who}: the scaler {sc.kind} selects float scales; the simulation takes a power of two "
+                         "(aps, fixed_scaling)")
+
+    def body(_, o):
+        info.update(_cpd.simulate(arrays, o, format, rounding, scale.exponent, scale.nonfinite, algorithm, bool(kahan),
+                                  bool(mean), int(seed), int(stream), _threads(threads), bool(diagnostics)))
+
+    info = {"scale": scale}
+    result = _run(who, tensors[0], out, body)
+    return result, info

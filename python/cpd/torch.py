@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: MIT
+"""cpd.torch: low-precision gradient exchange for PyTorch (docs/python.md).
+
+- comm_hook(format, scaler="aps", algorithm="ring", ...): a DistributedDataParallel
+  communication hook that sums every gradient bucket in `format` over the process group
+  (gloo, or NCCL where torch has CUDA), with APS per parameter tensor, and gives the bits
+  of cpd::simulate_allreduce (and of cpd::mpi::allreduce_plan) for the same inputs.
+- all_reduce(tensors, format, ...): the same exchange of a list of tensors, without DDP.
+- EmulatedWorkers: W workers in one process (CPD's emulate_node): the batch is split into
+  W shards, each shard's gradient is one worker's, and the W gradients are summed by
+  cpd.simulate_allreduce, so that one machine can study 64 workers.
+
+Stochastic rounding draws the random bits of tensor `position` of bucket `bucket` at step
+`step` from the key (seed, tensor_stream(step, bucket, position, W)); the simulation of the
+same tensor with that seed and stream gives the same bits.
+"""
+
+import numpy as _np
+import torch as _torch
+import torch.distributed as _dist
+
+import cpd as _cpd_pkg
+from . import _cpd
+
+__all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce"]
+
+_HOOK_ALGORITHMS = ("ring", "pipelined_ring", "all_gather")
+_HOOK_ROUNDINGS = ("nearest_even", "stochastic")
+_SCALERS = ("aps", "none")
+
+
+def tensor_stream(step, bucket, position, world_size):
+    """The stream of the random bits of tensor `position` of bucket `bucket` at `step`
+    (spaced by 8 W^2, the streams one allreduce of W workers uses: docs/reduction.md)."""
+    if not (0 <= position < 1024 and 0 <= bucket < 1024 and 0 <= step < 2**24):
+        raise ValueError(f"cpd.torch.tensor_stream: step {step}, bucket {bucket}, position {position} out of range "
+                         "(step < 2**24, bucket and position < 1024)")
+    return ((step << 20) + (bucket << 10) + position) * 8 * world_size * world_size
+
+
+def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_HOOK_ALGORITHMS):
+    if not isinstance(format, str):
+        raise TypeError(f"{who}: format must be a string, not {type(format).__name__}")
+    f = _cpd_pkg.finfo(format)  # ValueError for a name cpd::format::parse rejects
+    if f.name not in _cpd_pkg.exchange_formats():
+        raise ValueError(f"{who}: format {format} ({f.name}) is not compiled into the exchange; use one of "
+                         + ", ".join(_cpd_pkg.exchange_formats()))
+    if scaler not in _SCALERS and scaler is not None:
+        raise ValueError(f"{who}: scaler {scaler!r} is not one of aps, none")
+    if algorithm not in algorithms:
+        raise ValueError(f"{who}: algorithm {algorithm!r} is not one of " + ", ".join(algorithms))
+    if rounding not in _HOOK_ROUNDINGS:
+        raise ValueError(f"{who}: rounding {rounding!r} is not one of " + ", ".join(_HOOK_ROUNDINGS))
+    if kahan and algorithm == "all_gather":
+        raise ValueError(f"{who}: Kahan compensation travels with the ring; all_gather sums locally without it")
+
+
+def _global_rank(group, r):
+    if group is None or group is _dist.GroupMember.WORLD:
+        return r
+    return _dist.distributed_c10d._get_global_rank(group, r)
+
+
+class _Transport:
+    """Moves the exchange's byte messages over a process group (CPU tensors for gloo;
+    copies on the bucket's device for a backend that wants them there, such as NCCL)."""
+
+    def __init__(self, group, device):
+        self.group = group
+        self.device = device
+        self.rank = _dist.get_rank(group)
+        self.world = _dist.get_world_size(group)
+
+    def _dev(self, a):
+        t = _torch.from_numpy(a)
+        return t if self.device.type == "cpu" else t.to(self.device)
+
+    def sendrecv(self, send, recv):
+        nxt = _global_rank(self.group, (self.rank + 1) % self.world)
+        prv = _global_rank(self.group, (self.rank - 1) % self.world)
+        reqs = []
+        rt = None
+        if send.size:
+            reqs.append(_dist.isend(self._dev(send), nxt, group=self.group))
+        if recv.size:
+            rt = self._dev(recv)
+            reqs.append(_dist.irecv(rt, prv, group=self.group))
+        for q in reqs:
+            q.wait()
+        if rt is not None and self.device.type != "cpu":
+            recv[...] = rt.cpu().numpy()
+
+    def all_gather(self, send, recv):
+        n = send.size
+        parts = [self._dev(recv[r * n:(r + 1) * n]) for r in range(self.world)]
+        _dist.all_gather(parts, self._dev(send), group=self.group)
+        if self.device.type != "cpu":
+            for r, p in enumerate(parts):
+                recv[r * n:(r + 1) * n] = p.cpu().numpy()
+
+    def max_int32(self, values):
+        t = _torch.tensor(values, dtype=_torch.int32)
+        if self.device.type != "cpu":
+            t = t.to(self.device)
+        _dist.all_reduce(t, op=_dist.ReduceOp.MAX, group=self.group)
+        return t.cpu().tolist()
+
+
+def _exchange(flat, sizes, out, format, scaler, algorithm, rounding, kahan, mean, seed, streams, transport):
+    """The exchange of the tensors held back to back in the float32 array `flat` into `out`;
+    returns (scales, statistics bytes, payload bytes sent, nonfinite values in out)."""
+    w, r = transport.world, transport.rank
+    sc = _cpd.make_aps(format, w, 0) if scaler == "aps" else _cpd.make_fixed(0)
+    stats = []
+    at = 0
+    for n in sizes:
+        stats.append(sc.statistic(flat[at:at + n]))
+        at += n
+    if w > 1:
+        stats = transport.max_int32(stats)
+    scales = [sc.select(s) for s in stats]
+    ex = _cpd.make_exchange(format, rounding, algorithm, list(sizes), [s.exponent for s in scales], int(seed),
+                            list(streams), w, r, bool(kahan), bool(mean), out)
+    ex.load(flat)
+    sent = 0
+    for step in range(ex.steps()):
+        send = _np.frombuffer(ex.send(step), dtype=_np.uint8)
+        recv = _np.frombuffer(ex.recv(step), dtype=_np.uint8)
+        if algorithm == "all_gather":
+            transport.all_gather(send, recv)
+            sent += send.size * (w - 1)  # (every rank's codes reach the W - 1 others)
+        else:
+            transport.sendrecv(send, recv)
+            sent += send.size
+        ex.complete(step)
+    return scales, (4 * len(sizes) if w > 1 else 0), sent, ex.out_nonfinite
+
+
+def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,
+               seed=0, streams=None, group=None):
+    """Sums (mean=True: averages) the float32 CPU tensors of every rank of `group` in `format`,
+    in place, tensor by tensor with the chunks, order and roundings of
+    cpd::simulate_allreduce(algorithm), all tensors in one message per step. APS takes one
+    statistic per tensor (one MAX allreduce of int32 for all of them). streams: the stochastic
+    rounding stream of each tensor (default 8 W^2 * index). Returns a dict: scales,
+    statistics_bytes and payload_bytes this rank sent, out_nonfinite."""
+    who = "cpd.torch.all_reduce"
+    _check_options(who, format, scaler, algorithm, rounding, kahan)
+    if not _dist.is_initialized():
+        raise RuntimeError(f"{who}: torch.distributed is not initialized (init_process_group first)")
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"{who}: tensors must be a non-empty list of float32 tensors")
+    for t in tensors:
+        if not isinstance(t, _torch.Tensor) or t.dtype != _torch.float32:
+            raise TypeError(f"{who}: every tensor must be a float32 torch.Tensor")
+    device = tensors[0].device
+    w = _dist.get_world_size(group)
+    if streams is None:
+        streams = [8 * w * w * i for i in range(len(tensors))]
+    sizes = [t.numel() for t in tensors]
+    flat = _torch.cat([t.detach().reshape(-1).cpu() for t in tensors])
+    out = _torch.empty_like(flat)
+    scales, sb, pb, bad = _exchange(flat.numpy(), sizes, out.numpy(), format, scaler or "none", algorithm, rounding,
+                                    kahan, mean, seed, streams, _Transport(group, device))
+    at = 0
+    for t, n in zip(tensors, sizes):
+        t.copy_(out[at:at + n].view_as(t))
+        at += n
+    return {"scales": scales, "statistics_bytes": sb, "payload_bytes": pb, "out_nonfinite": bad}
+
+
+class CommHook:
+    """A DDP communication hook: register with ddp_model.register_comm_hook(None, hook).
+
+    Every bucket is averaged over the process group in `format` (see all_reduce); the hook
+    counts what it did: steps, values, bytes_sent (payload and statistics), bits_per_value,
+    nonfinite_steps (steps where some worker's gradient held inf or NaN: the result holds
+    NaN or inf there, and such a step should be skipped, as GradScaler does) and
+    out_nonfinite (non-finite values handed back to DDP). With record=True, `records`
+    keeps each bucket's (step, bucket index, sizes, streams, scale exponents)."""
+
+    def __init__(self, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
+                 process_group=None, record=False):
+        _check_options("cpd.torch.comm_hook", format, scaler, algorithm, rounding, kahan)
+        self.format, self.scaler, self.algorithm = format, scaler or "none", algorithm
+        self.rounding, self.kahan, self.seed = rounding, bool(kahan), int(seed)
+        self.process_group = process_group
+        self.record = record
+        self.__name__ = self.__qualname__ = f"cpd_comm_hook_{format}_{algorithm}"  # (DDP logs them)
+        self.records = []
+        self.steps = 0
+        self.values = 0
+        self.bytes_sent = 0
+        self.nonfinite_steps = 0
+        self.out_nonfinite = 0
+        self._step_nonfinite = False
+
+    @property
+    def bits_per_value(self):
+        """Bits this rank sent per gradient value (payload and statistics)."""
+        return 8.0 * self.bytes_sent / self.values if self.values else 0.0
+
+    def __call__(self, state, bucket):
+        buf = bucket.buffer()
+        grads = bucket.gradients()
+        sizes = [g.numel() for g in grads]
+        if sum(sizes) != buf.numel():
+            raise RuntimeError("cpd.torch.comm_hook: the bucket's gradients do not fill its buffer "
+                               f"({sum(sizes)} of {buf.numel()} values); sparse gradients are not supported")
+        if buf.dtype != _torch.float32:
+            raise TypeError(f"cpd.torch.comm_hook: the bucket holds {buf.dtype}; the hook sums float32 gradients")
+        group = self.process_group
+        w = _dist.get_world_size(group)
+        index = bucket.index()
+        streams = [tensor_stream(self.steps, index, p, w) for p in range(len(sizes))]
+        host = buf.detach().cpu() if buf.device.type != "cpu" else buf.detach()
+        host = host.contiguous()
+        out = _torch.empty_like(host)
+        scales, sb, pb, bad = _exchange(host.numpy(), sizes, out.numpy(), self.format, self.scaler, self.algorithm,
+                                        self.rounding, self.kahan, True, self.seed, streams,
+                                        _Transport(group, buf.device))
+        if self.record:
+            self.records.append({"step": self.steps, "bucket": index, "sizes": sizes, "streams": streams,
+                                 "scales": [s.exponent for s in scales]})
+        self.values += buf.numel()
+        self.bytes_sent += sb + pb
+        self.out_nonfinite += bad
+        self._step_nonfinite |= any(s.nonfinite for s in scales)
+        if bucket.is_last():
+            self.nonfinite_steps += int(self._step_nonfinite)
+            self._step_nonfinite = False
+            self.steps += 1
+        result = out if buf.device.type == "cpu" else out.to(buf.device)
+        fut = _torch.futures.Future()
+        fut.set_result(result)
+        return fut
+
+
+def comm_hook(format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
+              process_group=None, record=False):
+    """A DDP communication hook that exchanges gradients in `format` (see CommHook):
+
+        model = DistributedDataParallel(net)
+        model.register_comm_hook(None, cpd.torch.comm_hook("e4m3fn", scaler="aps"))
+    """
+    return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record)
+
+
+def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
+                      mean=True, seed=0, step=0, threads=None):
+    """worker_tensors[w][t]: tensor t of worker w (W lists of float32 CPU tensors of the
+    same shapes). Returns the list of tensors t summed (mean=True: averaged) over the W
+    workers by cpd.simulate_allreduce, tensor t with the stream tensor_stream(step, 0, t, W),
+    and the list of each tensor's info (scale, nonfinite_out)."""
+    who = "cpd.torch.emulate_allreduce"
+    _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
+    w = len(worker_tensors)
+    if w < 1:
+        raise ValueError(f"{who}: no workers")
+    count = len(worker_tensors[0])
+    if any(len(ts) != count for ts in worker_tensors):
+        raise ValueError(f"{who}: the workers have different numbers of tensors")
+    results, infos = [], []
+    for t in range(count):
+        xs = [worker_tensors[r][t].detach().contiguous() for r in range(w)]
+        res, info = _cpd_pkg.simulate_allreduce(xs, format, scaler=scaler or "none", algorithm=algorithm,
+                                                rounding=rounding, kahan=kahan, mean=mean, seed=seed,
+                                                stream=tensor_stream(step, t // 1024, t % 1024, w), threads=threads)
+        results.append(res)
+        infos.append(info)
+    return results, infos
+
+
+class EmulatedWorkers:
+    """W data-parallel workers inside one process (CPD's emulate_node):
+
+        workers = cpd.torch.EmulatedWorkers(model, 8, "e4m3fn", scaler="aps")
+        loss = workers.backward(loss_fn, inputs, targets)   # p.grad = the exchanged mean
+        optimizer.step()
+
+    backward splits the batch into W shards (torch.tensor_split along dim 0), computes each
+    shard's gradient with the model (worker w's gradient), sums the W gradients tensor by
+    tensor with cpd.simulate_allreduce (mean) and writes the result into every parameter's
+    .grad. format=None or "fp32" sums in float32 in the ring's order. Counts as CommHook:
+    steps, values, nonfinite_steps, out_nonfinite, and stats (the scaled quantization's
+    underflow/overflow counts of every worker's values)."""
+
+    def __init__(self, model, workers, format="fp32", scaler="aps", algorithm="ring", rounding="nearest_even",
+                 kahan=False, seed=0, threads=None):
+        who = "cpd.torch.EmulatedWorkers"
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"{who}: workers must be an int >= 1, not {workers!r}")
+        format = format or "fp32"
+        _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
+        self.model, self.workers, self.format = model, workers, format
+        self.scaler, self.algorithm, self.rounding = scaler or "none", algorithm, rounding
+        self.kahan, self.seed, self.threads = kahan, int(seed), threads
+        self.steps = 0
+        self.values = 0
+        self.nonfinite_steps = 0
+        self.out_nonfinite = 0
+        self.stats = {}
+
+    def backward(self, loss_fn, inputs, targets):
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if len(inputs) < self.workers:
+            raise ValueError(f"cpd.torch.EmulatedWorkers: a batch of {len(inputs)} for {self.workers} workers")
+        xs = _torch.tensor_split(inputs, self.workers)
+        ys = _torch.tensor_split(targets, self.workers)
+        grads, total = [], 0.0
+        for x, y in zip(xs, ys):
+            for p in params:
+                p.grad = None
+            loss = loss_fn(self.model(x), y)
+            loss.backward()
+            total += float(loss.detach()) * len(x)
+            grads.append([p.grad.detach().clone() if p.grad is not None else _torch.zeros_like(p) for p in params])
+        nonfinite = False
+        for t, p in enumerate(params):
+            xs_t = [grads[r][t].contiguous() for r in range(self.workers)]
+            res, info = _cpd_pkg.simulate_allreduce(
+                xs_t, self.format, scaler=self.scaler, algorithm=self.algorithm, rounding=self.rounding,
+                kahan=self.kahan, mean=True, seed=self.seed, stream=tensor_stream(self.steps, t // 1024, t % 1024, self.workers),
+                threads=self.threads, diagnostics=True)
+            p.grad = res.view_as(p)
+            nonfinite |= info["scale"].nonfinite
+            self.out_nonfinite += info["nonfinite_out"]
+            for k, v in info["scaled"].items():
+                self.stats[k] = self.stats.get(k, 0) + v
+            self.values += res.numel()
+        self.nonfinite_steps += int(nonfinite)
+        self.steps += 1
+        return total / len(inputs)

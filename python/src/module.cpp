@@ -1,0 +1,843 @@
+// SPDX-License-Identifier: MIT
+//
+// cpd._cpd: the native half of the Python package `cpd` (docs/python.md). It binds
+// the library's own calls, nothing else: the bulk quantize / encode / decode of
+// runtime formats, the formats' facts, the scalers of docs/scaling.md, the in-process
+// simulation of an allreduce (cpd::simulate_allreduce_scaled) and the per-step work of
+// a ring or all-gather exchange whose messages Python moves (cpd.torch.comm_hook), made
+// of exchange/protocol.hpp's load, add and finish as <cpd/mpi/ring.hpp> makes it, so
+// that the same inputs give the bits of the simulation.
+//
+// The Python layer (python/cpd/__init__.py) checks dtypes and devices and turns torch
+// tensors into arrays that share their memory; this layer takes C-contiguous buffers
+// and releases the GIL around every loop over values.
+
+#include <cpd/cpd.hpp>
+#include <cpd/exchange/protocol.hpp>
+#include <cpd/host/pack.hpp>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// --- arguments --------------------------------------------------------------------
+
+cpd::format parse_format(const std::string& name) { return cpd::format::parse(name); }
+
+cpd::rounding parse_rounding(const std::string& s) {
+  static const std::pair<const char*, cpd::rounding> modes[] = {
+      {"nearest_even", cpd::rounding::nearest_even}, {"nearest_away", cpd::rounding::nearest_away},
+      {"toward_zero", cpd::rounding::toward_zero},   {"upward", cpd::rounding::upward},
+      {"downward", cpd::rounding::downward},         {"stochastic", cpd::rounding::stochastic},
+      {"odd", cpd::rounding::odd}};
+  for (const auto& m : modes)
+    if (s == m.first) return m.second;
+  throw std::invalid_argument("rounding '" + s +
+                              "' is not one of nearest_even, nearest_away, toward_zero, upward, downward, "
+                              "stochastic, odd");
+}
+
+cpd::overflow parse_overflow(const std::string& s) {
+  if (s == "infinity") return cpd::overflow::infinity;
+  if (s == "saturate") return cpd::overflow::saturate;
+  throw std::invalid_argument("overflow '" + s + "' is not one of infinity, saturate");
+}
+
+/// A C-contiguous buffer of `what` (the Python layer makes them so; this is the last check).
+struct view {
+  void* ptr = nullptr;
+  std::size_t n = 0;
+  std::size_t itemsize = 0;
+  char kind = 0;  // 'f' float32, 'u' unsigned or signed integer codes
+};
+
+view get_view(const py::buffer& b, bool writable, const char* who, const char* arg) {
+  py::buffer_info info = b.request(writable);
+  view v;
+  v.ptr = info.ptr;
+  v.itemsize = static_cast<std::size_t>(info.itemsize);
+  std::size_t n = 1;
+  py::ssize_t expect = info.itemsize;
+  for (py::ssize_t d = info.ndim; d-- > 0;) {
+    if (info.shape[d] != 1 && info.strides[d] != expect)
+      throw py::type_error(std::string(who) + ": " + arg + " must be C-contiguous");
+    expect *= info.shape[d];
+    n *= static_cast<std::size_t>(info.shape[d]);
+  }
+  v.n = n;
+  const std::string& f = info.format;
+  const char c = f.empty() ? 0 : f.back();
+  if (info.itemsize == 4 && c == 'f') v.kind = 'f';
+  else if (c == 'B' || c == 'H' || c == 'I' || c == 'b' || c == 'h' || c == 'i' || c == 'L' || c == 'l')
+    v.kind = 'u';
+  else
+    throw py::type_error(std::string(who) + ": " + arg + " has element format '" + f +
+                         "'; expected float32 values or unsigned integer codes");
+  return v;
+}
+
+view float_view(const py::buffer& b, bool writable, const char* who, const char* arg) {
+  view v = get_view(b, writable, who, arg);
+  if (v.kind != 'f') throw py::type_error(std::string(who) + ": " + arg + " must hold float32 values");
+  return v;
+}
+
+view code_view(const py::buffer& b, bool writable, const char* who, const char* arg) {
+  view v = get_view(b, writable, who, arg);
+  if (v.kind != 'u' || (v.itemsize != 1 && v.itemsize != 2 && v.itemsize != 4))
+    throw py::type_error(std::string(who) + ": " + arg + " must hold 8-, 16- or 32-bit integer codes");
+  return v;
+}
+
+void same_size(const view& a, const view& b, const char* who) {
+  if (a.n != b.n)
+    throw std::invalid_argument(std::string(who) + ": the input has " + std::to_string(a.n) +
+                                " values and the output " + std::to_string(b.n));
+}
+
+/// Runs f(policy): sequential for one thread, else cpd::execution::par(threads) (0: all).
+template <class Fn>
+void with_policy(unsigned threads, Fn&& f) {
+  if (threads == 1) f(cpd::execution::seq);
+  else f(cpd::execution::par(threads));
+}
+
+py::dict stats_dict(const cpd::value_stats& s) {
+  py::dict d;
+  d["count"] = s.count;
+  d["zeros"] = s.zeros;
+  d["underflow"] = s.underflow;
+  d["overflow"] = s.overflow;
+  d["nan"] = s.nan;
+  d["saturated"] = s.saturated;
+  d["nan_inputs"] = s.nan_inputs;
+  d["inf_inputs"] = s.inf_inputs;
+  return d;
+}
+
+struct bulk_args {
+  cpd::format f;
+  cpd::rounding r;
+  cpd::overflow o;
+  cpd::bulk_options opt;
+  unsigned threads;
+};
+
+bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
+                    std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
+                    unsigned threads) {
+  bulk_args a{parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow), {}, threads};
+  a.opt.seed = seed;
+  a.opt.stream = stream;
+  a.opt.offset = offset;
+  a.opt.scale_exponent = scale_exponent;
+  return a;
+}
+
+// --- bulk calls -------------------------------------------------------------------
+
+py::object quantize(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
+                    const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
+                    int scale_exponent, unsigned threads, bool stats) {
+  const view x = float_view(in, false, "cpd.quantize", "the input");
+  const view y = float_view(out, true, "cpd.quantize", "out");
+  same_size(x, y, "cpd.quantize");
+  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
+  cpd::value_stats st;
+  if (stats) a.opt.stats = &st;
+  {
+    py::gil_scoped_release nogil;
+    with_policy(a.threads, [&](auto policy) {
+      cpd::quantize(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, a.opt);
+    });
+  }
+  if (stats) return stats_dict(st);
+  return py::none();
+}
+
+template <class Code>
+void encode_as(const bulk_args& a, const view& x, const view& c) {
+  with_policy(a.threads, [&](auto policy) {
+    cpd::encode(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr), static_cast<Code*>(c.ptr), x.n, a.opt);
+  });
+}
+
+py::object encode(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
+                  const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
+                  int scale_exponent, unsigned threads, bool stats) {
+  const view x = float_view(in, false, "cpd.encode", "the input");
+  const view c = code_view(out, true, "cpd.encode", "out");
+  same_size(x, c, "cpd.encode");
+  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
+  cpd::value_stats st;
+  if (stats) a.opt.stats = &st;
+  {
+    py::gil_scoped_release nogil;
+    if (c.itemsize == 1) encode_as<std::uint8_t>(a, x, c);
+    else if (c.itemsize == 2) encode_as<std::uint16_t>(a, x, c);
+    else encode_as<std::uint32_t>(a, x, c);
+  }
+  if (stats) return stats_dict(st);
+  return py::none();
+}
+
+template <class Code>
+void decode_as(const cpd::format& f, const cpd::bulk_options& opt, unsigned threads, const view& c, const view& y) {
+  with_policy(threads, [&](auto policy) {
+    cpd::decode(policy, f, static_cast<const Code*>(c.ptr), static_cast<float*>(y.ptr), c.n, opt);
+  });
+}
+
+void decode(const py::buffer& in, const py::buffer& out, const std::string& fmt, int scale_exponent,
+            unsigned threads) {
+  const view c = code_view(in, false, "cpd.decode", "the codes");
+  const view y = float_view(out, true, "cpd.decode", "out");
+  same_size(c, y, "cpd.decode");
+  const cpd::format f = parse_format(fmt);
+  cpd::bulk_options opt;
+  opt.scale_exponent = scale_exponent;
+  py::gil_scoped_release nogil;
+  if (c.itemsize == 1) decode_as<std::uint8_t>(f, opt, threads, c, y);
+  else if (c.itemsize == 2) decode_as<std::uint16_t>(f, opt, threads, c, y);
+  else decode_as<std::uint32_t>(f, opt, threads, c, y);
+}
+
+/// Seconds per call of the C++ bulk quantize on the buffer, the best of `repeats` timed
+/// calls (the benchmark's yardstick: the same call without Python in between).
+double time_quantize(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
+                     unsigned threads, int repeats) {
+  const view x = float_view(in, false, "cpd._cpd.time_quantize", "the input");
+  const view y = float_view(out, true, "cpd._cpd.time_quantize", "out");
+  same_size(x, y, "cpd._cpd.time_quantize");
+  const bulk_args a = make_args(fmt, rounding, "infinity", 1, 0, 0, 0, threads);
+  py::gil_scoped_release nogil;
+  double best = 1e30;
+  for (int k = 0; k < std::max(repeats, 1); ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    with_policy(a.threads, [&](auto policy) {
+      cpd::quantize(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, a.opt);
+    });
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// --- formats ------------------------------------------------------------------------
+
+template <class... F>
+std::vector<std::string> names_of(cpd::format_list<F...>) {
+  return {cpd::format::of<F>().name()...};
+}
+
+std::vector<std::string> format_names() { return names_of(cpd::compiled_formats{}); }
+
+py::dict format_info(const std::string& name) {
+  const cpd::format f = parse_format(name);
+  const cpd::detail::spec& s = f.spec();
+  py::dict d;
+  d["name"] = f.name();
+  d["bits"] = f.bits();
+  d["exponent_bits"] = s.E;
+  d["mantissa_bits"] = s.M;
+  d["bias"] = s.bias;
+  d["encoding"] = std::string(cpd::to_string(s.enc));
+  d["max"] = s.max_value;
+  d["smallest_normal"] = s.min_normal;
+  d["smallest_subnormal"] = s.min_positive;
+  d["emax"] = s.emax;
+  d["emin"] = s.emin;
+  d["has_sign"] = s.has_sign;
+  d["has_inf"] = s.has_inf;
+  d["has_nan"] = s.has_nan;
+  d["has_negative_zero"] = s.has_neg_zero;
+  d["has_subnormals"] = s.has_subnormals;
+  d["fits_float"] = s.fits_float;
+  return d;
+}
+
+// --- scalers ----------------------------------------------------------------------
+
+/// The formats whose scalers and exchanges are compiled in (every one of them a template
+/// over the format): cpd-train's gradient formats.
+using exchange_formats =
+    cpd::format_list<cpd::float_t<8, 23>, cpd::float8_e4m3fn, cpd::float8_e4m3, cpd::float8_e5m2,
+                     cpd::float8_e4m3fnuz, cpd::float8_e5m2fnuz, cpd::float8_e3m4, cpd::float16, cpd::bfloat16,
+                     cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float4_e2m1fn, cpd::float_t<3, 0, cpd::fn>,
+                     cpd::float_t<4, 0, cpd::fn>, cpd::float_t<3, 2>, cpd::float_t<2, 1>>;
+
+std::string exchange_format_names() {
+  std::string s;
+  for (const std::string& n : names_of(exchange_formats{})) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+template <class Fn>
+void visit_exchange(const cpd::format& f, const char* who, Fn&& fn) {
+  if (!cpd::visit<exchange_formats>(f, std::forward<Fn>(fn)))
+    throw std::invalid_argument(std::string(who) + ": format " + f.name() + " is not compiled into the package; use " +
+                                "one of " + exchange_format_names());
+}
+
+/// A scale as Python sees it: a power of two (exponent) or a float (value, inverse).
+struct scale_value {
+  bool pow2 = true;
+  int exponent = 0;
+  float value = 1.0f, inverse = 1.0f;
+  bool nonfinite = false;
+  [[nodiscard]] double factor() const {
+    return pow2 ? cpd::pow2_scale{exponent, nonfinite}.factor() : static_cast<double>(value);
+  }
+};
+
+scale_value from_scale(cpd::pow2_scale s) { return {true, s.exponent, 1.0f, 1.0f, s.nonfinite}; }
+scale_value from_scale(cpd::float_scale s) { return {false, 0, s.value, s.inverse, s.nonfinite}; }
+
+const float* float_ptr(const py::buffer& b, std::size_t& n, const char* who) {
+  const view v = float_view(b, false, who, "the tensor");
+  n = v.n;
+  return static_cast<const float*>(v.ptr);
+}
+
+/// One scaler of docs/scaling.md behind one interface: statistic (a Python int or float),
+/// combine, select; stateful scalers (delayed, loss) keep their state.
+class scaler {
+ public:
+  std::string kind;
+  std::function<py::object(const float*, std::size_t)> statistic;
+  std::function<py::object(py::object, py::object)> combine;
+  std::function<scale_value(py::object)> select;
+  py::object identity;
+
+  py::object statistic_of(const py::buffer& b) const {
+    std::size_t n = 0;
+    const float* p = float_ptr(b, n, ("cpd." + kind + ".statistic").c_str());
+    return statistic(p, n);
+  }
+};
+
+template <class S, class Stat>
+void set_protocol(scaler& s, std::shared_ptr<S> impl) {
+  s.statistic = [impl](const float* p, std::size_t n) {
+    Stat st{};
+    {
+      py::gil_scoped_release nogil;
+      st = impl->statistic(p, n);
+    }
+    return py::cast(st);
+  };
+  s.combine = [](py::object a, py::object b) { return py::cast(S::combine(a.cast<Stat>(), b.cast<Stat>())); };
+  s.select = [impl](py::object st) { return from_scale(impl->select(st.cast<Stat>())); };
+  s.identity = py::cast(static_cast<Stat>(S::identity));
+}
+
+scaler make_aps(const std::string& fmt, int world_size, int margin) {
+  scaler s;
+  s.kind = "aps";
+  visit_exchange(parse_format(fmt), "cpd.aps", [&](auto tag) {
+    using F = decltype(tag);
+    set_protocol<cpd::aps<F>, std::int32_t>(s, std::make_shared<cpd::aps<F>>(world_size, margin));
+  });
+  return s;
+}
+
+scaler make_current(const std::string& fmt, int margin, float epsilon, bool power_of_two) {
+  scaler s;
+  s.kind = "current_scaling";
+  visit_exchange(parse_format(fmt), "cpd.current_scaling", [&](auto tag) {
+    using F = decltype(tag);
+    typename cpd::current_scaling<F>::options o;
+    o.margin = margin;
+    o.epsilon = epsilon;
+    o.power_of_two = power_of_two;
+    set_protocol<cpd::current_scaling<F>, float>(s, std::make_shared<cpd::current_scaling<F>>(o));
+  });
+  return s;
+}
+
+scaler make_delayed(const std::string& fmt, std::size_t history_length, const std::string& algorithm, int margin) {
+  scaler s;
+  s.kind = "delayed_scaling";
+  cpd::amax_algorithm algo = cpd::amax_algorithm::max;
+  if (algorithm == "most_recent") algo = cpd::amax_algorithm::most_recent;
+  else if (algorithm != "max")
+    throw std::invalid_argument("cpd.delayed_scaling: amax_algorithm '" + algorithm + "' is not one of max, most_recent");
+  visit_exchange(parse_format(fmt), "cpd.delayed_scaling", [&](auto tag) {
+    using F = decltype(tag);
+    typename cpd::delayed_scaling<F>::options o;
+    o.history_length = history_length;
+    o.algorithm = algo;
+    o.margin = margin;
+    set_protocol<cpd::delayed_scaling<F>, float>(s, std::make_shared<cpd::delayed_scaling<F>>(o));
+  });
+  return s;
+}
+
+scaler make_loss(float init_scale, float growth_factor, float backoff_factor, int growth_interval, float min_scale) {
+  scaler s;
+  s.kind = "dynamic_loss_scaling";
+  cpd::dynamic_loss_scaling::options o;
+  o.init_scale = init_scale;
+  o.growth_factor = growth_factor;
+  o.backoff_factor = backoff_factor;
+  o.growth_interval = growth_interval;
+  o.min_scale = min_scale;
+  set_protocol<cpd::dynamic_loss_scaling, cpd::dynamic_loss_scaling::statistic_type>(
+      s, std::make_shared<cpd::dynamic_loss_scaling>(o));
+  return s;
+}
+
+scaler make_fixed(int exponent) {
+  scaler s;
+  s.kind = "fixed_scaling";
+  set_protocol<cpd::fixed_scaling, std::int32_t>(s, std::make_shared<cpd::fixed_scaling>(cpd::pow2_scale{exponent}));
+  return s;
+}
+
+void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string& elem, const std::string& rounding,
+                 std::size_t block_size, const std::string& rule, std::uint64_t seed, std::uint64_t stream) {
+  const view x = float_view(in, false, "cpd.mx_quantize", "the input");
+  const view y = float_view(out, true, "cpd.mx_quantize", "out");
+  same_size(x, y, "cpd.mx_quantize");
+  cpd::mx_options o;
+  o.block_size = block_size;
+  if (rule == "floor") o.rule = cpd::mx_scale_rule::floor;
+  else if (rule == "ceil") o.rule = cpd::mx_scale_rule::ceil;
+  else if (rule == "rceil") o.rule = cpd::mx_scale_rule::rceil;
+  else throw std::invalid_argument("cpd.mx_quantize: rule '" + rule + "' is not one of floor, ceil, rceil");
+  o.key = {seed, stream};
+  const cpd::rounding r = parse_rounding(rounding);
+  if (r != cpd::rounding::nearest_even && r != cpd::rounding::stochastic)
+    throw std::invalid_argument("cpd.mx_quantize: rounding must be nearest_even or stochastic");
+  const cpd::format f = parse_format(elem);
+  using mx_elements = cpd::format_list<cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float6_e3m2fn, cpd::float6_e2m3fn,
+                                       cpd::float4_e2m1fn>;
+  const bool found = cpd::visit<mx_elements>(f, [&](auto tag) {
+    using E = decltype(tag);
+    py::gil_scoped_release nogil;
+    if (r == cpd::rounding::stochastic)
+      cpd::mx_quantize<E, cpd::rounding::stochastic>(static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n,
+                                                     o);
+    else
+      cpd::mx_quantize<E>(static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, o);
+  });
+  if (!found)
+    throw std::invalid_argument("cpd.mx_quantize: element format " + f.name() +
+                                " is not an OCP MX element (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn)");
+}
+
+// --- the exchange -------------------------------------------------------------------
+
+cpd::allreduce_algorithm parse_algorithm(const std::string& s) {
+  static const std::pair<const char*, cpd::allreduce_algorithm> names[] = {
+      {"sequential", cpd::allreduce_algorithm::sequential}, {"ring", cpd::allreduce_algorithm::ring},
+      {"halving_doubling", cpd::allreduce_algorithm::halving_doubling},
+      {"pipelined_ring", cpd::allreduce_algorithm::pipelined_ring}, {"two_step", cpd::allreduce_algorithm::two_step},
+      {"all_gather", cpd::allreduce_algorithm::all_gather}};
+  for (const auto& a : names)
+    if (s == a.first) return a.second;
+  throw std::invalid_argument("algorithm '" + s +
+                              "' is not one of sequential, ring, halving_doubling, pipelined_ring, two_step, "
+                              "all_gather");
+}
+
+/// Calls fn(F{}, integral_constant<rounding, R>{}) for the exchange's compiled (format, mode)
+/// pairs: the exchange formats, nearest_even or stochastic, overflow to infinity.
+template <class Fn>
+void visit_exchange_mode(const cpd::format& f, cpd::rounding r, const char* who, Fn&& fn) {
+  if (r != cpd::rounding::nearest_even && r != cpd::rounding::stochastic)
+    throw std::invalid_argument(std::string(who) + ": the exchange rounds nearest_even or stochastic, not " +
+                                cpd::to_string(r));
+  visit_exchange(f, who, [&](auto tag) {
+    if (r == cpd::rounding::stochastic) fn(tag, std::integral_constant<cpd::rounding, cpd::rounding::stochastic>{});
+    else fn(tag, std::integral_constant<cpd::rounding, cpd::rounding::nearest_even>{});
+  });
+}
+
+/// cpd::simulate_allreduce_scaled of W workers' arrays with a power-of-two scale.
+py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out, const std::string& fmt,
+                  const std::string& rounding, int scale_exponent, bool scale_nonfinite, const std::string& algorithm,
+                  bool kahan, bool mean, std::uint64_t seed, std::uint64_t stream, unsigned threads,
+                  bool diagnostics) {
+  const char* who = "cpd.simulate_allreduce";
+  if (workers.empty()) throw std::invalid_argument(std::string(who) + ": no workers");
+  const view y = float_view(out, true, who, "out");
+  std::vector<const float*> x;
+  for (const py::buffer& b : workers) {
+    const view v = float_view(b, false, who, "a worker's tensor");
+    same_size(v, y, who);
+    x.push_back(static_cast<const float*>(v.ptr));
+  }
+  cpd::allreduce_options opt;
+  opt.algorithm = parse_algorithm(algorithm);
+  opt.kahan = kahan;
+  opt.mean = mean;
+  opt.key = {seed, stream};
+  opt.threads = threads;
+  opt.diagnostics = diagnostics;
+  const cpd::pow2_scale sc{scale_exponent, scale_nonfinite};
+  py::dict d;
+  visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [&](auto tag, auto rc) {
+    using F = decltype(tag);
+    cpd::allreduce_result<cpd::pow2_scale> r;
+    {
+      py::gil_scoped_release nogil;
+      r = cpd::simulate_allreduce_scaled<F, decltype(rc)::value>(x.data(), static_cast<float*>(y.ptr), y.n,
+                                                                 static_cast<int>(x.size()), sc, opt);
+    }
+    d["nonfinite_out"] = r.nonfinite_out;
+    if (diagnostics) {
+      d["unscaled"] = stats_dict(r.unscaled);
+      d["scaled"] = stats_dict(r.scaled);
+    }
+  });
+  return d;
+}
+
+/// Codes on the wire: two per byte for codes of at most 4 bits (host/pack.hpp's nibbles),
+/// else the storage type's bytes in host order (as <cpd/mpi/wire.hpp>).
+template <class F>
+struct wire {
+  using storage = typename F::storage_type;
+  static constexpr bool nibbles = F::spec.bits <= 4;
+  [[nodiscard]] static constexpr std::size_t bytes(std::size_t n) noexcept {
+    return nibbles ? (n + 1) / 2 : n * sizeof(storage);
+  }
+  static void pack(const storage* c, std::size_t n, unsigned char* o) noexcept {
+    if constexpr (nibbles) cpd::detail::pack_codes<4>(c, o, n);
+    else if (n) std::memcpy(o, c, n * sizeof(storage));
+  }
+  static void unpack(const unsigned char* p, std::size_t n, storage* c) noexcept {
+    if constexpr (nibbles) cpd::detail::unpack_codes<4>(p, c, n);
+    else if (n) std::memcpy(c, p, n * sizeof(storage));
+  }
+};
+
+/// (a mod w) in [0, w).
+constexpr int wrap(int a, int w) noexcept { return ((a % w) + w) % w; }
+
+/// One rank's side of an exchange of T tensors whose messages the caller moves: the ring
+/// (reduce-scatter, then all-gather, 2(W-1) steps, every step one message to rank + 1 and
+/// one from rank - 1) or the all-gather (one step: every rank's codes to every rank, summed
+/// in rank order). The roundings, chunks and random bits are those of
+/// cpd::simulate_allreduce(ring | all_gather) tensor by tensor.
+class exchange_base {
+ public:
+  virtual ~exchange_base() = default;
+  virtual void load(const py::buffer& x) = 0;                  // this rank's values, all tensors back to back
+  virtual std::size_t send_bytes(int step) const = 0;
+  virtual std::size_t recv_bytes(int step) const = 0;
+  virtual unsigned char* send_buffer(int step) = 0;
+  virtual unsigned char* recv_buffer(int step) = 0;
+  virtual void complete(int step) = 0;                         // after step's messages arrived
+  virtual int steps() const = 0;
+  std::uint64_t out_nonfinite = 0;
+};
+
+template <class F, cpd::rounding R>
+class exchange final : public exchange_base {
+  using protocol = cpd::detail::summation<F, R, cpd::overflow::infinity, cpd::pow2_scale>;
+  using W = wire<F>;
+  using storage = typename F::storage_type;
+
+ public:
+  exchange(std::vector<std::size_t> sizes, std::vector<int> scales, std::vector<cpd::random_stream> keys, int world,
+           int rank, bool ring, bool kahan, bool mean, py::buffer out)
+      : sizes_(std::move(sizes)), keys_(std::move(keys)), w_(world), r_(rank), ring_(ring), kahan_(kahan),
+        mean_(mean), out_(std::move(out)) {
+    for (int e : scales) scales_.push_back(cpd::pow2_scale{e});
+    std::size_t total = 0;
+    for (std::size_t s : sizes_) {
+      offset_.push_back(total);
+      total += s;
+    }
+    total_ = total;
+    const view y = float_view(out_, true, "cpd exchange", "out");
+    if (y.n != total_)
+      throw std::invalid_argument("cpd exchange: out has " + std::to_string(y.n) + " values, the tensors " +
+                                  std::to_string(total_));
+    y_ = static_cast<float*>(y.ptr);
+    mine_.resize(total_);
+    if (ring_) {
+      std::size_t most = 0;
+      for (int c = 0; c < w_; ++c) most = std::max(most, message_bytes(c, arrays()));
+      send_.resize(most);
+      recv_.resize(most);
+      std::size_t max_chunk = 0;
+      for (std::size_t i = 0; i < sizes_.size(); ++i) max_chunk = std::max(max_chunk, chunk(i, 0).size());
+      s_.resize(max_chunk);
+      c_.resize(max_chunk);
+    } else {
+      std::size_t b = 0;
+      for (std::size_t s : sizes_) b += W::bytes(s);
+      send_.resize(b);
+      recv_.resize(b * static_cast<std::size_t>(w_));
+    }
+  }
+
+  int steps() const override { return w_ == 1 ? 0 : (ring_ ? 2 * (w_ - 1) : 1); }
+
+  void load(const py::buffer& xb) override {
+    const view x = float_view(xb, false, "cpd exchange", "the values");
+    if (x.n != total_)
+      throw std::invalid_argument("cpd exchange: " + std::to_string(x.n) + " values for tensors of " +
+                                  std::to_string(total_));
+    const float* xp = static_cast<const float*>(x.ptr);
+    py::gil_scoped_release nogil;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) proto(i).load(r_, xp + offset_[i], 0, sizes_[i], &mine_[offset_[i]]);
+    if (w_ == 1) {
+      for (std::size_t i = 0; i < sizes_.size(); ++i) proto(i).finish(&mine_[offset_[i]], sizes_[i], y_ + offset_[i]);
+      count_out();
+      return;
+    }
+    if (ring_) {  // step 0 sends this rank's own chunk r
+      unsigned char* p = send_.data();
+      for (std::size_t i = 0; i < sizes_.size(); ++i) {
+        const cpd::index_range rg = chunk(i, r_);
+        W::pack(&mine_[offset_[i] + rg.begin], rg.size(), p);
+        p += W::bytes(rg.size());
+      }
+    } else {
+      unsigned char* p = send_.data();
+      for (std::size_t i = 0; i < sizes_.size(); ++i) {
+        W::pack(&mine_[offset_[i]], sizes_[i], p);
+        p += W::bytes(sizes_[i]);
+      }
+    }
+  }
+
+  std::size_t send_bytes(int step) const override {
+    check_step(step);
+    if (!ring_) return send_.size();
+    if (step < w_ - 1) return message_bytes(wrap(r_ - step, w_), step == 0 ? 1 : arrays());
+    return message_bytes(wrap(r_ + 1 - (step - (w_ - 1)), w_), 1);
+  }
+  std::size_t recv_bytes(int step) const override {
+    check_step(step);
+    if (!ring_) return recv_.size();
+    if (step < w_ - 1) return message_bytes(wrap(r_ - step - 1, w_), step == 0 ? 1 : arrays());
+    return message_bytes(wrap(r_ - (step - (w_ - 1)), w_), 1);
+  }
+  unsigned char* send_buffer(int step) override {
+    check_step(step);
+    return send_.data();
+  }
+  unsigned char* recv_buffer(int step) override {
+    check_step(step);
+    return recv_.data();
+  }
+
+  void complete(int step) override {
+    check_step(step);
+    py::gil_scoped_release nogil;
+    if (!ring_) {
+      gather_sum();
+      count_out();
+      return;
+    }
+    if (step < w_ - 1) reduce_step(step);
+    else gather_step(step - (w_ - 1));
+    if (step == 2 * (w_ - 1) - 1) count_out();
+  }
+
+ private:
+  void check_step(int step) const {
+    if (step < 0 || step >= steps())
+      throw std::invalid_argument("cpd exchange: step " + std::to_string(step) + " of " + std::to_string(steps()));
+  }
+  [[nodiscard]] std::size_t arrays() const noexcept { return kahan_ ? 2 : 1; }
+  [[nodiscard]] cpd::index_range chunk(std::size_t i, int c) const noexcept {
+    return cpd::partition(sizes_[i], static_cast<std::size_t>(w_), static_cast<std::size_t>(c));
+  }
+  [[nodiscard]] protocol proto(std::size_t i) const noexcept {
+    return protocol(scales_[i], w_, kahan_, mean_, keys_[i]);
+  }
+  [[nodiscard]] std::size_t message_bytes(int ch, std::size_t a) const noexcept {
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) b += a * W::bytes(chunk(i, ch).size());
+    return b;
+  }
+
+  /// Reduce-scatter step s: add this rank's chunk (r - s - 1) mod W into the received sums;
+  /// the result is the next message (or, after the last step, finished into out).
+  void reduce_step(int step) {
+    const int cr = wrap(r_ - step - 1, w_);
+    const std::size_t in_arrays = step == 0 ? 1 : arrays();
+    const bool last = step == w_ - 2;
+    const unsigned char* p = recv_.data();
+    unsigned char* o = send_.data();
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      const cpd::index_range rg = chunk(i, cr);
+      const std::size_t m = rg.size(), mb = W::bytes(m);
+      W::unpack(p, m, s_.data());
+      p += mb;
+      if (in_arrays == 2) {
+        W::unpack(p, m, c_.data());
+        p += mb;
+      } else if (kahan_) {
+        std::fill(c_.begin(), c_.begin() + static_cast<std::ptrdiff_t>(m),
+                  cpd::detail::format_codes<F>::code_of(0.0f));
+      }
+      const protocol pr = proto(i);
+      pr.add(s_.data(), c_.data(), &mine_[offset_[i] + rg.begin], rg.begin, m, step, r_);
+      W::pack(s_.data(), m, o);
+      o += mb;
+      if (last) {
+        pr.finish(s_.data(), m, y_ + offset_[i] + rg.begin);
+      } else if (kahan_) {
+        W::pack(c_.data(), m, o);
+        o += mb;
+      }
+    }
+  }
+
+  /// All-gather step s: the final codes of chunk (r - s) mod W arrived; finish them and pass
+  /// them on (the received message is the next one sent).
+  void gather_step(int step) {
+    const int cr = wrap(r_ - step, w_);
+    const unsigned char* p = recv_.data();
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      const cpd::index_range rg = chunk(i, cr);
+      W::unpack(p, rg.size(), s_.data());
+      proto(i).finish(s_.data(), rg.size(), y_ + offset_[i] + rg.begin);
+      p += W::bytes(rg.size());
+    }
+    std::swap(send_, recv_);
+  }
+
+  /// All-gather: W messages back to back in rank order; every rank sums them as
+  /// simulate_allreduce(all_gather) does (rank 0's chain: hop j adds worker j at step j - 1).
+  void gather_sum() {
+    const std::size_t msg = send_.size();
+    std::vector<storage> s, c, q;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      const std::size_t n = sizes_[i];
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < i; ++j) at += W::bytes(sizes_[j]);
+      s.resize(n);
+      c.assign(n, cpd::detail::format_codes<F>::code_of(0.0f));
+      q.resize(n);
+      const protocol pr = proto(i);
+      W::unpack(recv_.data() + at, n, s.data());
+      for (int j = 1; j < w_; ++j) {
+        W::unpack(recv_.data() + static_cast<std::size_t>(j) * msg + at, n, q.data());
+        for (std::size_t b = 0; b < n; b += protocol::block) {
+          const std::size_t m = std::min(protocol::block, n - b);
+          pr.add(s.data() + b, c.data() + b, q.data() + b, b, m, j - 1, 0);
+        }
+      }
+      pr.finish(s.data(), n, y_ + offset_[i]);
+    }
+  }
+
+  void count_out() noexcept {
+    std::uint64_t k = 0;
+    for (std::size_t i = 0; i < total_; ++i) k += (y_[i] - y_[i] == 0) ? 0 : 1;
+    out_nonfinite = k;
+  }
+
+  std::vector<std::size_t> sizes_, offset_;
+  std::vector<cpd::pow2_scale> scales_;
+  std::vector<cpd::random_stream> keys_;
+  int w_, r_;
+  bool ring_, kahan_, mean_;
+  py::buffer out_;
+  float* y_ = nullptr;
+  std::size_t total_ = 0;
+  std::vector<storage> mine_, s_, c_;
+  std::vector<unsigned char> send_, recv_;
+};
+
+std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::string& rounding,
+                                             const std::string& algorithm, std::vector<std::size_t> sizes,
+                                             std::vector<int> scales, std::uint64_t seed,
+                                             std::vector<std::uint64_t> streams, int world, int rank, bool kahan,
+                                             bool mean, py::buffer out) {
+  const char* who = "cpd exchange";
+  if (world < 1 || rank < 0 || rank >= world)
+    throw std::invalid_argument("cpd exchange: rank " + std::to_string(rank) + " of " + std::to_string(world));
+  if (scales.size() != sizes.size() || streams.size() != sizes.size())
+    throw std::invalid_argument("cpd exchange: one scale and one stream per tensor");
+  const cpd::allreduce_algorithm a = parse_algorithm(algorithm);
+  bool ring = true;
+  if (a == cpd::allreduce_algorithm::all_gather) ring = false;
+  else if (a != cpd::allreduce_algorithm::ring && a != cpd::allreduce_algorithm::pipelined_ring)
+    throw std::invalid_argument(std::string(who) + ": algorithm " + algorithm +
+                                " is not one the torch hook runs (ring, pipelined_ring, all_gather)");
+  if (kahan && !ring) throw std::invalid_argument(std::string(who) + ": Kahan sums travel with the ring only");
+  std::vector<cpd::random_stream> keys;
+  for (std::uint64_t s : streams) keys.push_back({seed, s});
+  std::unique_ptr<exchange_base> e;
+  visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [&](auto tag, auto rc) {
+    e = std::make_unique<exchange<decltype(tag), decltype(rc)::value>>(sizes, scales, keys, world, rank, ring, kahan,
+                                                                       mean, out);
+  });
+  return e;
+}
+
+py::memoryview bytes_view(unsigned char* p, std::size_t n, bool writable) {
+  return py::memoryview::from_memory(p, static_cast<py::ssize_t>(n), !writable);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_cpd, m) {
+  m.doc() = "cpd's native calls (use the package cpd: docs/python.md)";
+  m.attr("version") = std::to_string(CPD_VERSION_MAJOR) + "." + std::to_string(CPD_VERSION_MINOR) + "." + std::to_string(CPD_VERSION_PATCH);
+  m.def("quantize", &quantize);
+  m.def("encode", &encode);
+  m.def("decode", &decode);
+  m.def("time_quantize", &time_quantize);
+  m.def("format_names", &format_names);
+  m.def("format_info", &format_info);
+  m.def("exchange_format_names", &exchange_format_names);
+  m.def("mx_quantize", &mx_quantize);
+  m.def("simulate", &simulate);
+  m.def("hardware_threads", [] { return std::max(1u, std::thread::hardware_concurrency()); });
+
+  py::class_<scale_value>(m, "Scale")
+      .def_readonly("pow2", &scale_value::pow2)
+      .def_readonly("exponent", &scale_value::exponent)
+      .def_readonly("value", &scale_value::value)
+      .def_readonly("inverse", &scale_value::inverse)
+      .def_readonly("nonfinite", &scale_value::nonfinite)
+      .def_property_readonly("factor", &scale_value::factor)
+      .def("__repr__", [](const scale_value& s) {
+        std::string r = s.pow2 ? "Scale(2**" + std::to_string(s.exponent) : "Scale(" + std::to_string(s.value);
+        return r + (s.nonfinite ? ", nonfinite=True)" : ")");
+      });
+
+  py::class_<scaler>(m, "Scaler")
+      .def_readonly("kind", &scaler::kind)
+      .def("statistic", &scaler::statistic_of)
+      .def("combine", [](const scaler& s, py::object a, py::object b) { return s.combine(a, b); })
+      .def("select", [](const scaler& s, py::object st) { return s.select(st); })
+      .def_property_readonly("identity", [](const scaler& s) { return s.identity; });
+  m.def("make_aps", &make_aps);
+  m.def("make_current", &make_current);
+  m.def("make_delayed", &make_delayed);
+  m.def("make_loss", &make_loss);
+  m.def("make_fixed", &make_fixed);
+
+  py::class_<exchange_base>(m, "Exchange")
+      .def("load", &exchange_base::load)
+      .def("steps", &exchange_base::steps)
+      .def("send", [](exchange_base& e, int step) { return bytes_view(e.send_buffer(step), e.send_bytes(step), true); })
+      .def("recv", [](exchange_base& e, int step) { return bytes_view(e.recv_buffer(step), e.recv_bytes(step), true); })
+      .def("complete", &exchange_base::complete)
+      .def_readonly("out_nonfinite", &exchange_base::out_nonfinite);
+  m.def("make_exchange", &make_exchange);
+}
