@@ -14,6 +14,7 @@ packages=(
   libopenmpi-dev openmpi-bin libthrust-dev libeigen3-dev zlib1g-dev
   iproute2
   dataset-fashion-mnist
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
 )
 # Only cpd-train --plot (scripts/train.sh) runs gnuplot; it brings ~60 packages.
 plot_packages=(gnuplot-nox)

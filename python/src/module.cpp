@@ -236,6 +236,13 @@ double time_quantize(const py::buffer& in, const py::buffer& out, const std::str
   return best;
 }
 
+/// The scalar core on one float (cpd::quantize of a runtime format): the
+/// tests' check that the bulk binding passes modes, seeds, streams and offsets through.
+float scalar_quantize(const std::string& fmt, const std::string& rounding, const std::string& overflow, float x,
+                       std::uint32_t random_bits) {
+  return cpd::quantize(parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow), x, random_bits);
+}
+
 // --- formats ------------------------------------------------------------------------
 
 template <class... F>
@@ -801,6 +808,10 @@ PYBIND11_MODULE(_cpd, m) {
   m.def("encode", &encode);
   m.def("decode", &decode);
   m.def("time_quantize", &time_quantize);
+  m.def("scalar_quantize", &scalar_quantize);
+  m.def("random_bits", [](std::uint64_t seed, std::uint64_t stream, std::uint64_t counter) {
+    return cpd::random_bits(seed, stream, counter);
+  });
   m.def("format_names", &format_names);
   m.def("format_info", &format_info);
   m.def("exchange_format_names", &exchange_format_names);

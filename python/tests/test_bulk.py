@@ -1,0 +1,308 @@
+# SPDX-License-Identifier: MIT
+"""cpd.quantize / encode / decode against references that share no code with cpd:
+numpy's float16, torch's bfloat16 and float16 casts, and a decoder and rounder written
+here from the formats' definitions (docs/formats.md); the bulk binding against the
+scalar core for every mode, seed, stream and offset; and bad input."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import cpd
+
+RNG = np.random.default_rng(12345)
+
+
+def bits32(a):
+    return np.asarray(a, dtype=np.float32).view(np.uint32)
+
+
+def same_floats(a, b):
+    """Equal bit patterns, any NaN equal to any NaN."""
+    a = np.asarray(a, dtype=np.float32).ravel()
+    b = np.asarray(b, dtype=np.float32).ravel()
+    nan = np.isnan(a)
+    return bool(np.array_equal(nan, np.isnan(b)) and np.array_equal(bits32(a[~nan]), bits32(b[~nan])))
+
+
+def wide_floats(n):
+    """Float32 values across the whole range: normals, subnormals, zeros, near-ties."""
+    u = RNG.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32)
+    x = u.view(np.float32).copy()
+    x[~np.isfinite(x)] = 1.5
+    y = (RNG.standard_normal(n) * 10.0 ** RNG.uniform(-8, 6, size=n)).astype(np.float32)
+    return np.concatenate([x, y, np.float32([0.0, -0.0, 1e-45, -1e-45, 65504, 65520, -65520, 3e38])])
+
+
+# --- the 16-bit formats against numpy and torch ----------------------------------------
+
+def test_fp16_matches_numpy_float16():
+    x = wide_floats(200000)
+    ours = cpd.quantize(x, "fp16")
+    with np.errstate(over="ignore"):  # (numpy's cast warns where it overflows to inf, as it should)
+        ref = x.astype(np.float16)
+    assert same_floats(ours, ref.astype(np.float32))
+    codes = cpd.encode(x, "float16")
+    assert codes.dtype == np.uint16
+    assert np.array_equal(codes, ref.view(np.uint16))
+
+
+def test_bf16_and_fp16_match_torch_casts():
+    x = torch.from_numpy(wide_floats(200000))
+    assert same_floats(cpd.quantize(x, "bf16").numpy(), x.to(torch.bfloat16).to(torch.float32).numpy())
+    assert same_floats(cpd.quantize(x, "fp16").numpy(), x.to(torch.float16).to(torch.float32).numpy())
+    codes = cpd.encode(x, "bf16")
+    assert codes.dtype == torch.int16  # torch has no uint16: the same bits
+    assert torch.equal(codes, x.to(torch.bfloat16).view(torch.int16))
+
+
+def test_nan_and_inf_never_vanish():
+    x = np.float32([np.nan, np.inf, -np.inf, 1e6, -1e6, 1.0])
+    q, st = cpd.quantize(x, "e4m3fn", stats=True)
+    assert np.isnan(q[0]) and np.isnan(q[1]) and np.isnan(q[2])  # fn: no inf, NaN instead
+    assert np.isnan(q[3]) and np.isnan(q[4]) and q[5] == 1.0
+    assert st["nan_inputs"] == 1 and st["inf_inputs"] == 2 and st["overflow"] == 2
+    q = cpd.quantize(x, "e4m3fn", overflow="saturate")
+    assert np.isnan(q[0]) and q[1] == 448 and q[2] == -448 and q[3] == 448
+    q = cpd.quantize(x, "e5m2")
+    assert np.isnan(q[0]) and q[1] == np.inf and q[2] == -np.inf and q[3] == np.inf
+
+
+# --- 8-bit and smaller formats against a decoder and rounder written here ---------------
+
+# (E, M, bias, kind): ieee = inf and NaNs at the all-ones exponent; fn = no inf, NaN only at
+# all ones; fnuz = no inf, no -0, NaN = the -0 pattern; finite = neither.
+SPECS = {
+    "e4m3fn": (4, 3, 7, "fn"), "e4m3": (4, 3, 7, "ieee"), "e5m2": (5, 2, 15, "ieee"),
+    "e4m3fnuz": (4, 3, 8, "fnuz"), "e5m2fnuz": (5, 2, 16, "fnuz"), "e3m4": (3, 4, 3, "ieee"),
+    "e3m2fn": (3, 2, 3, "finite"), "e2m3fn": (2, 3, 1, "finite"), "e2m1fn": (2, 1, 1, "finite"),
+    "e3m2": (3, 2, 3, "ieee"), "e2m1": (2, 1, 1, "ieee"),
+}
+
+
+def ref_decode(code, e, m, bias, kind):
+    sign = (code >> (e + m)) & 1
+    ef = (code >> m) & ((1 << e) - 1)
+    mf = code & ((1 << m) - 1)
+    top = (1 << e) - 1
+    if kind == "ieee" and ef == top:
+        return math.nan if mf else (-math.inf if sign else math.inf)
+    if kind == "fn" and ef == top and mf == (1 << m) - 1:
+        return math.nan
+    if kind == "fnuz" and sign and ef == 0 and mf == 0:
+        return math.nan
+    v = math.ldexp(mf, 1 - bias - m) if ef == 0 else math.ldexp((1 << m) | mf, ef - bias - m)
+    return -v if sign else v
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_decode_of_every_code(name):
+    e, m, bias, kind = SPECS[name]
+    codes = np.arange(1 << (1 + e + m), dtype=np.uint8)
+    ours = cpd.decode(codes, name)
+    ref = np.float32([ref_decode(int(c), e, m, bias, kind) for c in codes])
+    assert same_floats(ours, ref), name
+    assert cpd.finfo(name).max == max(v for v in ref if np.isfinite(v))
+
+
+def ref_round(x, mode, values, codes):
+    """x (finite, |x| <= max) rounded to the sorted finite `values` (codes alongside)."""
+    i = np.searchsorted(values, x)
+    if i < len(values) and values[i] == x:
+        return x, True
+    lo, hi = values[i - 1], values[i]
+    clo, chi = codes[i - 1], codes[i]
+    toward_zero = hi if x < 0 else lo
+    if mode == "toward_zero":
+        r = toward_zero
+    elif mode == "upward":
+        r = hi
+    elif mode == "downward":
+        r = lo
+    elif mode == "odd":
+        r = lo if clo & 1 else hi
+    else:
+        mid = (lo + hi) / 2
+        if x != mid:
+            r = lo if x < mid else hi
+        elif mode == "nearest_even":
+            r = lo if clo & 1 == 0 else hi
+        else:  # nearest_away
+            r = lo if abs(lo) > abs(hi) else hi
+    return r, False
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+@pytest.mark.parametrize("mode", ["nearest_even", "nearest_away", "toward_zero", "upward", "downward", "odd"])
+def test_quantize_in_range_every_mode(name, mode):
+    e, m, bias, kind = SPECS[name]
+    pairs = {}
+    for c in range(1 << (1 + e + m)):
+        v = ref_decode(c, e, m, bias, kind)
+        if math.isfinite(v) and (v != 0 or c == 0):  # +0 stands for both zeros
+            pairs[v] = c
+    values = np.array(sorted(pairs))
+    codes = [pairs[v] for v in values]
+    top = values[-1]
+    # uniform over the range, values, midpoints and their float32 neighbours
+    mids = (values[1:] + values[:-1]) / 2
+    pts = np.concatenate([values, mids, RNG.uniform(-top, top, 3000)]).astype(np.float32)
+    pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)), np.nextafter(pts, np.float32(-np.inf))])
+    pts = pts[np.abs(pts) <= top]
+    ours = cpd.quantize(pts, name, rounding=mode)
+    for x, q in zip(pts.tolist(), ours.tolist()):
+        r, _ = ref_round(x, mode, values, codes)
+        assert q == r, (name, mode, x, q, r)
+
+
+# --- the binding passes everything through ------------------------------------------------
+
+@pytest.mark.parametrize("mode", cpd.roundings)
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2", "bf16", "e2m1fn", "e3m0", "e6m9"])
+def test_bulk_equals_scalar_core(name, mode):
+    x = wide_floats(3000)
+    x = x[np.abs(x) < 1e30]
+    seed, stream, offset = 77, 5, 1000
+    ours = cpd.quantize(x, name, rounding=mode, overflow="saturate", seed=seed, stream=stream, offset=offset)
+    ref = np.float32([cpd._cpd.scalar_quantize(name, mode, "saturate", float(v),
+                                               cpd._cpd.random_bits(seed, stream, offset + i) if mode == "stochastic"
+                                               else 0) for i, v in enumerate(x.tolist())])
+    assert same_floats(ours, ref)
+
+
+def test_scale_exponent():
+    x = (RNG.standard_normal(5000) * 1e-3).astype(np.float32)
+    for k in (-3, 0, 7, 20):
+        a = cpd.quantize(x, "e4m3fn", scale_exponent=k)
+        b = (cpd.quantize((x * np.float32(2.0**k)).astype(np.float32), "e4m3fn") * np.float32(2.0**-k))
+        assert same_floats(a, b), k
+        c = cpd.encode(x, "e4m3fn", scale_exponent=k)
+        assert same_floats(cpd.decode(c, "e4m3fn", scale_exponent=k), a)
+
+
+def test_stochastic_seeds_streams_and_threads():
+    x = (RNG.standard_normal(1 << 18)).astype(np.float32)
+    a = cpd.quantize(x, "e5m2", rounding="stochastic", seed=3)
+    assert same_floats(a, cpd.quantize(x, "e5m2", rounding="stochastic", seed=3, threads=1))
+    assert same_floats(a, cpd.quantize(x, "e5m2", rounding="stochastic", seed=3, threads=2))
+    assert not same_floats(a, cpd.quantize(x, "e5m2", rounding="stochastic", seed=4))
+    # pieces with offsets draw what the whole does
+    half = len(x) // 2
+    b = np.concatenate([cpd.quantize(x[:half], "e5m2", rounding="stochastic", seed=3),
+                        cpd.quantize(x[half:], "e5m2", rounding="stochastic", seed=3, offset=half)])
+    assert same_floats(a, b)
+    # no seed: cpd.manual_seed's sequence, repeatable
+    cpd.manual_seed(9)
+    c1 = cpd.quantize(x, "e5m2", rounding="stochastic")
+    c2 = cpd.quantize(x, "e5m2", rounding="stochastic")
+    cpd.manual_seed(9)
+    assert same_floats(c1, cpd.quantize(x, "e5m2", rounding="stochastic"))
+    assert not same_floats(c1, c2)
+    # unbiased: the mean error is small against the ulp
+    y = np.full(1 << 16, 1.1, dtype=np.float32)
+    assert abs(float(cpd.quantize(y, "e5m2", rounding="stochastic", seed=1).mean()) - 1.1) < 2e-3
+
+
+# --- tensors, arrays, strides, in place --------------------------------------------------
+
+def test_shapes_strides_and_in_place():
+    x = RNG.standard_normal((64, 33)).astype(np.float32)
+    ref = cpd.quantize(x, "e4m3fn")
+    assert ref.shape == x.shape
+    t = x.T  # strided
+    assert same_floats(cpd.quantize(t, "e4m3fn"), ref.T)
+    tt = torch.from_numpy(x).t()
+    assert same_floats(cpd.quantize(tt, "e4m3fn").numpy(), ref.T)
+    y = x.copy()
+    r = cpd.quantize(y, "e4m3fn", out=y)
+    assert r is y and same_floats(y, ref)
+    z = torch.from_numpy(x.copy()).requires_grad_()
+    assert same_floats(cpd.quantize(z, "e4m3fn").numpy(), ref)
+    w = torch.from_numpy(x.copy())
+    cpd.quantize(w, "e4m3fn", out=w)
+    assert same_floats(w.numpy(), ref)
+    s = np.zeros((33, 64), dtype=np.float32).T  # a strided out
+    cpd.quantize(x, "e4m3fn", out=s)
+    assert same_floats(s, ref)
+
+
+def test_no_copy_for_contiguous_float32():
+    x = torch.randn(1000)
+    out = torch.empty(1000)
+    res = cpd.quantize(x, "bf16", out=out)
+    assert res is out and out.data_ptr() == res.data_ptr()
+    c = cpd.encode(x, "e4m3fn")
+    assert c.dtype == torch.uint8 and c.shape == x.shape
+    assert cpd.encode(np.zeros(3, np.float32), "e2m1fn").dtype == np.uint8
+    assert cpd.encode(np.zeros(3, np.float32), "e8m10").dtype == np.uint32
+
+
+def test_decode_roundtrip_every_8bit_code_through_torch():
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    v = cpd.decode(codes, "e5m2")
+    again = cpd.encode(v, "e5m2")
+    keep = ~torch.isnan(v)
+    assert torch.equal(again[keep], codes[keep])
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+def test_bad_input_raises_named_errors():
+    x = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="unknown format"):
+        cpd.quantize(x, "q4m3")
+    with pytest.raises(ValueError, match="rounding"):
+        cpd.quantize(x, "e4m3fn", rounding="nearest")
+    with pytest.raises(ValueError, match="overflow"):
+        cpd.quantize(x, "e4m3fn", overflow="clip")
+    with pytest.raises(ValueError):
+        cpd.quantize(x, "e11m52")  # values that are not floats
+    with pytest.raises(TypeError, match="float32"):
+        cpd.quantize(np.zeros(4), "e4m3fn")
+    with pytest.raises(TypeError, match="float32"):
+        cpd.quantize(torch.zeros(4, dtype=torch.float16), "e4m3fn")
+    with pytest.raises(TypeError, match="meta"):
+        cpd.quantize(torch.empty(4, device="meta"), "e4m3fn")
+    with pytest.raises(TypeError):
+        cpd.quantize([1.0, 2.0], "e4m3fn")
+    with pytest.raises(TypeError):
+        cpd.quantize(x, 8)
+    with pytest.raises(ValueError, match="shape"):
+        cpd.quantize(x, "e4m3fn", out=np.zeros(5, np.float32))
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        cpd.quantize(x, "e4m3fn", out=ro)
+    with pytest.raises(ValueError, match="threads"):
+        cpd.quantize(x, "e4m3fn", threads=-1)
+    with pytest.raises(ValueError, match="seed"):
+        cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=-1)
+    with pytest.raises(ValueError, match="code"):
+        cpd.decode(np.uint8([0x1F]), "e2m1fn")  # bits above the format's 4
+    with pytest.raises(TypeError, match="codes"):
+        cpd.decode(np.zeros(3, np.float32), "e4m3fn")
+    with pytest.raises(TypeError):
+        cpd.encode(x, "bf16", out=np.zeros(4, np.uint8))  # 8-bit integers for 16-bit codes
+    with pytest.raises(ValueError):
+        cpd.finfo("e0m3")
+
+
+# --- formats and finfo --------------------------------------------------------------------
+
+def test_formats_and_finfo():
+    names = cpd.formats()
+    assert "e4m3fn" in names and "e5m2" in names and cpd.finfo("e2m1fn").name in names
+    for n in names:
+        cpd.finfo(n)
+    f, h = cpd.finfo("fp16"), np.finfo(np.float16)
+    assert (f.bits, f.max, f.tiny, f.smallest_subnormal, f.eps, f.epsneg, f.maxexp, f.minexp, f.nmant, f.nexp,
+            f.precision) == (h.bits, h.max, h.tiny, h.smallest_subnormal, h.eps, h.epsneg, h.maxexp, h.minexp,
+                             h.nmant, h.nexp, h.precision)
+    assert f.resolution == pytest.approx(float(h.resolution), rel=1e-3)  # (numpy's is 0.001 in float16)
+    b, tb = cpd.finfo("bf16"), torch.finfo(torch.bfloat16)
+    assert (b.bits, b.max, b.tiny, b.eps) == (tb.bits, tb.max, tb.tiny, tb.eps)
+    e = cpd.finfo("e4m3fn")
+    assert (e.max, e.tiny, e.smallest_subnormal, e.has_inf, e.has_nan) == (448, 2**-6, 2**-9, False, True)
+    assert cpd.finfo("e2m1fn").max == 6 and not cpd.finfo("e2m1fn").has_nan

@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+"""cpd.torch: the DDP communication hook and all_reduce over 2, 3 and 4 gloo processes
+give, on every rank, exactly the bits of cpd.simulate_allreduce of all ranks' local
+gradients (computed here, in one process); the emulation of W workers; bad input."""
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import cpd
+import cpd.torch as ct
+
+sys.path.insert(0, os.path.dirname(__file__))
+import dist_worker  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_even", scaler="aps", kahan=False):
+    port = free_port()
+    procs, outs = [], []
+    for r in range(world):
+        out = tmp_path / f"rank{r}.pkl"
+        outs.append(out)
+        cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "dist_worker.py"), "--world", str(world),
+               "--rank", str(r), "--port", str(port), "--mode", mode, "--format", fmt, "--algorithm", algorithm,
+               "--rounding", rounding, "--scaler", scaler, "--out", str(out)] + (["--kahan"] if kahan else [])
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=120)[0].decode(errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0, log[-3000:]
+    res = []
+    for out in outs:
+        with open(out, "rb") as f:
+            res.append(pickle.load(f))
+    return res
+
+
+def same(a, b):
+    a, b = np.asarray(a, np.float32).ravel(), np.asarray(b, np.float32).ravel()
+    nan = np.isnan(a)
+    return np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+
+
+CASES = [
+    (2, "e4m3fn", "ring", "nearest_even", False),
+    (3, "e5m2", "ring", "stochastic", False),
+    (4, "e2m1", "all_gather", "nearest_even", False),
+    (3, "bf16", "pipelined_ring", "nearest_even", True),
+    (4, "e3m0", "ring", "stochastic", False),
+    (2, "e3m2finite", "all_gather", "stochastic", False),
+]
+
+
+@pytest.mark.parametrize("world,fmt,algorithm,rounding,kahan", CASES)
+def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, kahan):
+    res = run_ranks(tmp_path, world, "ddp", fmt, algorithm, rounding, kahan=kahan)
+    net = dist_worker.make_model()
+    params = list(net.parameters())
+    assert res[0]["steps"] == dist_worker.STEPS
+    for step in range(dist_worker.STEPS):
+        local = []
+        for r in range(world):
+            net.zero_grad()
+            x, y = dist_worker.batch(r, step)
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            local.append([p.grad.clone() for p in params])
+        # which bucket position each parameter had at this step (DDP fills buckets in reverse
+        # order): the records give each tensor's size and stream in bucket order
+        recs = [rc for rc in res[0]["records"] if rc["step"] == step]
+        by_size = {}
+        for rc in recs:
+            for n, s in zip(rc["sizes"], rc["streams"]):
+                by_size.setdefault(n, []).append(s)
+        assert sum(len(v) for v in by_size.values()) == len(params)
+        for i in reversed(range(len(params))):
+            stream = by_size[params[i].numel()].pop(0)
+            sim, info = cpd.simulate_allreduce([local[r][i].contiguous() for r in range(world)], fmt,
+                                               algorithm=algorithm, rounding=rounding, kahan=kahan, mean=True, seed=5,
+                                               stream=stream)
+            for r in range(world):
+                assert same(sim, res[r][f"step{step}"][i]), (step, i, r)
+    if len(recs) > 1:
+        assert len({rc["bucket"] for rc in recs}) == len(recs)
+
+
+@pytest.mark.parametrize("world,fmt,algorithm,rounding", [(2, "e4m3fn", "ring", "nearest_even"),
+                                                          (3, "e5m2", "all_gather", "stochastic"),
+                                                          (4, "e4m3", "ring", "stochastic")])
+def test_all_reduce_with_nan_and_tiny_tensors(tmp_path, world, fmt, algorithm, rounding):
+    res = run_ranks(tmp_path, world, "allreduce", fmt, algorithm, rounding)
+    local = [dist_worker.tensors(r, world) for r in range(world)]
+    for i in range(len(local[0])):
+        sim, info = cpd.simulate_allreduce([local[r][i] for r in range(world)], fmt, algorithm=algorithm,
+                                           rounding=rounding, mean=True, seed=5, stream=8 * world * world * i)
+        for r in range(world):
+            assert same(sim, res[r]["tensors"][i]), (i, r)
+            assert res[r]["scales"][i] == (info["scale"].exponent, info["scale"].nonfinite)
+    # the NaN of the last rank: its tensor's scale is marked, the result holds NaN
+    assert res[0]["scales"][4][1] and res[0]["out_nonfinite"] >= 1
+    assert np.isnan(res[0]["tensors"][4][100])
+
+
+def test_emulated_workers_equal_the_simulation():
+    net = dist_worker.make_model()
+    workers = ct.EmulatedWorkers(net, 4, "e4m3fn", scaler="aps", rounding="stochastic", seed=3)
+    x = torch.cat([dist_worker.batch(r, 0)[0] for r in range(4)])
+    y = torch.cat([dist_worker.batch(r, 0)[1] for r in range(4)])
+    loss = workers.backward(torch.nn.functional.cross_entropy, x, y)
+    assert loss > 0 and workers.steps == 1 and workers.stats["count"] == 4 * sum(p.numel() for p in net.parameters())
+    got = [p.grad.clone() for p in net.parameters()]
+    ref = dist_worker.make_model()
+    local = []
+    for r in range(4):
+        ref.zero_grad()
+        xr, yr = dist_worker.batch(r, 0)
+        torch.nn.functional.cross_entropy(ref(xr), yr).backward()
+        local.append([p.grad.clone() for p in ref.parameters()])
+    for i, g in enumerate(got):
+        sim, _ = cpd.simulate_allreduce([local[r][i] for r in range(4)], "e4m3fn", rounding="stochastic", mean=True,
+                                        seed=3, stream=ct.tensor_stream(0, 0, i, 4))
+        assert same(sim.view_as(g), g), i
+    # the same through emulate_allreduce
+    res, infos = ct.emulate_allreduce(local, "e4m3fn", rounding="stochastic", seed=3)
+    for g, rr in zip(got, res):
+        assert same(rr.view_as(g), g)
+
+
+def test_simulation_against_numpy_float16_ring():
+    """A ring of fp16 written here with numpy's float16 additions (float32 sums of two fp16
+    values rounded once more to fp16: innocuous double rounding, 24 >= 2 * 11 + 2)."""
+    g = np.random.default_rng(4)
+    for w in (2, 3, 5):
+        xs = [(g.standard_normal(101) * 100).astype(np.float32) for _ in range(w)]
+        ours, _ = cpd.simulate_allreduce(xs, "fp16", scaler="none", algorithm="ring")
+        ref = np.empty(101, np.float32)
+        for c in range(w):
+            lo = c * (101 // w) + min(c, 101 % w)
+            hi = lo + 101 // w + (1 if c < 101 % w else 0)
+            s = xs[c][lo:hi].astype(np.float16)
+            for j in range(1, w):
+                s = (s.astype(np.float32) + xs[(c + j) % w][lo:hi].astype(np.float16).astype(np.float32)).astype(
+                    np.float16)
+            ref[lo:hi] = s.astype(np.float32)
+        assert same(ours, ref), w
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="not compiled"):
+        ct.comm_hook("e6m9")
+    with pytest.raises(ValueError, match="unknown format"):
+        ct.comm_hook("q4m3")
+    with pytest.raises(ValueError, match="algorithm"):
+        ct.comm_hook("e4m3fn", algorithm="tree")
+    with pytest.raises(ValueError, match="rounding"):
+        ct.comm_hook("e4m3fn", rounding="odd")
+    with pytest.raises(ValueError, match="scaler"):
+        ct.comm_hook("e4m3fn", scaler="amax")
+    with pytest.raises(ValueError, match="Kahan"):
+        ct.comm_hook("e4m3fn", algorithm="all_gather", kahan=True)
+    with pytest.raises(RuntimeError, match="not initialized"):
+        ct.all_reduce([torch.zeros(3)], "e4m3fn")
+    with pytest.raises(ValueError, match="workers"):
+        ct.EmulatedWorkers(torch.nn.Linear(2, 2), 0)
+    with pytest.raises(ValueError, match="shape"):
+        cpd.simulate_allreduce([np.zeros(3, np.float32), np.zeros(4, np.float32)], "e4m3fn")
+    with pytest.raises(ValueError, match="algorithm"):
+        cpd.simulate_allreduce([np.zeros(3, np.float32)], "e4m3fn", algorithm="tree")
