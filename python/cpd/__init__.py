@@ -31,7 +31,32 @@ __all__ = [
 __version__ = _cpd.version
 
 Scale = _cpd.Scale
-Scaler = _cpd.Scaler
+
+
+class Scaler:
+    """A scaler of docs/scaling.md behind the protocol every exchange uses:
+    st = statistic(x) on each worker (x: a float32 array or CPU tensor), combined over the
+    workers by combine(a, b) (max) starting from `identity`, then select(st), the Scale
+    (.exponent for a power of two, .value and .inverse for a float scale, .nonfinite when
+    some worker's data held inf or NaN). Stateful scalers (delayed, loss) update in select."""
+
+    def __init__(self, native):
+        self._native = native
+        self.kind = native.kind
+        self.identity = native.identity
+
+    def statistic(self, x):
+        a, _ = _float_input(f"cpd.{self.kind}.statistic", x)
+        return self._native.statistic(a if a.flags.c_contiguous else _np.ascontiguousarray(a))
+
+    def combine(self, a, b):
+        return self._native.combine(a, b)
+
+    def select(self, st):
+        return self._native.select(st)
+
+    def __repr__(self):
+        return f"cpd.Scaler({self.kind})"
 
 #: The rounding modes (docs/rounding.md).
 roundings = ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "stochastic", "odd")
@@ -307,31 +332,31 @@ def aps(format, world_size, margin=0):
     statistic(g) = ceil(log2(max|g| * world_size)) (an int), combined by max over the
     workers, select(st) = the power of two 2^(emax - st - margin)."""
     _check_str("cpd.aps", "format", format)
-    return _cpd.make_aps(format, int(world_size), int(margin))
+    return Scaler(_cpd.make_aps(format, int(world_size), int(margin)))
 
 
 def current_scaling(format, margin=0, epsilon=0.0, power_of_two=False):
     """Transformer Engine's current scaling: max(format) / max(amax, epsilon) / 2^margin."""
     _check_str("cpd.current_scaling", "format", format)
-    return _cpd.make_current(format, int(margin), float(epsilon), bool(power_of_two))
+    return Scaler(_cpd.make_current(format, int(margin), float(epsilon), bool(power_of_two)))
 
 
 def delayed_scaling(format, history_length=1024, amax_algorithm="max", margin=0):
     """Transformer Engine's delayed scaling: the scale of a step comes from the amax history."""
     _check_str("cpd.delayed_scaling", "format", format)
-    return _cpd.make_delayed(format, int(history_length), amax_algorithm, int(margin))
+    return Scaler(_cpd.make_delayed(format, int(history_length), amax_algorithm, int(margin)))
 
 
 def dynamic_loss_scaling(init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                          min_scale=2.0**-126):
     """PyTorch GradScaler's dynamic loss scaling: statistic = found_inf (0 or 1)."""
-    return _cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor), int(growth_interval),
-                          float(min_scale))
+    return Scaler(_cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor),
+                                 int(growth_interval), float(min_scale)))
 
 
 def fixed_scaling(exponent=0):
     """A fixed power-of-two scale 2^exponent (its statistic says whether inf/NaN was seen)."""
-    return _cpd.make_fixed(int(exponent))
+    return Scaler(_cpd.make_fixed(int(exponent)))
 
 
 # --- the simulated exchange -------------------------------------------------------------

@@ -306,3 +306,67 @@ def test_formats_and_finfo():
     e = cpd.finfo("e4m3fn")
     assert (e.max, e.tiny, e.smallest_subnormal, e.has_inf, e.has_nan) == (448, 2**-6, 2**-9, False, True)
     assert cpd.finfo("e2m1fn").max == 6 and not cpd.finfo("e2m1fn").has_nan
+
+
+# --- scalers and MX -------------------------------------------------------------------------
+
+def test_scalers_follow_their_definitions():
+    g = [RNG.standard_normal(100).astype(np.float32) * s for s in (1e-3, 5e-2, 2.0)]
+    aps = cpd.aps("e4m3fn", world_size=3)
+    sts = [aps.statistic(x) for x in g]
+    assert sts == [math.ceil(math.log2(float(np.abs(x).max()) * 3)) for x in g]
+    st = aps.identity
+    for s in sts:
+        st = aps.combine(st, s)
+    assert st == max(sts) and aps.select(st).exponent == 8 - st and aps.select(st).pow2
+    assert aps.statistic(torch.from_numpy(g[0]).view(10, 10).t()) == sts[0]  # a strided tensor
+    assert aps.statistic(np.zeros(5, np.float32)) == aps.identity  # all zero: no information
+    bad = aps.select(aps.statistic(np.float32([1.0, np.nan])))
+    assert bad.nonfinite and bad.exponent == 0
+    cur = cpd.current_scaling("e4m3fn")
+    amax = cur.statistic(g[1])
+    assert amax == float(np.abs(g[1]).max())
+    sc = cur.select(amax)
+    assert not sc.pow2 and sc.value == np.float32(448.0) / np.float32(amax)
+    assert cur.select(cur.combine(amax, float("inf"))).nonfinite
+    assert cpd.current_scaling("e4m3fn", power_of_two=True).select(amax).value == 2.0 ** math.floor(
+        math.log2(448.0 / amax))
+    dl = cpd.delayed_scaling("e5m2", history_length=4)
+    assert dl.select(2.0).value == 1.0  # the first step uses the initial scale, then records
+    assert dl.select(1.0).value == np.float32(57344.0) / np.float32(2.0)  # the window's max
+    loss = cpd.dynamic_loss_scaling(init_scale=1024.0, growth_interval=2)
+    assert loss.statistic(np.float32([1.0, np.inf])) == 1
+    assert loss.select(1).value == 512.0  # an overflow halves the scale
+    assert loss.select(0).value == 512.0 and loss.select(0).value == 1024.0  # two clean steps double it
+    fx = cpd.fixed_scaling(5)
+    assert fx.select(fx.statistic(g[0])).exponent == 5
+    with pytest.raises(ValueError, match="world_size"):
+        cpd.aps("e4m3fn", 0)
+    with pytest.raises(ValueError, match="compiled"):
+        cpd.aps("e6m9", 2)
+    with pytest.raises(TypeError):
+        aps.statistic(np.zeros(3))
+
+
+def test_mx_quantize_floor_rule():
+    e, m, bias, kind = SPECS["e4m3fn"]
+    pairs = {}
+    for c in range(256):
+        v = ref_decode(c, e, m, bias, kind)
+        if math.isfinite(v) and (v != 0 or c == 0):
+            pairs[v] = c
+    values = np.array(sorted(pairs))
+    codes = [pairs[v] for v in values]
+    x = (RNG.standard_normal(320) * 10.0 ** RNG.uniform(-4, 4, size=320)).astype(np.float32)
+    ours = cpd.mx_quantize(x, "e4m3fn", block_size=32)
+    for b in range(0, 320, 32):
+        blk = x[b:b + 32].astype(np.float64)
+        ex = math.floor(math.log2(np.abs(blk).max())) - 8  # OCP MX: floor(log2(amax)) - emax(e4m3fn)
+        for i, v in enumerate(blk):
+            y = min(max(v / 2.0**ex, -448.0), 448.0)  # the elements saturate
+            r, _ = ref_round(y, "nearest_even", values, codes)
+            assert ours[b + i] == np.float32(r * 2.0**ex), (b + i, v, ours[b + i], r * 2.0**ex)
+    with pytest.raises(ValueError, match="rule"):
+        cpd.mx_quantize(x, "e4m3fn", rule="round")
+    with pytest.raises(ValueError, match="element"):
+        cpd.mx_quantize(x, "bf16")
