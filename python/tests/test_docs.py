@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Every ```python block of docs/python.md and README.md runs (in order, one namespace per
 page), as the C++ blocks do under ctest docs.*; a block preceded by the comment
-<!-- doc-test: skip --> is shown only (it needs several processes or a long run)."""
+<!-- pytest: skip --> is shown only (it needs several processes or a long run)."""
 
 import os
 import pathlib
@@ -16,7 +16,7 @@ PAGES = ["docs/python.md", "README.md"]
 def blocks(page):
     text = (ROOT / page).read_text()
     out = []
-    for m in re.finditer(r"(<!-- doc-test: skip -->\s*)?```python\n(.*?)```", text, re.S):
+    for m in re.finditer(r"(<!-- pytest: skip -->\s*)?```python\n(.*?)```", text, re.S):
         line = text.count("\n", 0, m.start(2)) + 1
         out.append((line, m.group(2), m.group(1) is not None))
     return out
