@@ -78,13 +78,14 @@ def manual_seed(seed):
     _seed_state["calls"] = _itertools.count()
 
 
-def _key(rounding, seed, stream):
+def _key(rounding, seed, stream, who="cpd"):
+    stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if rounding != "stochastic" or seed is not None:
-        s = 0 if seed is None else int(seed)
-        if s < 0 or s >= 2**64:
-            raise ValueError(f"cpd: seed {s} is outside [0, 2**64)")
-        return s, int(stream)
-    return _seed_state["seed"], int(stream) + (next(_seed_state["calls"]) << 32)
+        s = 0 if seed is None else seed
+        if isinstance(s, (int, _np.integer)) and not isinstance(s, bool) and not 0 <= int(s) < 2**64:
+            raise ValueError(f"{who}: seed {s} is outside [0, 2**64)")
+        return _int(who, "seed", s, 0, 2**64 - 1), stream
+    return _seed_state["seed"], (stream + (next(_seed_state["calls"]) << 32)) % 2**64
 
 
 # --- arrays and tensors -----------------------------------------------------------------
@@ -107,9 +108,19 @@ def _check_str(who, name, value):
 def _threads(threads):
     if threads is None:
         return 0
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
-        raise ValueError(f"threads must be an int >= 0 (0 or None: every hardware thread), not {threads!r}")
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 0 <= threads <= 4096:
+        raise ValueError(f"threads must be an int in [0, 4096] (0 or None: every hardware thread), not {threads!r}")
     return threads
+
+
+def _int(who, name, v, lo, hi):
+    """v as an int in [lo, hi], else ValueError (TypeError for a non-integer) naming it."""
+    if isinstance(v, bool) or not isinstance(v, (int, _np.integer)):
+        raise TypeError(f"{who}: {name} must be an int, not {type(v).__name__}")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise ValueError(f"{who}: {name} {v} is outside [{lo}, {hi}]")
+    return v
 
 
 def _float_input(who, x):
@@ -123,10 +134,10 @@ def _float_input(who, x):
         if x.layout != _torch().strided:
             raise TypeError(f"{who}: the tensor's layout is {x.layout}; cpd takes dense tensors")
         return x.detach().numpy(), x
-    if isinstance(x, _np.ndarray):
+    if isinstance(x, (_np.ndarray, _np.generic)):
         if x.dtype != _np.float32:
             raise TypeError(f"{who}: the array is {x.dtype}; cpd takes float32 (use .astype(numpy.float32))")
-        return x, None
+        return (x if isinstance(x, _np.ndarray) else _np.asarray(x)), None
     raise TypeError(f"{who}: expected a float32 numpy.ndarray or torch.Tensor, not {type(x).__name__}")
 
 
@@ -208,7 +219,9 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     """
     for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow)):
         _check_str("cpd.quantize", n, v)
-    s, st = _key(rounding, seed, stream)
+    offset = _int("cpd.quantize", "offset", offset, 0, 2**64 - 1)
+    scale_exponent = _int("cpd.quantize", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
+    s, st = _key(rounding, seed, stream, "cpd.quantize")
     th = _threads(threads)
     counts = {}
 
@@ -228,8 +241,10 @@ def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, s
     Arguments as quantize."""
     for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow)):
         _check_str("cpd.encode", n, v)
+    offset = _int("cpd.encode", "offset", offset, 0, 2**64 - 1)
+    scale_exponent = _int("cpd.encode", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     bits = finfo(format).bits
-    s, st = _key(rounding, seed, stream)
+    s, st = _key(rounding, seed, stream, "cpd.encode")
     th = _threads(threads)
     counts = {}
 
@@ -251,6 +266,7 @@ def decode(codes, format, scale_exponent=0, out=None, *, threads=None):
     """The float32 values of `codes` of `format` (times 2^-scale_exponent). A code with bits
     above the format's width is a ValueError (it is no code of the format)."""
     _check_str("cpd.decode", "format", format)
+    scale_exponent = _int("cpd.decode", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     th = _threads(threads)
 
     def body(a, o):
@@ -265,6 +281,9 @@ def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="neares
     E8M0 scale chosen by `rule` (floor, ceil, rceil); the elements round to element_format
     (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn), saturating. x is flattened in C order."""
     _check_str("cpd.mx_quantize", "element_format", element_format)
+    block_size = _int("cpd.mx_quantize", "block_size", block_size, 1, 2**32)
+    seed = _int("cpd.mx_quantize", "seed", seed, 0, 2**64 - 1)
+    stream = _int("cpd.mx_quantize", "stream", stream, 0, 2**64 - 1)
 
     def body(a, o):
         _cpd.mx_quantize(a, o, element_format, rounding, int(block_size), rule, int(seed), int(stream))
@@ -385,6 +404,8 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     diagnostics, the counts of the scaled and unscaled quantization)."""
     who = "cpd.simulate_allreduce"
     _check_str(who, "format", format)
+    seed = _int(who, "seed", seed, 0, 2**64 - 1)
+    stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise TypeError(f"{who}: tensors must be a non-empty list of float32 arrays or tensors")
     arrays = []

@@ -228,6 +228,13 @@ def test_shapes_strides_and_in_place():
     assert same_floats(s, ref)
 
 
+def test_scalars_and_empty_arrays():
+    assert cpd.quantize(np.float32(1.3), "e2m1fn") == 1.5
+    assert cpd.quantize(torch.tensor(1.3), "e2m1fn").item() == 1.5
+    assert cpd.quantize(np.zeros(0, np.float32), "e4m3fn").shape == (0,)
+    assert cpd.encode(torch.zeros(0, 3), "bf16").shape == (0, 3)
+
+
 def test_no_copy_for_contiguous_float32():
     x = torch.randn(1000)
     out = torch.empty(1000)
@@ -277,6 +284,18 @@ def test_bad_input_raises_named_errors():
         cpd.quantize(x, "e4m3fn", out=ro)
     with pytest.raises(ValueError, match="threads"):
         cpd.quantize(x, "e4m3fn", threads=-1)
+    with pytest.raises(ValueError, match="threads"):
+        cpd.quantize(x, "e4m3fn", threads=2**40)
+    with pytest.raises(ValueError, match="offset"):
+        cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=1, offset=-1)
+    with pytest.raises(ValueError, match="stream"):
+        cpd.encode(x, "e4m3fn", stream=2**64)
+    with pytest.raises(TypeError, match="seed"):
+        cpd.quantize(x, "e4m3fn", rounding="stochastic", seed="1")
+    with pytest.raises(ValueError, match="scale_exponent"):
+        cpd.quantize(x, "e4m3fn", scale_exponent=2**40)
+    with pytest.raises(ValueError, match="range"):
+        cpd.quantize(x, "e4m3fn", scale_exponent=5000)  # the scaled format leaves double's range
     with pytest.raises(ValueError, match="seed"):
         cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=-1)
     with pytest.raises(ValueError, match="code"):
