@@ -104,6 +104,7 @@ set(CPD_HEADERS
   include/cpd/scaling/apply.hpp
   include/cpd/scaling/aps.hpp
   include/cpd/scaling/diagnostics.hpp
+  include/cpd/scaling/exchange_rules.hpp
   include/cpd/scaling/loss.hpp
   include/cpd/scaling/mx.hpp
   include/cpd/scaling/scale.hpp

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -326,6 +327,74 @@ TEST_CASE("fixed scaling") {
   CHECK(cpd::pow2_scale{5}.factor() == 32.0);
   CHECK(cpd::pow2_scale{-3}.factor() == 0.125);
   CHECK(cpd::pow2_scale{200}.inverse() == std::ldexp(1.0, -200));
+}
+
+TEST_CASE("MS-AMP's amax / sqrt(W) scaling") {
+  using F = cpd::float8_e4m3fn;
+  const float g[] = {0.5f, -3.0f, 1e-4f};
+  cpd::amax_sqrtw_scaling<F> s(4);
+  CHECK(s.statistic(g, 3) == 3.0f);
+  CHECK(cpd::amax_sqrtw_scaling<F>::combine(3.0f, 7.0f) == 7.0f);
+  // 448 / sqrt(4) / 7 = 32, in float
+  const cpd::float_scale sc = s.select(7.0f);
+  CHECK(sc.value == 32.0f);
+  CHECK(sc.inverse == 1.0f / 32.0f);
+  CHECK_FALSE(sc.nonfinite);
+  // W = 3: max / sqrt(3) rounded to float once, then divided by the amax in float
+  cpd::amax_sqrtw_scaling<F> s3(3);
+  const float target = static_cast<float>(448.0 / std::sqrt(3.0));
+  CHECK(s3.select(5.0f).value == target / 5.0f);
+  // a power of two at or below it
+  cpd::amax_sqrtw_scaling<F> p(3, {0, true});
+  CHECK(p.select(5.0f).value == 32.0f);  // 448 / 1.732 / 5 = 51.7 -> 32
+  CHECK(cpd::amax_sqrtw_scaling<F>(3, {1, false}).select(5.0f).value == target / 5.0f / 2.0f);
+  // zero: 1; inf and NaN: 1, marked
+  CHECK(s.select(0.0f).value == 1.0f);
+  CHECK(s.select(pinf).nonfinite);
+  CHECK(s.select(s.combine(1.0f, qnan)).nonfinite);
+  CHECK_THROWS_AS(cpd::amax_sqrtw_scaling<F>(0), std::invalid_argument);
+  // the exchange: W scaled values summed in F; the largest scaled value is max / sqrt(W)
+  std::vector<float> a(64), b(64), out(64);
+  for (std::size_t i = 0; i < 64; ++i) {
+    a[i] = 0.01f * static_cast<float>(i) - 0.3f;
+    b[i] = -0.002f * static_cast<float>(i);
+  }
+  const float* x[] = {a.data(), b.data()};
+  float amax = 0.0f;
+  for (std::size_t i = 0; i < 64; ++i) amax = std::max({amax, std::fabs(a[i]), std::fabs(b[i])});
+  const auto r = cpd::simulate_allreduce<F>(x, out.data(), 64, 2, cpd::amax_sqrtw_scaling<F>(2));
+  CHECK(r.scale.value == static_cast<float>(448.0 / std::sqrt(2.0)) / amax);
+  CHECK(r.nonfinite_out == 0);
+}
+
+TEST_CASE("PyTorch's pre-division by W") {
+  cpd::predivide_scaling s(3);
+  const float g[] = {1.0f, 2.0f};
+  const float bad[] = {1.0f, qnan};
+  const cpd::float_scale sc = s.select(s.statistic(g, 2));
+  CHECK(sc.value == 1.0f / 3.0f);
+  CHECK(sc.inverse == 3.0f);
+  CHECK_FALSE(sc.nonfinite);
+  CHECK(s.select(cpd::predivide_scaling::combine(0, s.statistic(bad, 2))).nonfinite);
+  CHECK_THROWS_AS(cpd::predivide_scaling(0), std::invalid_argument);
+  // the exchange's mean is the sum of Q(g / W) (fp16_compress_hook's result): checked
+  // against the values rounded here through the scalar core
+  using F = cpd::float16;
+  std::vector<float> a = {1.0f, 70000.0f, 1e-7f, -3.3f}, b = {2.0f, 70000.0f, 0.0f, 1.1f}, c = {0.5f, 1.0f, 0.0f, 2.2f};
+  std::vector<float> out(4);
+  const float* x[] = {a.data(), b.data(), c.data()};
+  cpd::allreduce_options opt;
+  opt.algorithm = cpd::allreduce_algorithm::sequential;
+  opt.mean = true;
+  cpd::simulate_allreduce<F>(x, out.data(), 4, 3, cpd::predivide_scaling(3), opt);
+  const float third = 1.0f / 3.0f;
+  for (std::size_t i = 0; i < 4; ++i) {
+    float sum = cpd::quantize<F, cpd::rounding::nearest_even>(a[i] * third);
+    sum = cpd::quantize<F, cpd::rounding::nearest_even>(sum + cpd::quantize<F, cpd::rounding::nearest_even>(b[i] * third));
+    sum = cpd::quantize<F, cpd::rounding::nearest_even>(sum + cpd::quantize<F, cpd::rounding::nearest_even>(c[i] * third));
+    CHECK(bits_of(out[i]) == bits_of(sum * 3.0f / 3.0f));
+  }
+  CHECK(std::isfinite(out[1]));  // 70000 / 3 fits fp16 where 70000 does not
 }
 
 namespace {

@@ -15,10 +15,12 @@
 //
 // One header per family: scale.hpp (the scale types and the protocol's helpers),
 // aps.hpp (APS, a fixed scale), transformer_engine.hpp (current and delayed amax
-// scaling), loss.hpp (dynamic loss scaling); mx.hpp (OCP MX blocks) and
+// scaling), loss.hpp (dynamic loss scaling), exchange_rules.hpp (MS-AMP's amax / sqrt(W),
+// PyTorch's pre-division by W); mx.hpp (OCP MX blocks) and
 // diagnostics.hpp (what a format does to a tensor) sit beside them.
 
 #include <cpd/scaling/aps.hpp>
+#include <cpd/scaling/exchange_rules.hpp>
 #include <cpd/scaling/loss.hpp>
 #include <cpd/scaling/scale.hpp>
 #include <cpd/scaling/transformer_engine.hpp>
