@@ -105,6 +105,37 @@ TEST_CASE("command line: --algorithm takes the allreduce algorithms and rejects 
   CHECK(c.out.find("over MPI cpd runs ring, pipelined_ring, two_step and all_gather") != std::string::npos);
 }
 
+TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthand") {
+  const run_output a = run("--scaler aps,mx99");
+  CHECK(a.status == 2);
+  CHECK(a.out.find("'mx99' is not one of aps, amax, amax-sqrtw, predivide, delayed, none") != std::string::npos);
+  const run_output b = run("--scaler aps --aps on");
+  CHECK(b.status == 2);
+  CHECK(b.out.find("--aps and --scaler: give one") != std::string::npos);
+  const run_output c = run("--mpi --scaler amax");
+  CHECK(c.status == 2);
+  CHECK(c.out.find("over MPI cpd-train runs aps and none") != std::string::npos);
+  const run_output d = run("--scaler none,aps,none");
+  CHECK(d.status == 2);
+  CHECK(d.out.find("none twice") != std::string::npos);
+  // every rule trains (or is marked diverged); none and aps are --aps off and on bit for bit
+  const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32 --grad-formats e5m2";
+  const std::string csv = temp_dir() + "/scalers.csv";
+  const run_output all = run(common + " --scaler none,aps,amax,amax-sqrtw,predivide,delayed --csv " + csv);
+  REQUIRE_MESSAGE((all.status == 0 || all.status == 3), all.out);
+  const run_output short_form = run(common + " --aps off,on");
+  REQUIRE_MESSAGE(short_form.status == 0, short_form.out);
+  const std::vector<std::string> h = hashes(all.out), s = hashes(short_form.out);
+  REQUIRE(h.size() == 6);
+  REQUIRE(s.size() == 2);
+  CHECK(h[0] == s[0]);
+  CHECK(h[1] == s[1]);
+  for (std::size_t i = 2; i < 6; ++i) CHECK(h[i] != h[1]);  // the other rules scale differently
+  std::vector<std::string> columns;
+  for (const std::vector<std::string>& row : csv_rows(csv)) columns.push_back(row[2]);
+  CHECK(columns == std::vector<std::string>{"off", "on", "amax", "amax-sqrtw", "predivide", "delayed"});
+}
+
 TEST_CASE("command line: bad codec names and parameters give one clear line") {
   struct bad {
     const char* args;

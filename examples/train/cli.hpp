@@ -61,9 +61,30 @@ inline cpd::allreduce_algorithm parse_algorithm(const std::string& v) {
   throw usage_error("--algorithm: '" + v + "' is not one of " + names);
 }
 
+/// The scaling rule of a gradient format's runs (docs/scaling.md).
+enum class scaler_kind { none, aps, amax, amax_sqrtw, predivide, delayed };
+
+/// The name --scaler takes.
+inline const char* scaler_name(scaler_kind k) {
+  switch (k) {
+    case scaler_kind::none: return "none";
+    case scaler_kind::aps: return "aps";
+    case scaler_kind::amax: return "amax";
+    case scaler_kind::amax_sqrtw: return "amax-sqrtw";
+    case scaler_kind::predivide: return "predivide";
+    case scaler_kind::delayed: return "delayed";
+  }
+  return "?";
+}
+
+/// The table's and the CSV's APS column: off (no scaling), on (APS), else the scaler's name.
+inline const char* scaler_column(scaler_kind k) {
+  return k == scaler_kind::none ? "off" : k == scaler_kind::aps ? "on" : scaler_name(k);
+}
+
 struct options {
   std::vector<grad_format> grad_formats;
-  std::vector<bool> aps;  // runs with APS off and/or on
+  std::vector<scaler_kind> scalers;  // runs per gradient format: --scaler, or --aps (off: none, on: aps)
   std::vector<codec_spec> codecs;
   bool kahan = false;
   cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring;
@@ -108,7 +129,13 @@ inline const char* usage_text() {
          "  --grad-formats LIST   gradient formats, comma-separated: fp32 or any cpd format name\n"
          "                        (aliases such as e4m3fn, bf16, or eXmY[fn|fnuz|finite]);\n"
          "                        default fp32,e5m2,e4m3,e3m0; none: only the --codec runs\n"
-         "  --aps LIST            off, on, or off,on (runs both); default off,on\n"
+         "  --aps LIST            off, on, or off,on (runs both); default off,on; the shorthand of\n"
+         "                        --scaler none, aps\n"
+         "  --scaler LIST         the scaling rules of the format runs, comma-separated (one run each):\n"
+         "                        aps (APS: 2^(emax - ceil(log2(amax W)))), amax (max(F)/amax, Transformer\n"
+         "                        Engine's current scaling, ColossalAI's fp8 hook), amax-sqrtw (MS-AMP:\n"
+         "                        max(F)/(amax sqrt(W))), predivide (PyTorch's fp16 hook: x 1/W), delayed\n"
+         "                        (Transformer Engine's delayed scaling, per tensor), none; with --mpi: aps, none\n"
          "  --codec LIST          also run each gradient codec of the comma-separated list, e.g.\n"
          "                        dyntree8,linear8,qsgd:4bit:512,onebit (names as cpd::make_codec, docs/codecs.md):\n"
          "                        every worker encodes, the payloads are all-gathered, decoded and summed in float\n"
@@ -230,7 +257,7 @@ inline std::unique_ptr<cpd::codec> parse_codec(const std::string& spec) {
 inline std::optional<options> parse(int argc, char** argv) {
   options o;
   std::string formats = "fp32,e5m2,e4m3,e3m0", aps = "off,on";
-  std::optional<std::string> codecs, feedback_flag;
+  std::optional<std::string> codecs, feedback_flag, scaler_list;
   error_feedback feedback = error_feedback::automatic;
   std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
@@ -243,6 +270,7 @@ inline std::optional<options> parse(int argc, char** argv) {
     if (a.rfind("--", 0) == 0 && !seen.insert(a).second) throw usage_error(a + " given twice");
     if (a == "--grad-formats") formats = value();
     else if (a == "--aps") aps = value();
+    else if (a == "--scaler") scaler_list = value();
     else if (a == "--codec") codecs = value();
     else if (a == "--error-feedback") {
       const std::string v = value();
@@ -297,10 +325,30 @@ inline std::optional<options> parse(int argc, char** argv) {
           throw usage_error("--grad-formats: " + (h.name == f ? f + " twice" : f + " is the same format as " + h.name));
       o.grad_formats.push_back(std::move(g));
     }
-  for (const std::string& v : parse_list("--aps", aps)) {
-    if (v != "off" && v != "on") throw usage_error("--aps: '" + v + "' is not off or on");
-    if (std::find(o.aps.begin(), o.aps.end(), v == "on") != o.aps.end()) throw usage_error("--aps: " + v + " twice");
-    o.aps.push_back(v == "on");
+  if (scaler_list && seen.count("--aps"))
+    throw usage_error("--aps and --scaler: give one (--aps on is --scaler aps, --aps off is --scaler none)");
+  if (scaler_list) {
+    const scaler_kind all[] = {scaler_kind::none,       scaler_kind::aps,       scaler_kind::amax,
+                               scaler_kind::amax_sqrtw, scaler_kind::predivide, scaler_kind::delayed};
+    for (const std::string& v : parse_list("--scaler", *scaler_list)) {
+      const scaler_kind* k = std::find_if(std::begin(all), std::end(all), [&](scaler_kind s) { return v == scaler_name(s); });
+      if (k == std::end(all))
+        throw usage_error("--scaler: '" + v + "' is not one of aps, amax, amax-sqrtw, predivide, delayed, none");
+      if (std::find(o.scalers.begin(), o.scalers.end(), *k) != o.scalers.end())
+        throw usage_error("--scaler: " + v + " twice");
+      if (o.mpi && *k != scaler_kind::aps && *k != scaler_kind::none)
+        throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs aps and none (the others run in "
+                          "the emulated exchange)");
+      o.scalers.push_back(*k);
+    }
+  } else {
+    for (const std::string& v : parse_list("--aps", aps)) {
+      if (v != "off" && v != "on") throw usage_error("--aps: '" + v + "' is not off or on");
+      const scaler_kind k = v == "on" ? scaler_kind::aps : scaler_kind::none;
+      if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end())
+        throw usage_error("--aps: " + v + " twice");
+      o.scalers.push_back(k);
+    }
   }
   if (codecs)
     for (const std::string& spec : parse_list("--codec", *codecs)) {

@@ -62,7 +62,7 @@ inline std::string train_format_names() { return format_names(train_formats{}); 
 /// with APS or without a scale, and writes their mean.
 class exchanger {
  public:
-  exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, int workers, std::uint64_t seed,
+  exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, int workers, std::uint64_t seed,
             std::vector<tensor_view> tensors, std::size_t n,
             cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring)
       : tensors_(std::move(tensors)), workers_(workers) {
@@ -75,10 +75,23 @@ class exchanger {
     const cpd::format f = fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>();
     const bool found = cpd::visit<train_formats>(f, [&](auto tag) {
       using F = decltype(tag);
-      reduce_ = [aps, this](const float* const* g, float* out, std::size_t len) {
-        if (aps)
-          return summarize(cpd::simulate_allreduce<F>(g, out, len, workers_, cpd::aps<F>(workers_), opt_));
-        return summarize(cpd::simulate_allreduce<F>(g, out, len, workers_, opt_));
+      // delayed scaling keeps an amax history per tensor
+      auto delayed = std::make_shared<std::vector<cpd::delayed_scaling<F>>>(tensors_.size());
+      reduce_ = [scaler, delayed, this](std::size_t t, const float* const* g, float* out, std::size_t len) {
+        const int w = workers_;
+        switch (scaler) {
+          case scaler_kind::aps: return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::aps<F>(w), opt_));
+          case scaler_kind::amax:
+            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::current_scaling<F>(), opt_));
+          case scaler_kind::amax_sqrtw:
+            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::amax_sqrtw_scaling<F>(w), opt_));
+          case scaler_kind::predivide:
+            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::predivide_scaling(w), opt_));
+          case scaler_kind::delayed:
+            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, (*delayed)[t], opt_));
+          case scaler_kind::none: break;
+        }
+        return summarize(cpd::simulate_allreduce<F>(g, out, len, w, opt_));
       };
     });
     if (!found)
@@ -91,9 +104,10 @@ class exchanger {
   void allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, const Pool& pool) {
     opt_.threads = static_cast<unsigned>(pool.size());
     std::vector<const float*> ptrs(grads.size());
-    for (const tensor_view& t : tensors_) {
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      const tensor_view& t = tensors_[i];
       for (std::size_t w = 0; w < grads.size(); ++w) ptrs[w] = grads[w].data() + t.offset;
-      reduce_(ptrs.data(), mean + t.offset, t.size());
+      reduce_(i, ptrs.data(), mean + t.offset, t.size());
     }
   }
 
@@ -109,7 +123,7 @@ class exchanger {
   std::vector<tensor_view> tensors_;
   int workers_;
   cpd::allreduce_options opt_;
-  std::function<void(const float* const*, float*, std::size_t)> reduce_;
+  std::function<void(std::size_t, const float* const*, float*, std::size_t)> reduce_;
   exchange_stats stats_;
 };
 

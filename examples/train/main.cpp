@@ -72,7 +72,7 @@ struct epoch_result {
 /// One run's gradient exchange: a format with or without APS, or a codec.
 struct run_config {
   train::grad_format format;  // when there is no codec
-  bool aps = false;
+  train::scaler_kind scaler = train::scaler_kind::none;
   std::optional<train::codec_spec> codec;
   /// The grad_format column: the format as given, or the codec's full name (+ef: error feedback).
   std::string name() const {
@@ -83,7 +83,7 @@ struct run_config {
 
 struct run_result {
   std::string grad_format;
-  bool aps = false;
+  train::scaler_kind scaler = train::scaler_kind::none;
   bool codec = false;          // a codec run: no APS (codecs scale by themselves)
   double bits_per_value = 32;  // bits on the wire per gradient value
   std::vector<epoch_result> epochs;
@@ -140,11 +140,11 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   std::optional<train::mpi_exchanger> mex;
   std::optional<train::mpi_codec_exchanger> mcex;
   if (rank >= 0 && rc.codec) mcex.emplace(*rc.codec, o.seed, net.tensors(), net.size());
-  if (rank >= 0 && !rc.codec) mex.emplace(rc.format.fmt, rc.aps, o.kahan, net.tensors(), o.algorithm);
+  if (rank >= 0 && !rc.codec) mex.emplace(rc.format.fmt, rc.scaler == train::scaler_kind::aps, o.kahan, net.tensors(), o.algorithm);
 #endif
   if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
   if (rank < 0 && !rc.codec)
-    ex.emplace(rc.format.fmt, rc.aps, o.kahan, o.workers, o.seed, net.tensors(), net.size(), o.algorithm);
+    ex.emplace(rc.format.fmt, rc.scaler, o.kahan, o.workers, o.seed, net.tensors(), net.size(), o.algorithm);
   std::vector<train::aligned_vector<float>> grads(W, train::aligned_vector<float>(net.size()));
   std::vector<double> losses(W);
   train::aligned_vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
@@ -158,7 +158,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
 
   run_result res;
   res.grad_format = rc.name();
-  res.aps = rc.aps;
+  res.scaler = rc.scaler;
   res.codec = rc.codec.has_value();
   if (rc.codec) res.bits_per_value = train::codec_bits_per_value(*cpd::make_codec(rc.codec->name), net.tensors());
   else if (rc.format.fmt) res.bits_per_value = rc.format.fmt->spec().bits;
@@ -227,7 +227,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
 }
 
 /// The APS column: codecs bring their own scaling (max-abs, norms, means), so none applies.
-const char* aps_column(const run_result& r) { return r.codec ? "-" : r.aps ? "on" : "off"; }
+const char* aps_column(const run_result& r) { return r.codec ? "-" : train::scaler_column(r.scaler); }
 
 /// x with a NaN's sign dropped: every NaN prints as "nan".
 double printable(double x) { return std::isnan(x) ? std::fabs(x) : x; }
@@ -248,7 +248,11 @@ void write_csv(train::output_file& f, const std::vector<run_result>& runs) {
 void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
   std::vector<train::plot_curve> curves;
   for (const run_result& r : runs) {
-    train::plot_curve c{r.grad_format + (r.codec ? "" : r.aps ? ", APS" : ", no APS"), r.codec ? 4 : r.aps ? 1 : 2, {}};
+    const bool aps = r.scaler == train::scaler_kind::aps;
+    const std::string how = r.scaler == train::scaler_kind::none ? ", no APS"
+                            : aps                                ? ", APS"
+                                                                 : std::string(", ") + train::scaler_name(r.scaler);
+    train::plot_curve c{r.grad_format + (r.codec ? "" : how), r.codec ? 4 : aps ? 1 : 2, {}};
     for (const epoch_result& e : r.epochs) c.y.push_back(e.test_accuracy);
     curves.push_back(std::move(c));
   }
@@ -259,10 +263,13 @@ void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
 void print_table(const std::vector<run_result>& runs) {
   // Codec runs: flushed-to-0 counts the values encoded (gradient + residual) that decoded to 0.
   // non-finite: gradient values that were inf or NaN before rounding (docs/reliability.md).
-  std::printf("\n%-16s %-4s %10s %10s %10s %10s %12s %12s %12s %9s\n", "format", "APS", "bits/value", "final loss",
-              "final acc", "best acc", "flushed-to-0", "overflowed", "non-finite", "seconds");
+  // The APS column holds on/off, or the name of another scaler (--scaler).
+  int width = 4;
+  for (const run_result& r : runs) width = std::max(width, static_cast<int>(std::strlen(aps_column(r))));
+  std::printf("\n%-16s %-*s %10s %10s %10s %10s %12s %12s %12s %9s\n", "format", width, "APS", "bits/value",
+              "final loss", "final acc", "best acc", "flushed-to-0", "overflowed", "non-finite", "seconds");
   for (const run_result& r : runs)
-    std::printf("%-16s %-4s %10.4f %10.4f %10.4f %10.4f %12.3e %12.3e %12.3e %9.1f%s\n", r.grad_format.c_str(),
+    std::printf("%-16s %-*s %10.4f %10.4f %10.4f %10.4f %12.3e %12.3e %12.3e %9.1f%s\n", r.grad_format.c_str(), width,
                 aps_column(r), r.bits_per_value, printable(r.epochs.back().train_loss), r.epochs.back().test_accuracy,
                 r.best_accuracy, r.stats.underflow_fraction(), r.stats.overflow_fraction(),
                 r.stats.nonfinite_fraction(), r.seconds, r.diverged ? "  diverged" : "");
@@ -437,8 +444,8 @@ int run_main(int argc, char** argv, int& rank) {
   // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
   std::vector<run_config> configs;
   for (const auto& gf : o.grad_formats)
-    for (bool aps : o.aps) configs.push_back({gf, aps, std::nullopt});
-  for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, false, c});
+    for (train::scaler_kind s : o.scalers) configs.push_back({gf, s, std::nullopt});
+  for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, train::scaler_kind::none, c});
 
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
@@ -449,7 +456,12 @@ int run_main(int argc, char** argv, int& rank) {
   std::vector<run_result> runs;
   for (const run_config& rc : configs) {
     const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(configs.size()) + " " +
-                              rc.name() + (rc.codec ? "" : rc.aps ? " aps" : " no-aps") + "]";
+                              rc.name() + (rc.codec                                  ? ""
+                                           : rc.scaler == train::scaler_kind::aps  ? " aps"
+                                           : rc.scaler == train::scaler_kind::none ? " no-aps"
+                                                                                   : std::string(" ") +
+                                                                                         train::scaler_name(rc.scaler)) +
+                              "]";
     runs.push_back(run_one(o, rc, tr, te, pool, label, rank));
   }
   print_table(runs);
