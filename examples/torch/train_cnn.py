@@ -114,6 +114,8 @@ def parse_args(argv):
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="PNG (matplotlib): test accuracy per epoch of every configuration and the final "
                         "accuracy of every seed")
+    p.add_argument("--plot-from", default=None, metavar="CSV",
+                   help="train nothing: draw --plot from a CSV that --out-csv wrote")
     p.add_argument("--limit-train", type=int, default=0, metavar="N",
                    help="use only the first N training images (0: all 60000); for quick tests")
     p.add_argument("--threads", type=int, default=1,
@@ -576,7 +578,10 @@ def write_csv(f, args, runs):
                 f"{nf:.6e},{r['seconds']:.2f},{int(r['diverged'])},{r['hash']}\n")
 
 
-def write_plot(path, args, runs, configs):
+def write_plot(path, runs, configs, mode, workers, one_fp32):
+    """Three panels: test accuracy per epoch of every configuration (mean over the seeds,
+    band min-max); the same, zoomed on the configurations within 3 points of the best;
+    the final accuracy of every seed (dots) and their mean (bar), on the zoomed axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -585,38 +590,81 @@ def write_plot(path, args, runs, configs):
     for f, _ in configs:
         if f not in colors:
             colors[f] = next(palette, "tab:gray")
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]})
-    for k, (fmt, aps) in enumerate(configs):
+    seeds = sorted({r["seed"] for r in runs})
+    curves = []
+    for fmt, aps in configs:
         rs = [r for r in runs if r["format"] == fmt and r["aps"] == aps]
         ep = max(len(r["epochs"]) for r in rs)
-        xs = list(range(1, ep + 1))
         per = [[r["epochs"][e]["test_accuracy"] for r in rs if len(r["epochs"]) > e] for e in range(ep)]
-        mean = [sum(v) / len(v) for v in per]
-        style = "-" if aps == "on" or fmt == "fp32" else "--"
-        name = fmt + ("" if fmt == "fp32" and len(args.aps) > 1 and not args.fp32_aps_too
-                      else ", APS" if aps == "on" else ", no APS")
-        ax.plot(xs, mean, style, marker="o", color=colors[fmt], label=name)
-        if len(rs) > 1:
-            ax.fill_between(xs, [min(v) for v in per], [max(v) for v in per], color=colors[fmt], alpha=0.12)
         finals = [r["epochs"][-1]["test_accuracy"] for r in rs]
-        bx.scatter(finals, [k] * len(finals), color=colors[fmt], marker="o" if aps == "on" or fmt == "fp32" else "x")
-        bx.plot([sum(finals) / len(finals)] * 2, [k - 0.3, k + 0.3], color=colors[fmt])
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("test accuracy")
-    seeds = ", ".join(str(s) for s in args.seeds)
-    ax.set_title(f"LeNet-5, Fashion-MNIST, {args.workers} {args.mode} workers"
-                 + (f" (mean of seeds {seeds}; band: min–max)" if len(args.seeds) > 1 else f" (seed {seeds})"),
-                 fontsize=10)
-    ax.grid(alpha=0.3)
+        name = fmt + ("" if fmt == "fp32" and one_fp32 else ", APS" if aps == "on" else ", no APS")
+        curves.append({"name": name, "color": colors[fmt], "style": "-" if aps == "on" or fmt == "fp32" else "--",
+                       "marker": "o" if aps == "on" or fmt == "fp32" else "x", "xs": list(range(1, ep + 1)),
+                       "mean": [sum(v) / len(v) for v in per], "lo": [min(v) for v in per],
+                       "hi": [max(v) for v in per], "finals": finals, "final_mean": sum(finals) / len(finals)})
+    best = max(c["final_mean"] for c in curves)
+    near = [c for c in curves if c["final_mean"] >= best - 0.03]
+    skip = 1 if max(len(c["xs"]) for c in near) > 1 else 0  # the first epoch is far below the rest
+    zlo = min(min(c["lo"][skip:] or c["lo"]) for c in near) - 0.003
+    zhi = max(max(c["hi"]) for c in near) + 0.003
+    fig, (ax, zx, fx) = plt.subplots(1, 3, figsize=(15, 4.8), gridspec_kw={"width_ratios": [3, 3, 2]})
+    for c in curves:
+        for a in (ax, zx) if c in near else (ax,):
+            a.plot(c["xs"], c["mean"], c["style"], marker=c["marker"], color=c["color"], label=c["name"])
+            if len(seeds) > 1:
+                a.fill_between(c["xs"], c["lo"], c["hi"], color=c["color"], alpha=0.12)
+    where = f"{workers} {mode} workers"
+    what = f"mean of seeds {', '.join(map(str, seeds))}; band: min–max" if len(seeds) > 1 else f"seed {seeds[0]}"
+    ax.set_title(f"LeNet-5, Fashion-MNIST, {where} ({what})", fontsize=9)
+    zx.set_title(f"zoom: the runs within 3 points of the best", fontsize=9)
+    for a in (ax, zx):
+        a.set_xlabel("epoch")
+        a.set_ylabel("test accuracy")
+        a.grid(alpha=0.3)
+    zx.set_ylim(zlo, zhi)
     ax.legend(fontsize=8)
-    bx.set_yticks(range(len(configs)))
-    bx.set_yticklabels([f"{f}, APS {a}" for f, a in configs], fontsize=8)
-    bx.invert_yaxis()
-    bx.set_xlabel(f"final test accuracy (epoch {args.epochs}); dots: seeds, bar: mean")
-    bx.grid(alpha=0.3, axis="x")
+    zx.legend(fontsize=8)
+    for k, c in enumerate(curves):
+        if c in near:
+            fx.scatter(c["finals"], [k] * len(c["finals"]), color=c["color"], marker=c["marker"])
+            fx.plot([c["final_mean"]] * 2, [k - 0.3, k + 0.3], color=c["color"])
+        else:
+            fx.text(zlo, k, f"  mean {c['final_mean']:.4f} (off the axis)", va="center", fontsize=8,
+                    color=c["color"])
+    fx.set_xlim(zlo, zhi)
+    fx.set_ylim(len(curves) - 0.5, -0.5)
+    fx.set_yticks(range(len(curves)))
+    fx.set_yticklabels([c["name"] for c in curves], fontsize=8)
+    fx.set_xlabel("final test accuracy; dots: seeds, bar: mean", fontsize=9)
+    fx.grid(alpha=0.3, axis="x")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def read_csv_runs(path):
+    """The runs of a CSV that --out-csv wrote (for --plot-from): (runs, configs, mode, workers)."""
+    import csv
+    runs, configs, mode, workers = {}, [], None, None
+    try:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                mode, workers = row["mode"], int(row["workers"])
+                key = (int(row["seed"]), int(row["run"]))
+                r = runs.setdefault(key, {"format": row["grad_format"], "aps": row["aps"], "seed": key[0],
+                                          "epochs": []})
+                if (r["format"], r["aps"]) not in configs:
+                    configs.append((r["format"], r["aps"]))
+                if row["epoch"] != "final":
+                    r["epochs"].append({"epoch": int(row["epoch"]), "train_loss": float(row["train_loss"]),
+                                        "test_accuracy": float(row["test_accuracy"])})
+    except OSError as e:
+        raise UsageError(f"--plot-from {path}: {e.strerror}") from None
+    except (KeyError, ValueError, TypeError):
+        raise UsageError(f"--plot-from {path}: not a CSV that --out-csv wrote") from None
+    if not runs:
+        raise UsageError(f"--plot-from {path}: no runs in it")
+    return list(runs.values()), configs, mode, workers
 
 
 def open_output(flag, path):
@@ -629,6 +677,17 @@ def open_output(flag, path):
 def main(argv=None):
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
+        if args.plot_from:
+            if not args.plot:
+                raise UsageError("--plot-from needs --plot PNG")
+            runs, configs, mode, workers = read_csv_runs(args.plot_from)
+            one_fp32 = any(f == "fp32" for f, _ in configs) and not (("fp32", "on") in configs and
+                                                                   ("fp32", "off") in configs)
+            try:
+                write_plot(args.plot, runs, configs, mode, workers, one_fp32)
+            except OSError as e:
+                fail(EXIT_IO, f"--plot {args.plot}: write failed ({e.strerror})")
+            return EXIT_OK
         try:
             import torch
             import cpd.torch  # noqa: F401
@@ -676,7 +735,8 @@ def main(argv=None):
         fail(EXIT_IO, f"--out-csv {args.out_csv}: write failed ({e.strerror})")
     if args.plot:
         try:
-            write_plot(args.plot, args, runs, configs)
+            write_plot(args.plot, runs, configs, args.mode, args.workers,
+                       "fp32" in args.formats and len(args.aps) > 1 and not args.fp32_aps_too)
         except OSError as e:
             fail(EXIT_IO, f"--plot {args.plot}: write failed ({e.strerror})")
     diverged = [f"{r['format']} (aps {r['aps']}, seed {r['seed']})" for r in runs if r["diverged"]]
