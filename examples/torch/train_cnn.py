@@ -471,7 +471,9 @@ def ddp_worker(rank, args, configs, port, result_path):
                 res["hash"] = weights_hash(net)
                 # Rank 0's clock; the slowest rank sets every rank's pace through the exchange.
                 res["exchange_seconds"] = hook.seconds
-                res["bits_per_value"] = inner.bits_per_value if inner is not None else 32.0
+                # What this rank sent per gradient value (payload and APS statistics); unknown for
+                # gloo's own allreduce, whose algorithm gloo chooses.
+                res["bits_per_value"] = inner.bits_per_value if inner is not None else None
                 results.append(res)
         if rank == 0:
             with open(result_path, "w") as f:
@@ -519,7 +521,7 @@ def run_table(runs, nseeds, ddp):
     cols = (["seed"] if nseeds > 1 else []) + ["format", "APS", "final loss", "final acc", "best acc",
                                                  "flushed-to-0", "overflowed", "non-finite", "seconds"]
     if ddp:
-        cols += ["exchange ms/step", "bits/value"]
+        cols += ["exchange ms/step", "bits sent/value"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in runs:
         last = r["epochs"][-1]
@@ -529,7 +531,9 @@ def run_table(runs, nseeds, ddp):
             f"{max(e['test_accuracy'] for e in r['epochs']):.4f}", fmt_frac(fl), fmt_frac(ov), fmt_frac(nf),
             f"{r['seconds']:.1f}" + (" diverged" if r["diverged"] else "")]
         if ddp:
-            row += [f"{r['exchange_seconds'] / max(r['steps'], 1) * 1e3:.2f}", f"{r['bits_per_value']:.3f}"]
+            bits = r["bits_per_value"]
+            row += [f"{r['exchange_seconds'] / max(r['steps'], 1) * 1e3:.2f}",
+                    "— (gloo)" if bits is None else f"{bits:.3f}"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
