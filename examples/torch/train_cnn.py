@@ -620,7 +620,7 @@ def write_plot(path, runs, configs, mode, workers, one_fp32):
     where = f"{workers} {mode} workers"
     what = f"mean of seeds {', '.join(map(str, seeds))}; band: min–max" if len(seeds) > 1 else f"seed {seeds[0]}"
     ax.set_title(f"LeNet-5, Fashion-MNIST, {where} ({what})", fontsize=9)
-    zx.set_title(f"zoom: the runs within 3 points of the best", fontsize=9)
+    zx.set_title("zoom: the runs within 3 points of the best", fontsize=9)
     for a in (ax, zx):
         a.set_xlabel("epoch")
         a.set_ylabel("test accuracy")
