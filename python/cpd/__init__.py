@@ -24,7 +24,8 @@ from . import _cpd
 
 __all__ = [
     "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize",
-    "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "Scaler", "Scale",
+    "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
+    "predivide_scaling", "Scaler", "Scale",
     "simulate_allreduce", "exchange_formats", "algorithms",
 ]
 
@@ -364,6 +365,17 @@ def delayed_scaling(format, history_length=1024, amax_algorithm="max", margin=0)
     """Transformer Engine's delayed scaling: the scale of a step comes from the amax history."""
     _check_str("cpd.delayed_scaling", "format", format)
     return Scaler(_cpd.make_delayed(format, int(history_length), amax_algorithm, int(margin)))
+
+
+def amax_sqrtw_scaling(format, world_size, margin=0, power_of_two=False):
+    """MS-AMP's rule for W workers: max(format) / (amax * sqrt(W)) / 2^margin, a float scale."""
+    _check_str("cpd.amax_sqrtw_scaling", "format", format)
+    return Scaler(_cpd.make_amax_sqrtw(format, int(world_size), int(margin), bool(power_of_two)))
+
+
+def predivide_scaling(world_size):
+    """PyTorch's fp16_compress_hook: every worker multiplies by 1/W before the sum."""
+    return Scaler(_cpd.make_predivide(int(world_size)))
 
 
 def dynamic_loss_scaling(init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,

@@ -15,6 +15,8 @@ Stochastic rounding draws the random bits of tensor `position` of bucket `bucket
 same tensor with that seed and stream gives the same bits.
 """
 
+import time as _time
+
 import numpy as _np
 import torch as _torch
 import torch.distributed as _dist
@@ -177,11 +179,17 @@ class CommHook:
     nonfinite_steps (steps where some worker's gradient held inf or NaN: the result holds
     NaN or inf there, and such a step should be skipped, as GradScaler does) and
     out_nonfinite (non-finite values handed back to DDP). With record=True, `records`
-    keeps each bucket's (step, bucket index, sizes, streams, scale exponents)."""
+    keeps each bucket's (step, bucket index, sizes, streams, scale exponents); with
+    diagnostics=True, `stats` sums what rounding this rank's scaled values to the format
+    did (count, underflow, overflow, nan_inputs, ...: cpd::value_stats, nearest-even), as
+    EmulatedWorkers.stats does for every worker. The hook's name (DDP logs __name__ and
+    __qualname__) is cpd_comm_hook_<format>_<algorithm>; a wrapper must carry its own."""
 
     def __init__(self, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-                 process_group=None, record=False):
+                 process_group=None, record=False, diagnostics=False):
         _check_options("cpd.torch.comm_hook", format, scaler, algorithm, rounding, kahan)
+        self.diagnostics = bool(diagnostics)
+        self.stats = {}
         self.format, self.scaler, self.algorithm = format, scaler or "none", algorithm
         self.rounding, self.kahan, self.seed = rounding, bool(kahan), int(seed)
         self.process_group = process_group
@@ -222,6 +230,16 @@ class CommHook:
         if self.record:
             self.records.append({"step": self.steps, "bucket": index, "sizes": sizes, "streams": streams,
                                  "scales": [s.exponent for s in scales]})
+        if self.diagnostics:  # what rounding this rank's scaled values to the format did (one more pass)
+            x = host.numpy()
+            tmp = _np.empty(max(sizes), dtype=_np.float32)
+            at = 0
+            for n, sc in zip(sizes, scales):
+                counts = _cpd.quantize(x[at:at + n], tmp[:n], self.format, "nearest_even", "infinity", 0, 0, 0,
+                                       sc.exponent, 1, True)
+                for k, v in counts.items():
+                    self.stats[k] = self.stats.get(k, 0) + v
+                at += n
         self.values += buf.numel()
         self.bytes_sent += sb + pb
         self.out_nonfinite += bad
@@ -237,13 +255,13 @@ class CommHook:
 
 
 def comm_hook(format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-              process_group=None, record=False):
+              process_group=None, record=False, diagnostics=False):
     """A DDP communication hook that exchanges gradients in `format` (see CommHook):
 
         model = DistributedDataParallel(net)
         model.register_comm_hook(None, cpd.torch.comm_hook("e4m3fn", scaler="aps"))
     """
-    return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record)
+    return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record, diagnostics)
 
 
 def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
@@ -282,8 +300,9 @@ class EmulatedWorkers:
     shard's gradient with the model (worker w's gradient), sums the W gradients tensor by
     tensor with cpd.simulate_allreduce (mean) and writes the result into every parameter's
     .grad. format=None or "fp32" sums in float32 in the ring's order. Counts as CommHook:
-    steps, values, nonfinite_steps, out_nonfinite, and stats (the scaled quantization's
-    underflow/overflow counts of every worker's values)."""
+    steps, values, nonfinite_steps, out_nonfinite, stats (the scaled quantization's
+    underflow/overflow counts of every worker's values) and exchange_seconds (the time of
+    the simulated exchanges, not of the W backward passes)."""
 
     def __init__(self, model, workers, format="fp32", scaler="aps", algorithm="ring", rounding="nearest_even",
                  kahan=False, seed=0, threads=None):
@@ -300,6 +319,7 @@ class EmulatedWorkers:
         self.nonfinite_steps = 0
         self.out_nonfinite = 0
         self.stats = {}
+        self.exchange_seconds = 0.0
 
     def backward(self, loss_fn, inputs, targets):
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -316,6 +336,7 @@ class EmulatedWorkers:
             total += float(loss.detach()) * len(x)
             grads.append([p.grad.detach().clone() if p.grad is not None else _torch.zeros_like(p) for p in params])
         nonfinite = False
+        start = _time.perf_counter()
         for t, p in enumerate(params):
             xs_t = [grads[r][t].contiguous() for r in range(self.workers)]
             res, info = _cpd_pkg.simulate_allreduce(
@@ -328,6 +349,7 @@ class EmulatedWorkers:
             for k, v in info["scaled"].items():
                 self.stats[k] = self.stats.get(k, 0) + v
             self.values += res.numel()
+        self.exchange_seconds += _time.perf_counter() - start
         self.nonfinite_steps += int(nonfinite)
         self.steps += 1
         return total / len(inputs)

@@ -393,6 +393,26 @@ scaler make_delayed(const std::string& fmt, std::size_t history_length, const st
   return s;
 }
 
+scaler make_amax_sqrtw(const std::string& fmt, int world_size, int margin, bool power_of_two) {
+  scaler s;
+  s.kind = "amax_sqrtw_scaling";
+  visit_exchange(parse_format(fmt), "cpd.amax_sqrtw_scaling", [&](auto tag) {
+    using F = decltype(tag);
+    typename cpd::amax_sqrtw_scaling<F>::options o;
+    o.margin = margin;
+    o.power_of_two = power_of_two;
+    set_protocol<cpd::amax_sqrtw_scaling<F>, float>(s, std::make_shared<cpd::amax_sqrtw_scaling<F>>(world_size, o));
+  });
+  return s;
+}
+
+scaler make_predivide(int world_size) {
+  scaler s;
+  s.kind = "predivide_scaling";
+  set_protocol<cpd::predivide_scaling, std::int32_t>(s, std::make_shared<cpd::predivide_scaling>(world_size));
+  return s;
+}
+
 scaler make_loss(float init_scale, float growth_factor, float backoff_factor, int growth_interval, float min_scale) {
   scaler s;
   s.kind = "dynamic_loss_scaling";
@@ -841,6 +861,8 @@ PYBIND11_MODULE(_cpd, m) {
   m.def("make_current", &make_current);
   m.def("make_delayed", &make_delayed);
   m.def("make_loss", &make_loss);
+  m.def("make_amax_sqrtw", &make_amax_sqrtw);
+  m.def("make_predivide", &make_predivide);
   m.def("make_fixed", &make_fixed);
 
   py::class_<exchange_base>(m, "Exchange")

@@ -59,7 +59,7 @@ def main():
         net = make_model()
         ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.05)
         hook = ct.comm_hook(a.format, scaler=a.scaler, algorithm=a.algorithm, rounding=a.rounding, kahan=a.kahan,
-                            seed=5, record=True)
+                            seed=5, record=True, diagnostics=True)
         ddp.register_comm_hook(None, hook)
         for step in range(STEPS):
             net.zero_grad()
@@ -69,6 +69,7 @@ def main():
         result["records"] = hook.records
         result["bits_per_value"] = hook.bits_per_value
         result["steps"] = hook.steps
+        result["stats"] = hook.stats
     else:
         ts = tensors(a.rank, a.world)
         info = ct.all_reduce(ts, a.format, scaler=a.scaler, algorithm=a.algorithm, rounding=a.rounding,

@@ -357,6 +357,10 @@ def test_scalers_follow_their_definitions():
     assert loss.statistic(np.float32([1.0, np.inf])) == 1
     assert loss.select(1).value == 512.0  # an overflow halves the scale
     assert loss.select(0).value == 512.0 and loss.select(0).value == 1024.0  # two clean steps double it
+    ms = cpd.amax_sqrtw_scaling("e4m3fn", 16)
+    assert ms.select(ms.statistic(np.full(10, 0.02, np.float32))).value == np.float32(112.0) / np.float32(0.02)
+    pd = cpd.predivide_scaling(4)
+    assert (pd.select(pd.statistic(g[0])).value, pd.select(0).inverse) == (0.25, 4.0)
     fx = cpd.fixed_scaling(5)
     assert fx.select(fx.statistic(g[0])).exponent == 5
     with pytest.raises(ValueError, match="world_size"):

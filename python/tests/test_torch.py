@@ -75,6 +75,7 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
     net = dist_worker.make_model()
     params = list(net.parameters())
     assert res[0]["steps"] == dist_worker.STEPS
+    expected = {}
     for step in range(dist_worker.STEPS):
         local = []
         for r in range(world):
@@ -94,9 +95,17 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
             stream = by_size[params[i].numel()].pop(0)
             sim, info = cpd.simulate_allreduce([local[r][i].contiguous() for r in range(world)], fmt,
                                                algorithm=algorithm, rounding=rounding, kahan=kahan, mean=True, seed=5,
-                                               stream=stream)
+                                               stream=stream, diagnostics=True)
             for r in range(world):
                 assert same(sim, res[r][f"step{step}"][i]), (step, i, r)
+            for k, v in info["scaled"].items():
+                expected[k] = expected.get(k, 0) + v
+    # the hook's diagnostics (this rank's values, nearest-even) summed over the ranks: the
+    # simulation's counts of every worker's scaled values
+    got = {k: sum(r["stats"].get(k, 0) for r in res) for k in expected}
+    assert got["count"] == expected["count"]
+    if rounding == "nearest_even":
+        assert got == expected
     if len(recs) > 1:
         assert len({rc["bucket"] for rc in recs}) == len(recs)
 
