@@ -150,23 +150,36 @@ bulk_args make_args(const std::string& fmt, const std::string& rounding, const s
 
 // --- bulk calls -------------------------------------------------------------------
 
+/// The arguments of a rounding call (quantize, encode), the GIL released around run(args),
+/// and the counts when asked for.
+template <class Run>
+py::object round_call(const std::string& fmt, const std::string& rounding, const std::string& overflow,
+                      std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
+                      unsigned threads, bool stats, Run&& run) {
+  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
+  cpd::value_stats st;
+  if (stats) a.opt.stats = &st;
+  {
+    py::gil_scoped_release nogil;
+    run(a);
+  }
+  if (stats) return stats_dict(st);
+  return py::none();
+}
+
 py::object quantize(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
                     const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
                     int scale_exponent, unsigned threads, bool stats) {
   const view x = float_view(in, false, "cpd.quantize", "the input");
   const view y = float_view(out, true, "cpd.quantize", "out");
   same_size(x, y, "cpd.quantize");
-  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
-  cpd::value_stats st;
-  if (stats) a.opt.stats = &st;
-  {
-    py::gil_scoped_release nogil;
-    with_policy(a.threads, [&](auto policy) {
-      cpd::quantize(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, a.opt);
-    });
-  }
-  if (stats) return stats_dict(st);
-  return py::none();
+  return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
+                    [&](const bulk_args& a) {
+                      with_policy(a.threads, [&](auto policy) {
+                        cpd::quantize(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr),
+                                      static_cast<float*>(y.ptr), x.n, a.opt);
+                      });
+                    });
 }
 
 template <class Code>
@@ -182,17 +195,12 @@ py::object encode(const py::buffer& in, const py::buffer& out, const std::string
   const view x = float_view(in, false, "cpd.encode", "the input");
   const view c = code_view(out, true, "cpd.encode", "out");
   same_size(x, c, "cpd.encode");
-  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
-  cpd::value_stats st;
-  if (stats) a.opt.stats = &st;
-  {
-    py::gil_scoped_release nogil;
-    if (c.itemsize == 1) encode_as<std::uint8_t>(a, x, c);
-    else if (c.itemsize == 2) encode_as<std::uint16_t>(a, x, c);
-    else encode_as<std::uint32_t>(a, x, c);
-  }
-  if (stats) return stats_dict(st);
-  return py::none();
+  return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
+                    [&](const bulk_args& a) {
+                      if (c.itemsize == 1) encode_as<std::uint8_t>(a, x, c);
+                      else if (c.itemsize == 2) encode_as<std::uint16_t>(a, x, c);
+                      else encode_as<std::uint32_t>(a, x, c);
+                    });
 }
 
 template <class Code>
