@@ -103,6 +103,41 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool add_rounded(float m, float c, bool neg, f
 #endif
 }
 
+/// A finite value beyond F's largest: the core's step 7 (inf, NaN or the largest value, by
+/// mode, overflow and format). Always true.
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool overflow_result(bool neg, std::uint32_t& code, std::uint32_t& value,
+                                                       bool& nan_out) noexcept {
+  bool away = R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::stochastic;
+  if constexpr (R == rounding::upward) away = !neg;
+  if constexpr (R == rounding::downward) away = neg;
+  const bool special = O == overflow::infinity && away;
+  if (special && F::spec.has_inf) {
+    code = std::uint32_t(F::spec.inf_code);
+    value = 0x7F800000u;
+  } else if (special && F::spec.has_nan) {
+    code = std::uint32_t(F::spec.nan_code);
+    value = 0x7FC00000u;
+    nan_out = true;
+  } else {
+    code = std::uint32_t(F::spec.max_code);
+    value = max_finite_bits<F>;
+  }
+  return true;
+}
+
+/// q quanta of F's subnormal range (q = 2^M is the smallest normal): the code is q, the
+/// value q * 2^(emin - M), a normal float or zero. Always true.
+template <class F>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool quanta_result(std::uint32_t q, std::uint32_t& code,
+                                                     std::uint32_t& value) noexcept {
+  code = q;
+  value = q == 0 ? 0u
+                 : cpd::detail::bit_cast<std::uint32_t>(static_cast<float>(q)) +
+                       (std::uint32_t(F::spec.emin - F::spec.M + 127) << 23) - (std::uint32_t(127) << 23);
+  return true;
+}
+
 /// The magnitude m (bits a: a normal float or zero) rounded to F in mode R: its magnitude
 /// code, and its value's float bits; false where the core must decide. rnd and kbits: the
 /// random bits and how many decide (stochastic).
@@ -110,68 +145,55 @@ template <class F, rounding R, overflow O>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool fast_round(std::uint32_t a, bool neg, std::uint32_t rnd, int kbits,
                                                   std::uint32_t& code, std::uint32_t& value, bool& nan_out) noexcept {
   constexpr int d = dropped_bits<F>;
-  const int k = cpd::detail::clamp_random_bits(kbits);  // as the core reads it
-  const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
-  if (a >= min_normal_bits<F>) {
-    std::uint32_t t;
-    if constexpr (R == rounding::stochastic) {
-      // The core: up iff (rem << (k - d)) + (rnd & kmask) >= 2^k, i.e. iff
-      // rem + ((rnd & kmask) >> (k - d)) >= 2^d: the carry of this sum.
-      if (k < d) return false;
-      t = (a + ((rnd & kmask) >> (k - d))) & ~((std::uint32_t(1) << d) - 1);
-    } else {
-      t = round_magnitude<R>(a, neg, d);
-    }
-    if (t > max_finite_bits<F>) {  // overflow, as the core's step 7 decides it for a finite x
-      bool away = R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::stochastic;
-      if constexpr (R == rounding::upward) away = !neg;
-      if constexpr (R == rounding::downward) away = neg;
-      const bool special = O == overflow::infinity && away;
-      if (special && F::spec.has_inf) {
-        code = std::uint32_t(F::spec.inf_code);
-        value = 0x7F800000u;
-      } else if (special && F::spec.has_nan) {
-        code = std::uint32_t(F::spec.nan_code);
-        value = 0x7FC00000u;
-        nan_out = true;
-      } else {
-        code = std::uint32_t(F::spec.max_code);
-        value = max_finite_bits<F>;
-      }
+  if constexpr (R == rounding::stochastic) {
+    // The core's steps 2-4 for a normal float (or zero), in a few integer operations and
+    // with one short branch: the random draw and the decision are shared by F's normal and
+    // subnormal ranges, so a warp that holds both does little twice.
+    (void)neg;
+    if (a == 0) {
+      code = 0;
+      value = 0;
       return true;
     }
-    code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
-    value = t;
-    return true;
-  }
-  if constexpr (fast_subnormals<F>) {
-    std::uint32_t q;  // the result in quanta of 2^(emin - M)
-    if constexpr (R == rounding::stochastic) {
-      if (a == 0) {
-        q = 0;
-      } else {  // the core's steps 2-4 for a normal float below F's normal range
-        const int e = int(a >> 23) - 127;
-        const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
-        const int dd = d + (F::spec.emin - e);
-        const int dc = dd < 25 ? dd : 25;
-        const std::uint32_t rem = sig & ((std::uint32_t(1) << dc) - 1);
-        const int sh = dd - k;
-        const std::uint32_t remk = sh > 24 ? 0u : (sh >= 0 ? rem >> sh : rem << (-sh < 31 ? -sh : 31));
-        q = (sig >> dc) + std::uint32_t(remk > (kmask ^ (rnd & kmask)));
-      }
-    } else {
+    const int k = cpd::detail::clamp_random_bits(kbits);  // as the core reads it
+    const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
+    constexpr std::uint32_t emin_field = std::uint32_t(F::spec.emin + 127);
+    const std::uint32_t field = a >> 23;
+    const int below = field < emin_field ? int(emin_field - field) : 0;  // binades below F's normal range
+    if (!fast_subnormals<F> && below > 0) return false;
+    const int dd = d + below;  // dropped bits
+    const int dc = dd < 25 ? dd : 25;
+    const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
+    const std::uint32_t rem = sig & ((std::uint32_t(1) << dc) - 1);
+    const int sh = dd - k;
+    const std::uint32_t remk = sh > 24 ? 0u : (sh >= 0 ? rem >> sh : rem << (-sh < 31 ? -sh : 31));
+    const std::uint32_t up = remk > (kmask ^ (rnd & kmask)) ? 1u : 0u;
+    if (below == 0) {
+      const std::uint32_t t = (a & ~((std::uint32_t(1) << d) - 1)) + (up << d);
+      if (t > max_finite_bits<F>) return overflow_result<F, R, O>(neg, code, value, nan_out);
+      code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
+      value = t;
+      return true;
+    }
+    if constexpr (fast_subnormals<F>) return quanta_result<F>((sig >> dc) + up, code, value);
+    return false;
+  } else {
+    (void)rnd, (void)kbits;
+    if (a >= min_normal_bits<F>) {
+      const std::uint32_t t = round_magnitude<R>(a, neg, d);
+      if (t > max_finite_bits<F>) return overflow_result<F, R, O>(neg, code, value, nan_out);
+      code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
+      value = t;
+      return true;
+    }
+    if constexpr (fast_subnormals<F>) {
       float r;
       const float anchor = cpd::detail::bit_cast<float>(quantum_anchor_bits<F>);
       if (!add_rounded<R>(cpd::detail::bit_cast<float>(a), anchor, neg, r)) return false;
-      q = cpd::detail::bit_cast<std::uint32_t>(r) - quantum_anchor_bits<F>;
+      return quanta_result<F>(cpd::detail::bit_cast<std::uint32_t>(r) - quantum_anchor_bits<F>, code, value);
     }
-    code = q;  // subnormal codes count quanta; 2^M quanta is the smallest normal's code
-    value = q == 0 ? 0u
-                   : cpd::detail::bit_cast<std::uint32_t>(static_cast<float>(q)) +
-                         (std::uint32_t(F::spec.emin - F::spec.M + 127) << 23) - (std::uint32_t(127) << 23);
-    return true;
+    return false;
   }
-  return false;
 }
 
 /// float4_e2m1fn, nearest-even, encode: the count of midpoints below |x| (ties to the even
