@@ -145,10 +145,24 @@ template <class F, rounding R, overflow O>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool fast_round(std::uint32_t a, bool neg, std::uint32_t rnd, int kbits,
                                                   std::uint32_t& code, std::uint32_t& value, bool& nan_out) noexcept {
   constexpr int d = dropped_bits<F>;
-  if constexpr (R == rounding::stochastic) {
+  if constexpr (R == rounding::stochastic && !fast_subnormals<F>) {
+    // F's normal range only (bf16: every normal float is in it): up iff
+    // (rem << (k - d)) + (rnd & kmask) >= 2^k, i.e. iff rem + ((rnd & kmask) >> (k - d)) >= 2^d,
+    // the carry of this sum.
+    const int k = cpd::detail::clamp_random_bits(kbits);  // as the core reads it
+    const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
+    if (a < min_normal_bits<F> || k < d) return false;
+    const std::uint32_t t = (a + ((rnd & kmask) >> (k - d))) & ~((std::uint32_t(1) << d) - 1);
+    if (t > max_finite_bits<F>) return overflow_result<F, R, O>(neg, code, value, nan_out);
+    code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
+    value = t;
+    return true;
+  } else if constexpr (R == rounding::stochastic) {
     // The core's steps 2-4 for a normal float (or zero), in a few integer operations and
     // with one short branch: the random draw and the decision are shared by F's normal and
-    // subnormal ranges, so a warp that holds both does little twice.
+    // subnormal ranges, so a warp that holds both does little twice (on an H100, 256 MiB of
+    // values of every binade 2^-24 .. 2^24: fp8 quantize 0.49 -> 0.60 of the copy's bandwidth;
+    // the same rule for bf16, which has no subnormals to share, 0.78 -> 0.65).
     (void)neg;
     if (a == 0) {
       code = 0;
@@ -160,7 +174,6 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool fast_round(std::uint32_t a, bool neg, std
     constexpr std::uint32_t emin_field = std::uint32_t(F::spec.emin + 127);
     const std::uint32_t field = a >> 23;
     const int below = field < emin_field ? int(emin_field - field) : 0;  // binades below F's normal range
-    if (!fast_subnormals<F> && below > 0) return false;
     const int dd = d + below;  // dropped bits
     const int dc = dd < 25 ? dd : 25;
     const std::uint32_t sig = (a & 0x7FFFFFu) | 0x800000u;
@@ -175,8 +188,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool fast_round(std::uint32_t a, bool neg, std
       value = t;
       return true;
     }
-    if constexpr (fast_subnormals<F>) return quanta_result<F>((sig >> dc) + up, code, value);
-    return false;
+    return quanta_result<F>((sig >> dc) + up, code, value);
   } else {
     (void)rnd, (void)kbits;
     if (a >= min_normal_bits<F>) {
@@ -257,26 +269,30 @@ class fast_converter {
     const bool neg = (bits >> 31) != 0;
     int k = 0;
     if constexpr (S) k = core_.exponent();
-    // m = |x| * 2^k, exactly: by the exponent bits, when x and m are normal floats.
-    std::int64_t m = a;
+    // m = |x| * 2^k, exactly: by the exponent field, when x and m are normal floats (fields
+    // 1 .. 254). 32-bit arithmetic modulo 2^32: field + k cannot wrap into 1 .. 254 for any int k.
+    std::uint32_t m = a;
     if (a != 0) {
-      if (a < 0x00800000u || a >= 0x7F800000u) return false;
-      m += std::int64_t(k) * (std::int64_t(1) << 23);
-      if (m < 0x00800000 || m >= 0x7F800000) return false;
+      if ((a >> 23) - 1u >= 254u) return false;
+      if constexpr (S) {
+        if ((a >> 23) + static_cast<std::uint32_t>(k) - 1u >= 254u) return false;
+        m = a + (static_cast<std::uint32_t>(k) << 23);
+      }
     }
     std::uint32_t code = 0, value = 0;
     bool nan_out = false;
-    if (!fast_round<F, R, O>(static_cast<std::uint32_t>(m), neg, rnd, kbits, code, value, nan_out)) return false;
+    if (!fast_round<F, R, O>(m, neg, rnd, kbits, code, value, nan_out)) return false;
     // The sign: fnuz has no -0 (a negative result that rounds to zero is +0), and its NaN
     // (code 0x80, the sign bit alone) has no sign.
     const bool signed_result = neg && !(F::spec.enc == encoding_kind::fnuz && (code == 0 || nan_out));
     if constexpr (Op == conversion::encode) {
       c = static_cast<typename core_type::storage_type>(code | (signed_result ? std::uint32_t(F::spec.sign_bit) : 0u));
     } else {
-      if (value != 0 && value < 0x7F800000u) {  // times 2^-k, exactly: the result must be a normal float
-        const std::int64_t back = std::int64_t(value) - std::int64_t(k) * (std::int64_t(1) << 23);
-        if (back < 0x00800000 || back >= 0x7F800000) return false;
-        value = static_cast<std::uint32_t>(back);
+      if constexpr (S) {
+        if (value != 0 && value < 0x7F800000u) {  // times 2^-k, exactly: the result must be a normal float
+          if ((value >> 23) - static_cast<std::uint32_t>(k) - 1u >= 254u) return false;
+          value -= static_cast<std::uint32_t>(k) << 23;
+        }
       }
       v = cpd::detail::bit_cast<float>(value | (signed_result ? 0x80000000u : 0u));
     }
