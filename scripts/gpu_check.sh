@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # The GPU checks of docs/cuda.md, in one go, on a machine with an NVIDIA GPU:
-#   scripts/gpu_check.sh BIN_DIR OUT_DIR
+#   scripts/gpu_check.sh BIN_DIR OUT_DIR [STEP...]
 # BIN_DIR holds test_cuda, test_thrust_cuda, test_nccl, bench_cuda and cpd_dump
 # (built with -DCMAKE_CUDA_ARCHITECTURES=<the GPU's>, e.g. from build/<preset>/tests
 # and bench/, copied together), and any shared libraries they need that the machine
@@ -11,11 +11,20 @@
 #   2. the cross-check against ml_dtypes (tests/ml_dtypes/check_ml_dtypes.py);
 #   3. bench_cuda (JSON and a table);
 #   4. compute-sanitizer memcheck and racecheck over the device tests.
+# STEPs (default: all) choose among: tests ml_dtypes bench sanitizers; a lease that
+# allows ten minutes a command runs them in two or three calls.
 # Prints a summary last; exit status: the number of failed steps.
 set -uo pipefail
 
-bin=${1:?usage: $0 BIN_DIR OUT_DIR}
-out=${2:?usage: $0 BIN_DIR OUT_DIR}
+bin=${1:?usage: $0 BIN_DIR OUT_DIR [tests|ml_dtypes|bench|sanitizers]...}
+out=${2:?usage: $0 BIN_DIR OUT_DIR [tests|ml_dtypes|bench|sanitizers]...}
+shift 2
+steps=("$@")
+(( ${#steps[@]} )) || steps=(tests ml_dtypes bench sanitizers)
+for s in "${steps[@]}"; do
+  case $s in tests|ml_dtypes|bench|sanitizers) ;; *) echo "$0: unknown step '$s'" >&2; exit 2 ;; esac
+done
+wanted() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")/.." && pwd)
 export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -47,14 +56,22 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max
   | tee "$out/nvidia-smi.txt"
 nvcc --version 2>/dev/null | tail -2 | tee -a "$out/nvidia-smi.txt"
 
-step test_cuda_device 300 "$bin/test_cuda" --device
-step test_cuda_host 120 "$bin/test_cuda"
-step test_thrust_cuda 300 "$bin/test_thrust_cuda"
-step test_nccl 120 "$bin/test_nccl"
-step ml_dtypes 300 python3 "$here/tests/ml_dtypes/check_ml_dtypes.py" --tool "$bin/cpd_dump" --json "$out/ml_dtypes.json"
-step bench_cuda 400 "$bin/bench_cuda" --benchmark_counters_tabular=true \
-  --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json
-if command -v compute-sanitizer >/dev/null; then
+if wanted tests; then
+  step test_cuda_device 300 "$bin/test_cuda" --device
+  step test_cuda_host 120 "$bin/test_cuda"
+  step test_thrust_cuda 300 "$bin/test_thrust_cuda"
+  step test_nccl 120 "$bin/test_nccl"
+fi
+if wanted ml_dtypes; then
+  step ml_dtypes 300 python3 "$here/tests/ml_dtypes/check_ml_dtypes.py" --tool "$bin/cpd_dump" --json "$out/ml_dtypes.json"
+fi
+if wanted bench; then
+  step bench_cuda 400 "$bin/bench_cuda" --benchmark_counters_tabular=true \
+    --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json
+fi
+if ! wanted sanitizers; then
+  :
+elif command -v compute-sanitizer >/dev/null; then
   step memcheck 400 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda" --device
   step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 1 "$bin/test_cuda" --device
   step memcheck_thrust 300 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_thrust_cuda"
