@@ -248,9 +248,12 @@ class CommHook:
             self.nonfinite_steps += int(self._step_nonfinite)
             self._step_nonfinite = False
             self.steps += 1
-        result = out if buf.device.type == "cpu" else out.to(buf.device)
-        fut = _torch.futures.Future()
-        fut.set_result(result)
+        if buf.device.type == "cpu":
+            fut = _torch.futures.Future()
+            fut.set_result(out)
+        else:  # naming the device makes the future record the copy on the current stream for DDP to wait on
+            fut = _torch.futures.Future(devices=[buf.device])
+            fut.set_result(out.to(buf.device))
         return fut
 
 

@@ -26,7 +26,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_even", scaler="aps", kahan=False):
+def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_even", scaler="aps", kahan=False,
+              backend="gloo", device="cpu"):
     port = free_port()
     procs, outs = [], []
     for r in range(world):
@@ -34,7 +35,8 @@ def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_ev
         outs.append(out)
         cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "dist_worker.py"), "--world", str(world),
                "--rank", str(r), "--port", str(port), "--mode", mode, "--format", fmt, "--algorithm", algorithm,
-               "--rounding", rounding, "--scaler", scaler, "--out", str(out)] + (["--kahan"] if kahan else [])
+               "--rounding", rounding, "--scaler", scaler, "--backend", backend, "--device", device,
+               "--out", str(out)] + (["--kahan"] if kahan else [])
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     logs = []
     try:
@@ -108,6 +110,33 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
         assert got == expected
     if len(recs) > 1:
         assert len({rc["bucket"] for rc in recs}) == len(recs)
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and torch.distributed.is_nccl_available()),
+                    reason="needs a CUDA device and NCCL (one rank: NCCL refuses two ranks on one GPU)")
+@pytest.mark.parametrize("fmt,algorithm,rounding,kahan", [("e4m3fn", "ring", "nearest_even", False),
+                                                          ("e5m2", "all_gather", "stochastic", False),
+                                                          ("bf16", "pipelined_ring", "nearest_even", True)])
+def test_hook_and_all_reduce_on_a_gpu_with_nccl(tmp_path, fmt, algorithm, rounding, kahan):
+    # DDP on the GPU: every bucket's result equals the simulation of its buffer (one worker),
+    # tensor by tensor, with the streams the hook recorded.
+    res = run_ranks(tmp_path, 1, "ddp", fmt, algorithm, rounding, kahan=kahan, backend="nccl", device="cuda")[0]
+    assert res["steps"] == dist_worker.STEPS and len(res["buckets"]) == len(res["records"]) > 1
+    for rc, (before, after) in zip(res["records"], res["buckets"]):
+        at = 0
+        for n, stream in zip(rc["sizes"], rc["streams"]):
+            sim = cpd.simulate_allreduce([torch.from_numpy(before[at:at + n])], fmt, algorithm=algorithm,
+                                         rounding=rounding, kahan=kahan, mean=True, seed=5, stream=stream)[0]
+            assert same(sim, after[at:at + n]), (rc["step"], rc["bucket"], at)
+            at += n
+    # all_reduce on GPU tensors with NaN, 1e30 and tensors of 1 and 2 values
+    res = run_ranks(tmp_path, 1, "allreduce", fmt, algorithm, rounding, backend="nccl", device="cuda")[0]
+    for i, t in enumerate(dist_worker.tensors(0, 1)):
+        sim, info = cpd.simulate_allreduce([t], fmt, algorithm=algorithm, rounding=rounding, mean=True, seed=5,
+                                           stream=8 * i)
+        assert same(sim, res["tensors"][i]), i
+        assert res["scales"][i] == (info["scale"].exponent, info["scale"].nonfinite)
+    assert np.isnan(res["tensors"][4][100]) and res["scales"][4][1]
 
 
 @pytest.mark.parametrize("world,fmt,algorithm,rounding", [(2, "e4m3fn", "ring", "nearest_even"),
