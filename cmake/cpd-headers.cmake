@@ -50,6 +50,7 @@ set(CPD_HEADERS
   include/cpd/exchange/codecs/onebit.hpp
   include/cpd/exchange/codecs/qsgd.hpp
   include/cpd/exchange/partition.hpp
+  include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp
   include/cpd/exchange/simulate.hpp
   include/cpd/execution.hpp

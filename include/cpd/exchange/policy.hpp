@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Precision policies (docs/policy.md): which format each tensor of a model exchanges at each
+// step, by rules: per tensor (first and last layers wider), per phase (another format from a
+// step on), and adaptive per tensor (a wider format while the fraction of values the exchange
+// flushed to zero or overflowed is above a threshold). The policy decides from statistics that
+// every worker sees alike (the counts summed over the workers: in a simulation they are the
+// simulation's own, over MPI one small allreduce of two integers per tensor per step), so the
+// simulation and every rank of a real exchange choose the same formats and give the same bits.
+
+#include <cpd/core/detail/error.hpp>
+#include <cpd/core/format.hpp>
+#include <cpd/core/stats.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cpd {
+
+/// Which format each tensor exchanges at each step (docs/policy.md).
+class precision_policy {
+ public:
+  /// Every tensor in `base` at every step until a rule says otherwise; `tensors` is the
+  /// number of tensors of the model (the per-tensor rules count from its end too).
+  precision_policy(format base, std::size_t tensors) : base_(base), state_(tensors) {}
+
+  /// Tensor t (negative: counted from the end, -1 the last) always exchanges in f: neither
+  /// phases nor adaptation change it.
+  precision_policy& tensor(long t, format f) {
+    const long n = static_cast<long>(state_.size());
+    const long i = t < 0 ? n + t : t;
+    if (i < 0 || i >= n)
+      fail_policy("tensor " + std::to_string(t) + " does not exist (the model has " + std::to_string(n) + " tensors)");
+    state_[static_cast<std::size_t>(i)].fixed = true;
+    state_[static_cast<std::size_t>(i)].fixed_format = f;
+    return *this;
+  }
+
+  /// From step `step` on, the tensors without a rule of their own exchange in f (a phase).
+  /// Phases must come in increasing order of their steps.
+  precision_policy& from_step(std::uint64_t step, format f) {
+    if (!phases_.empty() && step <= phases_.back().step)
+      fail_policy("phases must come in increasing order of their steps");
+    phases_.push_back({step, f});
+    return *this;
+  }
+
+  /// Adaptive: a tensor without a rule of its own whose lost fraction at a step (values the
+  /// exchange flushed to zero or overflowed, over the values it rounded, summed over the
+  /// workers) is above `above` exchanges in `wider` from the next step on, for `hold` steps
+  /// at least, and goes back once the fraction measured in `wider` is at most `below`.
+  precision_policy& adaptive(format wider, double above, double below, std::uint64_t hold = 1) {
+    if (adaptive_) fail_policy("one adaptive rule per policy");
+    if (!(above >= 0 && above <= 1) || !(below >= 0 && below <= above))
+      fail_policy("adaptive thresholds need 0 <= below <= above <= 1");
+    if (hold == 0) fail_policy("adaptive hold must be at least 1 step");
+    adaptive_ = true;
+    wider_ = wider;
+    above_ = above;
+    below_ = below;
+    hold_ = hold;
+    return *this;
+  }
+
+  /// The format of tensor t at step `step`.
+  [[nodiscard]] format at(std::size_t t, std::uint64_t step) const {
+    const tensor_state& s = state_.at(t);
+    if (s.fixed) return s.fixed_format;
+    if (s.wide) return wider_;
+    return phase_format(step);
+  }
+
+  /// After the exchange of step `step`: tensor t's statistics summed over the workers (the
+  /// simulation's `scaled` counts, or every rank's counts of its own values summed).
+  void observe(std::size_t t, std::uint64_t step, const value_stats& s) { observe(t, step, s.count, lost(s)); }
+
+  /// The same from the two integers a rank sends: values rounded, values lost.
+  void observe(std::size_t t, std::uint64_t step, std::uint64_t count, std::uint64_t lost_values) {
+    tensor_state& s = state_.at(t);
+    if (!adaptive_ || s.fixed) return;
+    const double f = count ? static_cast<double>(lost_values) / static_cast<double>(count) : 0.0;
+    if (!s.wide && f > above_) {
+      s.wide = true;
+      s.since = step + 1;
+    } else if (s.wide && step + 1 >= s.since + hold_ && f <= below_) {
+      s.wide = false;
+    }
+  }
+
+  /// Values lost to the format: flushed to zero, or overflowed.
+  [[nodiscard]] static std::uint64_t lost(const value_stats& s) noexcept { return s.underflow + s.overflow; }
+
+  /// Whether observe() can change anything (an adaptive rule): an exchange that needs no
+  /// statistics need not gather them.
+  [[nodiscard]] bool needs_statistics() const noexcept { return adaptive_; }
+
+  /// Every format the policy can choose, the base first, each once.
+  [[nodiscard]] std::vector<format> formats() const {
+    std::vector<format> out{base_};
+    const auto add = [&out](format f) {
+      for (const format& g : out)
+        if (g == f) return;
+      out.push_back(f);
+    };
+    for (const phase& p : phases_) add(p.f);
+    for (const tensor_state& s : state_)
+      if (s.fixed) add(s.fixed_format);
+    if (adaptive_) add(wider_);
+    return out;
+  }
+
+  [[nodiscard]] std::size_t tensors() const noexcept { return state_.size(); }
+  [[nodiscard]] format base() const noexcept { return base_; }
+
+  /// A policy from text (docs/policy.md): rules separated by ';', each one of
+  ///   tensors I[,I...] FORMAT               (I an index, negative from the end; or A..B)
+  ///   from step S FORMAT | from epoch E FORMAT   (epochs: steps_per_epoch > 0)
+  ///   adapt FORMAT above X [below Y] [hold N]    (below defaults to X, hold to 1)
+  /// Throws std::invalid_argument naming what is wrong.
+  [[nodiscard]] static precision_policy parse(std::string_view spec, format base, std::size_t tensors,
+                                              std::uint64_t steps_per_epoch = 0) {
+    precision_policy p(base, tensors);
+    std::size_t rules = 0;
+    for (std::string_view rule : split(spec, ';')) {
+      std::vector<std::string_view> w = words(rule);
+      if (w.empty()) continue;
+      ++rules;
+      const std::string r(rule);
+      if (w[0] == "tensors") {
+        if (w.size() != 3) fail_policy("'" + r + "': tensors I[,I...] FORMAT");
+        const format f = parse_format(w[2], r);
+        for (std::string_view item : split(w[1], ',')) {
+          const std::size_t dots = item.find("..");
+          if (dots == std::string_view::npos) {
+            p.tensor(parse_int(item, r), f);
+            continue;
+          }
+          const long a = p.index(parse_int(item.substr(0, dots), r), r);
+          const long b = p.index(parse_int(item.substr(dots + 2), r), r);
+          if (a > b) fail_policy("'" + r + "': the range " + std::string(item) + " is empty");
+          for (long i = a; i <= b; ++i) p.tensor(i, f);
+        }
+      } else if (w[0] == "from") {
+        if (w.size() != 4 || (w[1] != "step" && w[1] != "epoch"))
+          fail_policy("'" + r + "': from step S FORMAT, or from epoch E FORMAT");
+        const long v = parse_int(w[2], r);
+        if (v < 0) fail_policy("'" + r + "': a step or an epoch is not negative");
+        std::uint64_t step = static_cast<std::uint64_t>(v);
+        if (w[1] == "epoch") {
+          if (steps_per_epoch == 0) fail_policy("'" + r + "': epochs are not known here; give a step");
+          step *= steps_per_epoch;
+        }
+        p.from_step(step, parse_format(w[3], r));
+      } else if (w[0] == "adapt") {
+        if (w.size() < 4 || w.size() % 2 != 0) fail_policy("'" + r + "': adapt FORMAT above X [below Y] [hold N]");
+        const format f = parse_format(w[1], r);
+        double above = -1, below = -1;
+        long hold = 1;
+        for (std::size_t i = 2; i + 1 < w.size(); i += 2) {
+          if (w[i] == "above") above = parse_fraction(w[i + 1], r);
+          else if (w[i] == "below") below = parse_fraction(w[i + 1], r);
+          else if (w[i] == "hold") hold = parse_int(w[i + 1], r);
+          else fail_policy("'" + r + "': '" + std::string(w[i]) + "' is not above, below or hold");
+        }
+        if (above < 0) fail_policy("'" + r + "': adapt needs 'above X'");
+        if (hold < 1) fail_policy("'" + r + "': hold is at least 1 step");
+        p.adaptive(f, above, below < 0 ? above : below, static_cast<std::uint64_t>(hold));
+      } else {
+        fail_policy("'" + r + "': a rule starts with tensors, from or adapt");
+      }
+    }
+    if (rules == 0) fail_policy("the policy has no rule");
+    return p;
+  }
+
+ private:
+  struct tensor_state {
+    bool fixed = false;
+    format fixed_format = format::of<float_t<8, 23>>();
+    bool wide = false;
+    std::uint64_t since = 0;  // first step in the wider format
+  };
+  struct phase {
+    std::uint64_t step;
+    format f;
+  };
+
+  format phase_format(std::uint64_t step) const {
+    format f = base_;
+    for (const phase& p : phases_)
+      if (step >= p.step) f = p.f;
+    return f;
+  }
+
+  long index(long t, const std::string& rule) const {
+    const long n = static_cast<long>(state_.size());
+    const long i = t < 0 ? n + t : t;
+    if (i < 0 || i >= n)
+      fail_policy("'" + rule + "': tensor " + std::to_string(t) + " does not exist (the model has " +
+                  std::to_string(n) + " tensors)");
+    return i;
+  }
+
+  [[noreturn]] static void fail_policy(const std::string& what) {
+    detail::fail_invalid("cpd::precision_policy: " + what);
+  }
+
+  static std::vector<std::string_view> split(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    std::size_t at = 0;
+    while (true) {
+      const std::size_t e = s.find(sep, at);
+      out.push_back(s.substr(at, e == std::string_view::npos ? std::string_view::npos : e - at));
+      if (e == std::string_view::npos) return out;
+      at = e + 1;
+    }
+  }
+
+  static std::vector<std::string_view> words(std::string_view s) {
+    std::vector<std::string_view> out;
+    std::size_t i = 0;
+    while (i < s.size()) {
+      while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) ++i;
+      std::size_t j = i;
+      while (j < s.size() && s[j] != ' ' && s[j] != '\t' && s[j] != '\n') ++j;
+      if (j > i) out.push_back(s.substr(i, j - i));
+      i = j;
+    }
+    return out;
+  }
+
+  static format parse_format(std::string_view name, const std::string& rule) {
+    std::string why;
+    const auto f = format::try_parse(name, &why);
+    if (!f) fail_policy("'" + rule + "': " + why);
+    return *f;
+  }
+
+  static long parse_int(std::string_view s, const std::string& rule) {
+    std::size_t i = 0;
+    const bool neg = !s.empty() && s[0] == '-';
+    if (neg) ++i;
+    if (i == s.size()) fail_policy("'" + rule + "': '" + std::string(s) + "' is not an integer");
+    long v = 0;
+    for (; i < s.size(); ++i) {
+      if (s[i] < '0' || s[i] > '9' || v > 100000000000L)
+        fail_policy("'" + rule + "': '" + std::string(s) + "' is not an integer");
+      v = v * 10 + (s[i] - '0');
+    }
+    return neg ? -v : v;
+  }
+
+  static double parse_fraction(std::string_view s, const std::string& rule) {
+    const std::string t(s);  // strtod: the C locale's decimal point (programs that keep it)
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || end != t.c_str() + t.size() || !(v >= 0 && v <= 1))
+      fail_policy("'" + rule + "': '" + t + "' is not a fraction in [0, 1]");
+    return v;
+  }
+
+  format base_;
+  std::vector<tensor_state> state_;
+  std::vector<phase> phases_;
+  bool adaptive_ = false;
+  format wider_ = format::of<float_t<8, 23>>();
+  double above_ = 1, below_ = 1;
+  std::uint64_t hold_ = 1;
+};
+
+}  // namespace cpd
