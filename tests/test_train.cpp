@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,48 @@ TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthan
   std::vector<std::string> columns;
   for (const std::vector<std::string>& row : csv_rows(csv)) columns.push_back(row[2]);
   CHECK(columns == std::vector<std::string>{"off", "on", "amax", "amax-sqrtw", "predivide", "delayed"});
+}
+
+TEST_CASE("--policy: bad specs are usage errors; a policy of one format is that format; adaptation moves the bits") {
+  const run_output a = run("--policy 'tensors 9 e5m2'");
+  CHECK(a.status == 2);
+  CHECK(a.out.find("--policy: 'tensors 9 e5m2': tensor 9 does not exist (the model has 6 tensors)") != std::string::npos);
+  const run_output b = run("--policy 'adapt e5m2 below 0.1'");
+  CHECK(b.status == 2);
+  CHECK(b.out.find("--policy: 'adapt e5m2 below 0.1': adapt needs 'above X'") != std::string::npos);
+  const run_output c = run("--policy 'tensors 0 e5m2' --grad-formats none --codec onebit");
+  CHECK(c.status == 2);
+  CHECK(c.out.find("--policy: --grad-formats none leaves no format run") != std::string::npos);
+  const run_output d = run("--policy 'tensors 0 e2m9' --hidden 8 --data " + data_dir() + " --epochs 1 --batch 64");
+  CHECK(d.status == 2);
+  CHECK(d.out.find("--policy: gradient format e2m9 is not compiled into cpd-train") != std::string::npos);
+  const run_output e = run("--policy @/nonexistent/policy.txt");
+  CHECK(e.status == 2);
+  CHECK(e.out.find("--policy: cannot read /nonexistent/policy.txt") != std::string::npos);
+
+  const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32 --aps on";
+  const run_output plain = run(common + " --grad-formats e4m3,e3m0");
+  REQUIRE_MESSAGE(plain.status == 0, plain.out);
+  // every tensor in e4m3 from the first step, by a tensor rule or by a phase: e4m3's bits
+  const run_output all = run(common + " --grad-formats fp32 --policy 'tensors 0..-1 e4m3'");
+  const run_output phase = run(common + " --grad-formats fp32 --policy 'from step 0 e4m3'");
+  REQUIRE_MESSAGE(all.status == 0, all.out);
+  REQUIRE_MESSAGE(phase.status == 0, phase.out);
+  CHECK(hashes(all.out) == std::vector<std::string>{hashes(plain.out)[0]});
+  CHECK(hashes(phase.out) == std::vector<std::string>{hashes(plain.out)[0]});
+  // adaptive on e3m0: some tensors at some steps in e5m2 (between 4 and 8 bits per value on
+  // average), other weights than e3m0 alone
+  const run_output adapt = run(common + " --grad-formats e3m0 --policy 'adapt e5m2 above 0.01 below 0.005 hold 2'");
+  REQUIRE_MESSAGE(adapt.status == 0, adapt.out);
+  const std::size_t at = adapt.out.find("\ne3m0+policy ");
+  REQUIRE(at != std::string::npos);
+  std::istringstream row(adapt.out.substr(at + 1));
+  std::string name, aps;
+  double bits = 0;
+  row >> name >> aps >> bits;
+  CHECK(bits > 4.0);
+  CHECK(bits < 8.0);
+  CHECK(hashes(adapt.out)[0] != hashes(plain.out)[1]);
 }
 
 TEST_CASE("command line: bad codec names and parameters give one clear line") {

@@ -4,6 +4,7 @@
 // The command line of cpd-train: every flag, its default, and clear errors.
 
 #include <cpd/cpd.hpp>
+#include <cpd/exchange/policy.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -11,9 +12,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -107,6 +110,7 @@ struct options {
   std::vector<std::size_t> hidden = {256, 128};
   bool progress = true;
   bool mpi = false;  // each MPI rank is one worker
+  std::optional<std::string> policy;  // --policy: cpd::precision_policy's text form, on every format run
 };
 
 inline std::vector<std::string> split(const std::string& s, char sep) {
@@ -136,6 +140,14 @@ inline const char* usage_text() {
          "                        Engine's current scaling, ColossalAI's fp8 hook), amax-sqrtw (MS-AMP:\n"
          "                        max(F)/(amax sqrt(W))), predivide (PyTorch's fp16 hook: x 1/W), delayed\n"
          "                        (Transformer Engine's delayed scaling, per tensor), none; with --mpi: aps, none\n"
+         "  --policy SPEC         a precision policy on top of every format run (docs/policy.md), rules\n"
+         "                        separated by ';' (or @FILE: rules in a file, one a line): 'tensors I[,I..] FORMAT' (tensor 2l is layer l's\n"
+         "                        weights, 2l+1 its biases; negative: from the end; A..B a range), 'from\n"
+         "                        epoch E FORMAT' or 'from step S FORMAT' (a phase), 'adapt FORMAT above X\n"
+         "                        [below Y] [hold N]' (a tensor that lost more than a fraction X of its\n"
+         "                        values, flushed or overflowed, goes to FORMAT for N steps at least, back\n"
+         "                        when at most Y); the run's format is the base; the grad_format column\n"
+         "                        gets +policy and the table the average bits per value sent\n"
          "  --codec LIST          also run each gradient codec of the comma-separated list, e.g.\n"
          "                        dyntree8,linear8,qsgd:4bit:512,onebit (names as cpd::make_codec, docs/codecs.md):\n"
          "                        every worker encodes, the payloads are all-gathered, decoded and summed in float\n"
@@ -253,6 +265,16 @@ inline std::unique_ptr<cpd::codec> parse_codec(const std::string& spec) {
   }
 }
 
+/// --policy's value: the rules, or @FILE for the rules in a file (one a line, or ';'-separated).
+inline std::string read_policy(const std::string& v) {
+  if (v.empty() || v[0] != '@') return v;
+  std::ifstream f(v.substr(1));
+  if (!f) throw usage_error("--policy: cannot read " + v.substr(1));
+  std::ostringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
 /// Parses argv; throws usage_error with a clear message. Returns nullopt for --help.
 inline std::optional<options> parse(int argc, char** argv) {
   options o;
@@ -271,6 +293,7 @@ inline std::optional<options> parse(int argc, char** argv) {
     if (a == "--grad-formats") formats = value();
     else if (a == "--aps") aps = value();
     else if (a == "--scaler") scaler_list = value();
+    else if (a == "--policy") o.policy = read_policy(value());
     else if (a == "--codec") codecs = value();
     else if (a == "--error-feedback") {
       const std::string v = value();
@@ -361,6 +384,18 @@ inline std::optional<options> parse(int argc, char** argv) {
     throw usage_error("--grad-formats none and no --codec: nothing to run");
   if (feedback_flag && o.codecs.empty())
     throw usage_error("--error-feedback " + *feedback_flag + " without --codec: only codec runs have error feedback");
+  if (o.policy) {
+    if (o.grad_formats.empty()) throw usage_error("--policy: --grad-formats none leaves no format run to apply it to");
+    try {  // the tensors are known here (two per layer); the steps of an epoch only with the data
+      (void)cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1),
+                                         1);
+    } catch (const std::invalid_argument& e) {
+      std::string why = e.what();
+      const std::string prefix = "cpd::precision_policy: ";
+      if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+      throw usage_error("--policy: " + why);
+    }
+  }
   if (o.batch < o.workers)
     throw usage_error("--batch " + std::to_string(o.batch) + " is smaller than --workers " + std::to_string(o.workers));
   if (o.update != update_rounding::nearest_even && !o.weights)

@@ -9,6 +9,7 @@
 
 #include <cpd/exchange/simulate.hpp>
 #include <cpd/exchange/codec.hpp>
+#include <cpd/exchange/policy.hpp>
 #include <cpd/cpd.hpp>
 #include <cpd/scaling/scaling.hpp>
 
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace train {
@@ -59,72 +61,95 @@ inline std::string train_format_names() { return format_names(train_formats{}); 
 
 /// Sums the W workers' gradients tensor by tensor with cpd::simulate_allreduce in
 /// ring order, every addition rounded to the gradient format (fp32: float sums),
-/// with APS or without a scale, and writes their mean.
+/// scaled by the run's rule, and writes their mean. With a precision policy, each
+/// tensor's format at each step is the policy's, which observes the simulation's counts.
 class exchanger {
  public:
-  exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, int workers, std::uint64_t seed,
-            std::vector<tensor_view> tensors, std::size_t n,
-            cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring)
-      : tensors_(std::move(tensors)), workers_(workers) {
+  exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, int workers,
+            std::vector<tensor_view> tensors, cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
+            std::optional<cpd::precision_policy> policy = std::nullopt)
+      : tensors_(std::move(tensors)), workers_(workers), policy_(std::move(policy)) {
     opt_.algorithm = algorithm;
     opt_.kahan = kahan;
     opt_.mean = true;
     opt_.diagnostics = true;
-    (void)seed;  // nearest rounding needs no random bits
-    (void)n;
-    const cpd::format f = fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>();
-    const bool found = cpd::visit<train_formats>(f, [&](auto tag) {
-      using F = decltype(tag);
-      // delayed scaling keeps an amax history per tensor
-      auto delayed = std::make_shared<std::vector<cpd::delayed_scaling<F>>>(tensors_.size());
-      reduce_ = [scaler, delayed, this](std::size_t t, const float* const* g, float* out, std::size_t len) {
-        const int w = workers_;
-        switch (scaler) {
-          case scaler_kind::aps: return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::aps<F>(w), opt_));
-          case scaler_kind::amax:
-            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::current_scaling<F>(), opt_));
-          case scaler_kind::amax_sqrtw:
-            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::amax_sqrtw_scaling<F>(w), opt_));
-          case scaler_kind::predivide:
-            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, cpd::predivide_scaling(w), opt_));
-          case scaler_kind::delayed:
-            return summarize(cpd::simulate_allreduce<F>(g, out, len, w, (*delayed)[t], opt_));
-          case scaler_kind::none: break;
-        }
-        return summarize(cpd::simulate_allreduce<F>(g, out, len, w, opt_));
-      };
-    });
-    if (!found)
-      throw usage_error("gradient format " + f.name() + " is not compiled into cpd-train; use one of " +
-                        train_format_names() + " (or add it to train_formats in examples/train/exchange.hpp)");
+    const cpd::format base = fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>();
+    for (const cpd::format& f : policy_ ? policy_->formats() : std::vector<cpd::format>{base})
+      reducers_.push_back({f, make_reducer(f, scaler)});
   }
 
-  /// mean = the W-way mean of grads, per tensor, through the low-precision ring.
+  /// mean = the W-way mean of grads, per tensor, through the low-precision ring, at
+  /// (global) step `step`.
   template <class Pool>
-  void allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, const Pool& pool) {
+  void allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, const Pool& pool, std::uint64_t step) {
     opt_.threads = static_cast<unsigned>(pool.size());
     std::vector<const float*> ptrs(grads.size());
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const tensor_view& t = tensors_[i];
       for (std::size_t w = 0; w < grads.size(); ++w) ptrs[w] = grads[w].data() + t.offset;
-      reduce_(i, ptrs.data(), mean + t.offset, t.size());
+      const cpd::format f = policy_ ? policy_->at(i, step) : reducers_[0].first;
+      const auto r = reducer(f)(i, ptrs.data(), mean + t.offset, t.size());
+      stats_ += r.first;
+      stats_.overflow += r.second;
+      if (policy_) policy_->observe(i, step, r.first);
+      bits_ += static_cast<double>(f.bits()) * static_cast<double>(t.size());
+      values_ += t.size();
     }
   }
 
   const exchange_stats& stats() const { return stats_; }
+  /// Bits per gradient value the formats of the run took, averaged over every step.
+  double bits_per_value() const { return values_ ? bits_ / static_cast<double>(values_) : 0.0; }
 
  private:
-  template <class Result>
-  void summarize(const Result& r) {
-    stats_ += r.scaled;
-    stats_.overflow += r.nonfinite_out;
+  /// The scaled values' counts and the non-finite sums of one tensor's exchange.
+  using tensor_result = std::pair<exchange_stats, std::uint64_t>;
+  using reducer_fn = std::function<tensor_result(std::size_t, const float* const*, float*, std::size_t)>;
+
+  reducer_fn make_reducer(const cpd::format& f, scaler_kind scaler) {
+    reducer_fn fn;
+    const bool found = cpd::visit<train_formats>(f, [&](auto tag) {
+      using F = decltype(tag);
+      // delayed scaling keeps an amax history per tensor (and per format)
+      auto delayed = std::make_shared<std::vector<cpd::delayed_scaling<F>>>(tensors_.size());
+      fn = [scaler, delayed, this](std::size_t t, const float* const* g, float* out, std::size_t len) {
+        const int w = workers_;
+        const auto sum = [](const auto& r) { return tensor_result{r.scaled, r.nonfinite_out}; };
+        switch (scaler) {
+          case scaler_kind::aps: return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::aps<F>(w), opt_));
+          case scaler_kind::amax:
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::current_scaling<F>(), opt_));
+          case scaler_kind::amax_sqrtw:
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::amax_sqrtw_scaling<F>(w), opt_));
+          case scaler_kind::predivide:
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::predivide_scaling(w), opt_));
+          case scaler_kind::delayed: return sum(cpd::simulate_allreduce<F>(g, out, len, w, (*delayed)[t], opt_));
+          case scaler_kind::none: break;
+        }
+        return sum(cpd::simulate_allreduce<F>(g, out, len, w, opt_));
+      };
+    });
+    if (!found)
+      throw usage_error("gradient format " + (f == cpd::format::of<cpd::float_t<8, 23>>() ? "fp32" : f.name()) +
+                        " is not compiled into cpd-train; use one of " + train_format_names() +
+                        " (or add it to train_formats in examples/train/exchange.hpp)");
+    return fn;
+  }
+
+  const reducer_fn& reducer(const cpd::format& f) const {
+    for (const auto& r : reducers_)
+      if (r.first == f) return r.second;
+    return reducers_[0].second;  // the policy chooses only among its formats()
   }
 
   std::vector<tensor_view> tensors_;
   int workers_;
+  std::optional<cpd::precision_policy> policy_;
   cpd::allreduce_options opt_;
-  std::function<void(std::size_t, const float* const*, float*, std::size_t)> reduce_;
+  std::vector<std::pair<cpd::format, reducer_fn>> reducers_;
   exchange_stats stats_;
+  double bits_ = 0;
+  std::uint64_t values_ = 0;
 };
 
 /// The key stream of tensor t of T at a (global) step: every (step, tensor) pair draws

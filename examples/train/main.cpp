@@ -74,9 +74,11 @@ struct run_config {
   train::grad_format format;  // when there is no codec
   train::scaler_kind scaler = train::scaler_kind::none;
   std::optional<train::codec_spec> codec;
-  /// The grad_format column: the format as given, or the codec's full name (+ef: error feedback).
+  bool policy = false;  // --policy on top of the format
+  /// The grad_format column: the format as given (+policy), or the codec's full name (+ef:
+  /// error feedback).
   std::string name() const {
-    if (!codec) return format.name;
+    if (!codec) return format.name + (policy ? "+policy" : "");
     return codec->name + (codec->error_feedback ? "+ef" : "");
   }
 };
@@ -119,6 +121,14 @@ void sgd_update(const options& o, const train::mlp& net, const float* w, const f
   }
 }
 
+/// The run's precision policy: --policy over the run's format, when given.
+std::optional<cpd::precision_policy> policy(const options& o, const run_config& rc, const train::mlp& net,
+                                            const dataset& tr) {
+  if (!rc.policy || !o.policy) return std::nullopt;
+  return cpd::precision_policy::parse(*o.policy, rc.format.fmt ? *rc.format.fmt : cpd::format::of<cpd::float_t<8, 23>>(),
+                                      net.tensors().size(), tr.n / static_cast<std::size_t>(o.batch));
+}
+
 /// One run. rank < 0: all W workers emulated in this process; else this process
 /// is worker `rank` of an MPI job of W ranks.
 run_result run_one(const options& o, const run_config& rc, const dataset& tr, const dataset& te,
@@ -140,11 +150,13 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   std::optional<train::mpi_exchanger> mex;
   std::optional<train::mpi_codec_exchanger> mcex;
   if (rank >= 0 && rc.codec) mcex.emplace(*rc.codec, o.seed, net.tensors(), net.size());
-  if (rank >= 0 && !rc.codec) mex.emplace(rc.format.fmt, rc.scaler == train::scaler_kind::aps, o.kahan, net.tensors(), o.algorithm);
+  if (rank >= 0 && !rc.codec)
+    mex.emplace(rc.format.fmt, rc.scaler == train::scaler_kind::aps, o.kahan, net.tensors(), o.algorithm,
+                policy(o, rc, net, tr));
 #endif
   if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
   if (rank < 0 && !rc.codec)
-    ex.emplace(rc.format.fmt, rc.scaler, o.kahan, o.workers, o.seed, net.tensors(), net.size(), o.algorithm);
+    ex.emplace(rc.format.fmt, rc.scaler, o.kahan, o.workers, net.tensors(), o.algorithm, policy(o, rc, net, tr));
   std::vector<train::aligned_vector<float>> grads(W, train::aligned_vector<float>(net.size()));
   std::vector<double> losses(W);
   train::aligned_vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
@@ -185,7 +197,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
         pool.parallel_for(W, worker);
         x0 = std::chrono::steady_clock::now();
         if (cex) cex->allreduce_mean(grads, mean.data(), global_step, pool);
-        else ex->allreduce_mean(grads, mean.data(), pool);
+        else ex->allreduce_mean(grads, mean.data(), pool, global_step);
       } else {
 #if CPD_TRAIN_MPI
         const auto r = static_cast<std::size_t>(rank);
@@ -194,7 +206,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
         // Every rank gets every worker's loss, summed below in rank order as in the emulation.
         MPI_Allgather(&losses[r], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
         if (mcex) mcex->allreduce_mean(grads[r].data(), mean.data(), global_step);
-        else mex->allreduce_mean(grads[r].data(), mean.data());
+        else mex->allreduce_mean(grads[r].data(), mean.data(), global_step);
 #endif
       }
       res.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - x0).count();
@@ -215,9 +227,11 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   }
   if (cex) res.stats = cex->stats();
   if (ex) res.stats = ex->stats();
+  if (ex && rc.policy) res.bits_per_value = ex->bits_per_value();
 #if CPD_TRAIN_MPI
   if (mcex) res.stats = mcex->stats();
   if (mex) res.stats = mex->stats();
+  if (mex && rc.policy) res.bits_per_value = mex->bits_per_value();
 #endif
   res.hash = train::fnv1a64(weights.values(), net.size() * sizeof(float));
   for (const epoch_result& e : res.epochs) res.diverged |= !std::isfinite(e.train_loss);
@@ -385,6 +399,7 @@ void print_setup(const options& o, const dataset& tr, const dataset& te, int thr
   std::printf("-10, %d workers%s%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
               o.mpi ? " (MPI ranks)" : "", algo.c_str(), o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
               o.weights_name.c_str(), threads);
+  if (o.policy) std::printf("precision policy (+policy runs): %s\n", o.policy->c_str());
 }
 
 int run_main(int argc, char** argv, int& rank) {
@@ -406,6 +421,15 @@ int run_main(int argc, char** argv, int& rank) {
                    gf.name.c_str(), train::train_format_names().c_str());
       return train::exit_usage;
     }
+  if (o.policy)  // cli.hpp checked the text; its formats must be compiled in too
+    for (const cpd::format& f :
+         cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1), 1)
+             .formats())
+      if (!cpd::visit<train::train_formats>(f, [](auto) {})) {
+        std::fprintf(stderr, "cpd-train: --policy: gradient format %s is not compiled into cpd-train; use one of %s\n",
+                     f.name().c_str(), train::train_format_names().c_str());
+        return train::exit_usage;
+      }
 
   if (o.mpi) {
 #if CPD_TRAIN_MPI
@@ -444,7 +468,7 @@ int run_main(int argc, char** argv, int& rank) {
   // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
   std::vector<run_config> configs;
   for (const auto& gf : o.grad_formats)
-    for (train::scaler_kind s : o.scalers) configs.push_back({gf, s, std::nullopt});
+    for (train::scaler_kind s : o.scalers) configs.push_back({gf, s, std::nullopt, o.policy.has_value()});
   for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, train::scaler_kind::none, c});
 
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

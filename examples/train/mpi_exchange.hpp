@@ -18,7 +18,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -41,16 +43,19 @@ inline exchange_stats sum_over_ranks(const exchange_stats& s) {
   return r;
 }
 
-/// The gradient exchange of one rank over MPI.
+/// The gradient exchange of one rank over MPI. With a precision policy, the tensors of a
+/// step go in one plan per format, and the policy observes every rank's counts summed by one
+/// allreduce of two integers per tensor: the formats, and so the bits, of the emulated run.
 class mpi_exchanger {
  public:
   mpi_exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, std::vector<tensor_view> tensors,
-                cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring)
+                cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
+                std::optional<cpd::precision_policy> policy = std::nullopt)
       : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
-        quantized_(fmt.has_value()),
+        aps_(aps),
+        opt_{mpi_algorithm(algorithm), kahan, /*mean=*/true},
         tensors_(std::move(tensors)),
-        plan_(MPI_COMM_WORLD, fmt_, cpd::rounding::nearest_even, sizes(tensors_),
-              {mpi_algorithm(algorithm), kahan, /*mean=*/true}, aps) {}
+        policy_(std::move(policy)) {}
 
   /// The MPI algorithm with the simulation's roundings (the command line allows only these).
   static cpd::mpi::algorithm mpi_algorithm(cpd::allreduce_algorithm a) {
@@ -60,25 +65,43 @@ class mpi_exchanger {
     return cpd::mpi::algorithm::ring;
   }
 
-  /// mean = the mean over all ranks of this rank's gradient `local`.
-  void allreduce_mean(const float* local, float* mean) {
-    std::vector<cpd::mpi::tensor> t(tensors_.size());
-    for (std::size_t i = 0; i < tensors_.size(); ++i)
-      t[i] = {local + tensors_[i].offset, mean + tensors_[i].offset, tensors_[i].size()};
-    const auto r = plan_(t);
-    bytes_ += r.bytes_sent();
-    if (!quantized_) return;
-    // What quantization did to this rank's values, from the bulk call's statistics (the
-    // emulated run counts every worker's with cpd::measure_quantization: the same events).
-    for (std::size_t i = 0; i < tensors_.size(); ++i) {
-      cpd::value_stats st;
-      cpd::bulk_options o;
-      o.scale_exponent = r.scales[i].exponent;
-      o.stats = &st;
-      scratch_.resize(tensors_[i].size());
-      cpd::quantize(fmt_, cpd::rounding::nearest_even, cpd::overflow::infinity, local + tensors_[i].offset,
-                    scratch_.data(), tensors_[i].size(), o);
-      stats_ += st;
+  /// mean = the mean over all ranks of this rank's gradient `local`, at (global) step `step`.
+  void allreduce_mean(const float* local, float* mean, std::uint64_t step) {
+    const std::size_t T = tensors_.size();
+    std::vector<cpd::format> at(T, fmt_);
+    if (policy_)
+      for (std::size_t i = 0; i < T; ++i) at[i] = policy_->at(i, step);
+    std::vector<std::uint64_t> counts(2 * T, 0);
+    std::vector<bool> done(T, false);
+    for (std::size_t i = 0; i < T; ++i) {
+      if (done[i]) continue;
+      std::vector<std::size_t> members;  // the tensors in at[i] this step, in order
+      for (std::size_t j = i; j < T; ++j)
+        if (!done[j] && at[j] == at[i]) {
+          members.push_back(j);
+          done[j] = true;
+        }
+      std::vector<cpd::mpi::tensor> t;
+      for (std::size_t j : members) t.push_back({local + tensors_[j].offset, mean + tensors_[j].offset, tensors_[j].size()});
+      const auto r = plan(at[i], members)(t);
+      bytes_ += r.bytes_sent();
+      // What quantization did to this rank's values, from the bulk call's statistics (the
+      // emulated run counts every worker's with cpd::measure_quantization: the same events).
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        const tensor_view& tv = tensors_[members[k]];
+        cpd::value_stats st;
+        cpd::bulk_options o;
+        o.scale_exponent = r.scales[k].exponent;
+        o.stats = &st;
+        scratch_.resize(tv.size());
+        cpd::quantize(at[i], cpd::rounding::nearest_even, cpd::overflow::infinity, local + tv.offset, scratch_.data(),
+                      tv.size(), o);
+        stats_ += st;
+        counts[2 * members[k]] = st.count;
+        counts[2 * members[k] + 1] = cpd::precision_policy::lost(st);
+        bits_ += static_cast<double>(at[i].bits()) * static_cast<double>(tv.size());
+        values_ += tv.size();
+      }
     }
     // Non-finite sums are the same on every rank: count them once, on rank 0.
     int rank = 0;
@@ -86,6 +109,12 @@ class mpi_exchanger {
     if (rank == 0)
       for (const tensor_view& tv : tensors_)
         for (std::size_t k = tv.offset; k < tv.offset + tv.size(); ++k) stats_.overflow += !std::isfinite(mean[k]);
+    if (policy_ && policy_->needs_statistics()) {  // the policy's one small allreduce of the step
+      std::vector<std::uint64_t> sum(2 * T);
+      MPI_Allreduce(counts.data(), sum.data(), static_cast<int>(2 * T), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+      bytes_ += 2 * T * sizeof(std::uint64_t);
+      for (std::size_t j = 0; j < T; ++j) policy_->observe(j, step, sum[2 * j], sum[2 * j + 1]);
+    }
   }
 
   /// The statistics of all ranks (collective).
@@ -94,20 +123,36 @@ class mpi_exchanger {
   /// Bytes this rank sent (statistics and packed codes).
   std::uint64_t bytes_sent() const { return bytes_; }
 
+  /// Bits per gradient value the formats of the run took, averaged over every step.
+  double bits_per_value() const { return values_ ? bits_ / static_cast<double>(values_) : 0.0; }
+
  private:
-  static std::vector<std::size_t> sizes(const std::vector<tensor_view>& t) {
-    std::vector<std::size_t> s;
-    for (const tensor_view& v : t) s.push_back(v.size());
-    return s;
+  using plan_type = cpd::mpi::dynamic_plan<train_formats, false>;
+
+  /// The plan of format f for these tensors, made the first time they go together.
+  plan_type& plan(const cpd::format& f, const std::vector<std::size_t>& members) {
+    std::string key = f.name();
+    for (std::size_t j : members) key += "," + std::to_string(j);
+    auto& p = plans_[key];
+    if (!p) {
+      std::vector<std::size_t> sizes;
+      for (std::size_t j : members) sizes.push_back(tensors_[j].size());
+      p = std::make_unique<plan_type>(MPI_COMM_WORLD, f, cpd::rounding::nearest_even, sizes, opt_, aps_);
+    }
+    return *p;
   }
 
   cpd::format fmt_;
-  bool quantized_;
+  bool aps_;
+  cpd::mpi::options opt_;
   std::vector<tensor_view> tensors_;
-  cpd::mpi::dynamic_plan<train_formats, false> plan_;
+  std::optional<cpd::precision_policy> policy_;
+  std::map<std::string, std::unique_ptr<plan_type>> plans_;
   exchange_stats stats_;
   std::vector<float> scratch_;
   std::uint64_t bytes_ = 0;
+  double bits_ = 0;
+  std::uint64_t values_ = 0;
 };
 
 /// The codec exchange of one rank over MPI (the keys, residuals and statistics of codec_exchanger).

@@ -117,7 +117,7 @@ class precision_policy {
   [[nodiscard]] std::size_t tensors() const noexcept { return state_.size(); }
   [[nodiscard]] format base() const noexcept { return base_; }
 
-  /// A policy from text (docs/policy.md): rules separated by ';', each one of
+  /// A policy from text (docs/policy.md): rules separated by ';' or new lines, each one of
   ///   tensors I[,I...] FORMAT               (I an index, negative from the end; or A..B)
   ///   from step S FORMAT | from epoch E FORMAT   (epochs: steps_per_epoch > 0)
   ///   adapt FORMAT above X [below Y] [hold N]    (below defaults to X, hold to 1)
@@ -126,7 +126,7 @@ class precision_policy {
                                               std::uint64_t steps_per_epoch = 0) {
     precision_policy p(base, tensors);
     std::size_t rules = 0;
-    for (std::string_view rule : split(spec, ';')) {
+    for (std::string_view rule : split(spec, ";\n")) {
       std::vector<std::string_view> w = words(rule);
       if (w.empty()) continue;
       ++rules;
@@ -134,10 +134,10 @@ class precision_policy {
       if (w[0] == "tensors") {
         if (w.size() != 3) fail_policy("'" + r + "': tensors I[,I...] FORMAT");
         const format f = parse_format(w[2], r);
-        for (std::string_view item : split(w[1], ',')) {
+        for (std::string_view item : split(w[1], ",")) {
           const std::size_t dots = item.find("..");
           if (dots == std::string_view::npos) {
-            p.tensor(parse_int(item, r), f);
+            p.tensor(p.index(parse_int(item, r), r), f);
             continue;
           }
           const long a = p.index(parse_int(item.substr(0, dots), r), r);
@@ -210,11 +210,11 @@ class precision_policy {
     detail::fail_invalid("cpd::precision_policy: " + what);
   }
 
-  static std::vector<std::string_view> split(std::string_view s, char sep) {
+  static std::vector<std::string_view> split(std::string_view s, std::string_view seps) {
     std::vector<std::string_view> out;
     std::size_t at = 0;
     while (true) {
-      const std::size_t e = s.find(sep, at);
+      const std::size_t e = s.find_first_of(seps, at);
       out.push_back(s.substr(at, e == std::string_view::npos ? std::string_view::npos : e - at));
       if (e == std::string_view::npos) return out;
       at = e + 1;
@@ -225,9 +225,9 @@ class precision_policy {
     std::vector<std::string_view> out;
     std::size_t i = 0;
     while (i < s.size()) {
-      while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) ++i;
+      while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) ++i;
       std::size_t j = i;
-      while (j < s.size() && s[j] != ' ' && s[j] != '\t' && s[j] != '\n') ++j;
+      while (j < s.size() && s[j] != ' ' && s[j] != '\t' && s[j] != '\r') ++j;
       if (j > i) out.push_back(s.substr(i, j - i));
       i = j;
     }
