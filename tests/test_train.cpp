@@ -179,6 +179,25 @@ TEST_CASE("--policy: bad specs are usage errors; a policy of one format is that 
   CHECK(hashes(adapt.out)[0] != hashes(plain.out)[1]);
 }
 
+TEST_CASE("--activations: fp32 is the default bit for bit; a narrow format changes the weights") {
+  const run_output bad = run("--activations e4m3q");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("--activations") != std::string::npos);
+  const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32 --grad-formats fp16";
+  const run_output plain = run(common);
+  const run_output f32 = run(common + " --activations fp32");
+  const run_output f16 = run(common + " --activations fp16 --weights fp16 --update-rounding kahan");
+  const run_output e4 = run(common + " --activations e4m3");
+  REQUIRE_MESSAGE(plain.status == 0, plain.out);
+  REQUIRE_MESSAGE(f32.status == 0, f32.out);
+  REQUIRE_MESSAGE(f16.status == 0, f16.out);
+  REQUIRE_MESSAGE((e4.status == 0 || e4.status == 3), e4.out);
+  CHECK(hashes(f32.out) == hashes(plain.out));
+  CHECK(hashes(f16.out) != hashes(plain.out));
+  CHECK(hashes(e4.out) != hashes(plain.out));
+  CHECK(f16.out.find("activations fp16") != std::string::npos);
+}
+
 TEST_CASE("command line: bad codec names and parameters give one clear line") {
   struct bad {
     const char* args;

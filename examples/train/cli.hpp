@@ -104,6 +104,8 @@ struct options {
   std::string csv, plot;
   std::optional<cpd::format> weights;
   std::string weights_name = "fp32";
+  std::optional<cpd::format> activations;  // --activations: round the MLP's activations and their gradients
+  std::string activations_name = "fp32";
   update_rounding update = update_rounding::nearest_even;
   int threads = 0;  // 0: all hardware threads
   std::size_t train_limit = 0;  // 0: the whole training set (tests use fewer)
@@ -173,6 +175,9 @@ inline const char* usage_text() {
          "  --plot FILE           PNG of test accuracy per epoch for every run (needs gnuplot)\n"
          "  --weights FORMAT      keep the weights themselves in FORMAT (default fp32)\n"
          "  --update-rounding M   nearest_even, stochastic or kahan: how weight updates are rounded to FORMAT\n"
+         "  --activations FORMAT  round the MLP's activations (layer outputs, logits) and the gradients of\n"
+         "                        them to FORMAT, nearest-even, overflow to inf (default fp32: not rounded);\n"
+         "                        with --weights and --grad-formats FORMAT: FORMAT throughout\n"
          "  --threads T           threads, 0 to 1024 (default 0: all cores); results do not depend on it\n"
          "  --hidden LIST         hidden layer widths, 1 to 65536 each (default 256,128)\n"
          "  --train-limit N       use only the first N training images (for quick checks)\n"
@@ -320,6 +325,9 @@ inline std::optional<options> parse(int argc, char** argv) {
       std::string& target = a == "--data" ? o.data_dir : a == "--csv" ? o.csv : o.plot;
       target = value();
       if (target.empty()) throw usage_error(a + ": empty path");
+    } else if (a == "--activations") {
+      o.activations_name = value();
+      o.activations = parse_grad_format(a, o.activations_name).fmt;
     } else if (a == "--weights") {
       o.weights_name = value();
       o.weights = parse_grad_format(a, o.weights_name).fmt;

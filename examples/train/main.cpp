@@ -137,7 +137,8 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   std::vector<std::size_t> widths{tr.dim};
   widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
   widths.push_back(10);
-  const train::mlp net(widths);
+  train::mlp net(widths);
+  net.round_activations(o.activations);
   train::aligned_vector<float> params;
   net.init(params, o.seed);
   train::weight_store weights(o.weights, o.update, o.seed, params);
@@ -396,9 +397,9 @@ void print_setup(const options& o, const dataset& tr, const dataset& te, int thr
   for (std::size_t h : o.hidden) std::printf("-%zu", h);
   const std::string algo =
       o.algorithm == cpd::allreduce_algorithm::ring ? "" : std::string(", algorithm ") + cpd::to_string(o.algorithm);
-  std::printf("-10, %d workers%s%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, %d threads\n", o.workers,
+  std::printf("-10, %d workers%s%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, activations %s, %d threads\n", o.workers,
               o.mpi ? " (MPI ranks)" : "", algo.c_str(), o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
-              o.weights_name.c_str(), threads);
+              o.weights_name.c_str(), o.activations_name.c_str(), threads);
   if (o.policy) std::printf("precision policy (+policy runs): %s\n", o.policy->c_str());
 }
 

@@ -7,6 +7,8 @@
 
 #include "aligned.hpp"
 
+#include <cpd/cpd.hpp>
+
 // Eigen allocates its own matrices (activations, deltas) on 64-byte boundaries
 // too, whatever vector width the build targets (aligned.hpp says why).
 #ifndef EIGEN_MAX_ALIGN_BYTES
@@ -18,6 +20,7 @@ static_assert(EIGEN_DEFAULT_ALIGN_BYTES == train::buffer_alignment,
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +104,12 @@ class mlp {
     }
   }
 
+  /// Rounds every activation (the layers' outputs, before and after ReLU, and the logits)
+  /// and every gradient of an activation to f, nearest-even, overflowing to inf (or NaN):
+  /// "f throughout" for the tensors of the forward and backward passes. The matrix products
+  /// still accumulate in float, as tensor cores do; their results are rounded.
+  void round_activations(std::optional<cpd::format> f) { act_ = f; }
+
   /// Forward and backward over a batch x (b rows of inputs) with labels y:
   /// writes the gradient of the mean loss into grad and returns the summed loss.
   double gradient(const float* params, const float* x, const std::uint8_t* y, std::size_t b, float* grad) const {
@@ -113,6 +122,7 @@ class mlp {
       const_vector_map bias(params + tensors_[2 * l + 1].offset, static_cast<Eigen::Index>(tensors_[2 * l + 1].cols));
       pre[l].noalias() = acts[l] * W.transpose();
       pre[l].rowwise() += bias;
+      round(pre[l]);
       acts[l + 1] = l + 1 < L ? matrix(pre[l].cwiseMax(0.0f)) : pre[l];
     }
     // Softmax cross-entropy; delta = (p - onehot) / b.
@@ -128,6 +138,7 @@ class mlp {
       delta(i, y[i]) -= 1.0f;
     }
     delta /= static_cast<float>(b);
+    round(delta);
     for (std::size_t l = L; l-- > 0;) {
       matrix_map gW(grad + tensors_[2 * l].offset, static_cast<Eigen::Index>(tensors_[2 * l].rows),
                     static_cast<Eigen::Index>(tensors_[2 * l].cols));
@@ -139,6 +150,7 @@ class mlp {
                            static_cast<Eigen::Index>(tensors_[2 * l].cols));
         matrix back = delta * W;
         delta = back.cwiseProduct(matrix((pre[l - 1].array() > 0.0f).cast<float>()));
+        round(delta);
       }
     }
     return loss;
@@ -157,6 +169,7 @@ class mlp {
         const_vector_map bias(params + tensors_[2 * l + 1].offset, static_cast<Eigen::Index>(tensors_[2 * l + 1].cols));
         matrix z = a * W.transpose();
         z.rowwise() += bias;
+        round(z);
         a = l + 1 < layers() ? matrix(z.cwiseMax(0.0f)) : z;
       }
       for (std::size_t i = 0; i < b; ++i) {
@@ -169,9 +182,16 @@ class mlp {
   }
 
  private:
+  void round(matrix& m) const {
+    if (act_)
+      cpd::quantize(*act_, cpd::rounding::nearest_even, cpd::overflow::infinity, m.data(), m.data(),
+                    static_cast<std::size_t>(m.size()));
+  }
+
   std::vector<std::size_t> widths_;
   std::vector<tensor_view> tensors_;
   std::size_t size_ = 0;
+  std::optional<cpd::format> act_;
 };
 
 /// FNV-1a 64 over bytes: the weights-hash that makes runs comparable bit for bit.
