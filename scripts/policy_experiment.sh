@@ -25,10 +25,10 @@ while IFS= read -r policy || [[ -n "$policy" ]]; do
     printf '%s\n%s\n' "$seed" "$policy" > "$tmp/$n.meta"
     timeout 3600 "$train" "${args[@]}" > "$tmp/$n.out" 2>&1 &
     jobs=$((jobs + 1))
-    if (( jobs >= 2 )); then wait -n; jobs=$((jobs - 1)); fi
+    if (( jobs >= 2 )); then wait -n || true; jobs=$((jobs - 1)); fi  # exit 3: a run diverged
   done
 done < "$policies"
-wait
+wait || true
 echo "seed,policy,grad_format,scaler,bits_per_value,final_loss,final_accuracy,flushed,overflowed" > "$out"
 for ((i = 1; i <= n; i++)); do
   seed=$(sed -n 1p "$tmp/$i.meta"); policy=$(sed -n 2p "$tmp/$i.meta")
