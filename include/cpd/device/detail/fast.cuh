@@ -126,6 +126,17 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool overflow_result(bool neg, std::uint32_t& 
   return true;
 }
 
+/// t: a magnitude's float bits rounded to F's precision in F's normal range (low d bits
+/// zero): the code and value, or the overflow rule beyond F's largest. Always true.
+template <class F, rounding R, overflow O>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool normal_result(std::uint32_t t, bool neg, std::uint32_t& code,
+                                                     std::uint32_t& value, bool& nan_out) noexcept {
+  if (t > max_finite_bits<F>) return overflow_result<F, R, O>(neg, code, value, nan_out);
+  code = (t >> dropped_bits<F>) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
+  value = t;
+  return true;
+}
+
 /// q quanta of F's subnormal range (q = 2^M is the smallest normal): the code is q, the
 /// value q * 2^(emin - M), a normal float or zero. Always true.
 template <class F>
@@ -153,10 +164,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool fast_round(std::uint32_t a, bool neg, std
     const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
     if (a < min_normal_bits<F> || k < d) return false;
     const std::uint32_t t = (a + ((rnd & kmask) >> (k - d))) & ~((std::uint32_t(1) << d) - 1);
-    if (t > max_finite_bits<F>) return overflow_result<F, R, O>(neg, code, value, nan_out);
-    code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
-    value = t;
-    return true;
+    return normal_result<F, R, O>(t, neg, code, value, nan_out);
   } else if constexpr (R == rounding::stochastic) {
     // The core's steps 2-4 for a normal float (or zero), in a few integer operations and
     // with one short branch: the random draw and the decision are shared by F's normal and
@@ -182,21 +190,13 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool fast_round(std::uint32_t a, bool neg, std
     const std::uint32_t remk = sh > 24 ? 0u : (sh >= 0 ? rem >> sh : rem << (-sh < 31 ? -sh : 31));
     const std::uint32_t up = remk > (kmask ^ (rnd & kmask)) ? 1u : 0u;
     if (below == 0) {
-      const std::uint32_t t = (a & ~((std::uint32_t(1) << d) - 1)) + (up << d);
-      if (t > max_finite_bits<F>) return overflow_result<F, R, O>(neg, code, value, nan_out);
-      code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
-      value = t;
-      return true;
+      return normal_result<F, R, O>((a & ~((std::uint32_t(1) << d) - 1)) + (up << d), neg, code, value, nan_out);
     }
     return quanta_result<F>((sig >> dc) + up, code, value);
   } else {
     (void)rnd, (void)kbits;
     if (a >= min_normal_bits<F>) {
-      const std::uint32_t t = round_magnitude<R>(a, neg, d);
-      if (t > max_finite_bits<F>) return overflow_result<F, R, O>(neg, code, value, nan_out);
-      code = (t >> d) - (std::uint32_t(127 - F::spec.bias) << F::spec.M);
-      value = t;
-      return true;
+      return normal_result<F, R, O>(round_magnitude<R>(a, neg, d), neg, code, value, nan_out);
     }
     if constexpr (fast_subnormals<F>) {
       float r;
