@@ -399,6 +399,138 @@ TEST_CASE("PyTorch's pre-division by W") {
 
 namespace {
 
+// floor(log2(v)) by a loop over powers of two (shares nothing with the library).
+int floor_log2_ref(double v) {
+  int k = 0;
+  double p = 1.0;
+  while (p > v) p /= 2, --k;
+  while (p * 2 <= v) p *= 2, ++k;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("MX block scaling of an exchange: the blocks' codes") {
+  using F = cpd::float8_e4m3;  // IEEE-like: emax 7, max 240
+  cpd::mx_block_scaling<F> s(4, {4, cpd::mx_scale_rule::floor, true});
+  CHECK(s.blocks(0) == 0);
+  CHECK(s.blocks(9) == 3);
+  //                 amax 1: bound 4       all zero                 inf        amax 3 (partial)
+  const float g[] = {0.5f, -1.0f, 0.25f, 0.0f, 0.0f, -0.0f, 0.0f, 0.0f, 1.0f, pinf, 2.0f, 0.0f, -3.0f};
+  std::uint8_t c[4] = {};
+  s.statistics(g, 13, c);
+  CHECK(c[0] == 127 + (2 - 7));  // floor(log2(4)) - emax
+  CHECK(c[1] == 0);              // all zero: 2^-127
+  CHECK(c[2] == 0xFF);           // inf: NaN scale
+  CHECK(c[3] == 127 + (floor_log2_ref(12.0) - 7));
+  CHECK(s.select(c[0]).exponent == 5);  // 4 * 2^5 = 128 <= 240
+  CHECK_FALSE(s.select(c[0]).nonfinite);
+  CHECK(s.select(0xFF).exponent == 0);
+  CHECK(s.select(0xFF).nonfinite);
+  // combine: the larger code, block by block (0 is the identity)
+  std::uint8_t acc[4] = {0, 0, 0, 0};
+  const std::uint8_t other[4] = {120, 0, 0xFF, 3};
+  cpd::mx_block_scaling<F>::combine(acc, c, 4);
+  cpd::mx_block_scaling<F>::combine(acc, other, 4);
+  CHECK(acc[0] == std::max<int>(c[0], 120));
+  CHECK(acc[2] == 0xFF);
+  CHECK(acc[3] == std::max<int>(c[3], 3));
+  // no headroom: the cast's rule (bound = amax); rceil: the smallest e with max * 2^e >= bound
+  cpd::mx_block_scaling<F> cast(4, {4, cpd::mx_scale_rule::floor, false});
+  cast.statistics(g, 4, c);
+  CHECK(c[0] == 127 - 7);
+  cpd::mx_block_scaling<F> r(3, {2, cpd::mx_scale_rule::rceil, true});
+  const float h[] = {80.0f, 1.0f, 80.5f, 0.0f};  // bounds 240 (= max) and 241.5
+  r.statistics(h, 4, c);
+  CHECK(c[0] == 127);
+  CHECK(c[1] == 128);
+  // bad options
+  CHECK_THROWS_AS(cpd::mx_block_scaling<F>(0), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::mx_block_scaling<F>(2, {0, cpd::mx_scale_rule::floor, true}), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::mx_block_scaling<F>(2, {32, static_cast<cpd::mx_scale_rule>(7), true}), std::invalid_argument);
+}
+
+TEST_CASE("MX block scaling of an exchange: the ring's sums against a reference written here") {
+  using F = cpd::float8_e4m3;
+  const int W = 3;
+  const std::size_t n = 100, k = 32;  // 4 blocks, the last of 4 values; the ring's 3 chunks cut across them
+  std::mt19937 rng(7);
+  std::vector<std::vector<float>> g(W, std::vector<float>(n));
+  for (int r = 0; r < W; ++r)
+    for (std::size_t i = 0; i < n; ++i) {
+      // each block its own magnitude (2^-20 .. 2^10): one scale per tensor could not serve them all
+      const int mag = static_cast<int>(i / k) * 10 - 20;
+      g[r][i] = std::ldexp(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng), mag);
+    }
+  const float* x[] = {g[0].data(), g[1].data(), g[2].data()};
+  const auto q = [](float v) { return cpd::quantize<F, cpd::rounding::nearest_even>(v); };
+  for (auto alg : {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::sequential}) {
+    CAPTURE(cpd::to_string(alg));
+    cpd::allreduce_options opt;
+    opt.algorithm = alg;
+    opt.mean = true;
+    opt.diagnostics = true;
+    std::vector<float> out(n);
+    const auto res = cpd::simulate_block_scaled_allreduce<F>(x, out.data(), n, W, cpd::mx_block_scaling<F>(W), opt);
+    CHECK_FALSE(res.nonfinite);
+    CHECK(res.nonfinite_out == 0);
+    CHECK(res.scaled.count == W * n);
+    CHECK(res.scaled.underflow < res.unscaled.underflow);  // the small blocks no longer flush
+    REQUIRE(res.codes.size() == 4);
+    for (std::size_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      const std::size_t b = i / k;
+      double amax = 0;
+      for (std::size_t j = b * k; j < std::min(n, b * k + k); ++j)
+        for (int r = 0; r < W; ++r) amax = std::max(amax, std::fabs(double(g[r][j])));
+      const int e = floor_log2_ref(amax * W) - 7;  // OCP's floor rule on the bound W * amax
+      CHECK(res.codes[b] == 127 + e);
+      // the ring's chunk c = the part of i in an even split (the first n % W parts one longer)
+      std::size_t c = 0;
+      if (alg == cpd::allreduce_algorithm::ring) {
+        std::size_t begin = 0;
+        while (begin + n / W + (c < n % W ? 1 : 0) <= i) begin += n / W + (c < n % W ? 1 : 0), ++c;
+      }
+      const auto y = [&](std::size_t r) { return q(static_cast<float>(std::ldexp(double(g[r][i]), -e))); };
+      float sum = y(c);
+      for (int j = 1; j < W; ++j) sum = q(sum + y((c + static_cast<std::size_t>(j)) % W));  // exact in float, rounded once
+      const float expect = static_cast<float>(std::ldexp(double(sum), e)) / static_cast<float>(W);
+      CHECK(bits_of(out[i]) == bits_of(expect));
+    }
+  }
+}
+
+TEST_CASE("MX block scaling of an exchange: inf and NaN, and bad input") {
+  using F = cpd::float8_e5m2;
+  std::vector<float> a(64, 1.0f), b(64, -0.5f);
+  b[40] = qnan;
+  const float* x[] = {a.data(), b.data()};
+  std::vector<float> out(64);
+  cpd::allreduce_options opt;
+  const auto res = cpd::simulate_block_scaled_allreduce<F>(x, out.data(), 64, 2, cpd::mx_block_scaling<F>(2), opt);
+  CHECK(res.nonfinite);
+  CHECK(res.codes[0] != 0xFF);
+  CHECK(res.codes[1] == 0xFF);
+  CHECK(res.nonfinite_out == 1);
+  CHECK(std::isnan(out[40]));
+  CHECK(out[0] == 0.5f);   // 1 - 0.5, scaled and back
+  CHECK(out[63] == 0.5f);  // the NaN block's other values at scale 1
+  // bad input
+  std::vector<float> res0(64, 0.0f);
+  float* r[] = {res0.data(), res0.data()};
+  cpd::allreduce_options fb;
+  fb.residuals = r;
+  CHECK_THROWS_AS(cpd::simulate_block_scaled_allreduce<F>(x, out.data(), 64, 2, cpd::mx_block_scaling<F>(2), fb),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cpd::simulate_block_scaled_allreduce<F>(x, out.data(), 64, 2, cpd::mx_block_scaling<F>(3), opt),
+                  std::invalid_argument);
+  const float* none[] = {a.data(), nullptr};
+  CHECK_THROWS_AS(cpd::simulate_block_scaled_allreduce<F>(none, out.data(), 64, 2, cpd::mx_block_scaling<F>(2), opt),
+                  std::invalid_argument);
+}
+
+namespace {
+
 // measure_quantization (bisections and a vector loop, nothing written) against the
 // statistics of the bulk call, which come from the rounding core's events per value.
 template <class F, cpd::rounding R, cpd::overflow O>

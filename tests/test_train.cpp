@@ -11,7 +11,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -109,7 +111,8 @@ TEST_CASE("command line: --algorithm takes the allreduce algorithms and rejects 
 TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthand") {
   const run_output a = run("--scaler aps,mx99");
   CHECK(a.status == 2);
-  CHECK(a.out.find("'mx99' is not one of aps, amax, amax-sqrtw, predivide, delayed, none") != std::string::npos);
+  CHECK(a.out.find("'mx99' is not one of aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none") !=
+        std::string::npos);
   const run_output b = run("--scaler aps --aps on");
   CHECK(b.status == 2);
   CHECK(b.out.find("--aps and --scaler: give one") != std::string::npos);
@@ -122,19 +125,57 @@ TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthan
   // every rule trains (or is marked diverged); none and aps are --aps off and on bit for bit
   const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32 --grad-formats e5m2";
   const std::string csv = temp_dir() + "/scalers.csv";
-  const run_output all = run(common + " --scaler none,aps,amax,amax-sqrtw,predivide,delayed --csv " + csv);
+  const run_output all = run(common + " --scaler none,aps,amax,amax-sqrtw,predivide,delayed,mx32,loss --csv " + csv);
   REQUIRE_MESSAGE((all.status == 0 || all.status == 3), all.out);
   const run_output short_form = run(common + " --aps off,on");
   REQUIRE_MESSAGE(short_form.status == 0, short_form.out);
   const std::vector<std::string> h = hashes(all.out), s = hashes(short_form.out);
-  REQUIRE(h.size() == 6);
+  REQUIRE(h.size() == 8);
   REQUIRE(s.size() == 2);
   CHECK(h[0] == s[0]);
   CHECK(h[1] == s[1]);
-  for (std::size_t i = 2; i < 6; ++i) CHECK(h[i] != h[1]);  // the other rules scale differently
+  for (std::size_t i = 2; i < 8; ++i) CHECK(h[i] != h[1]);  // the other rules scale differently
   std::vector<std::string> columns;
   for (const std::vector<std::string>& row : csv_rows(csv)) columns.push_back(row[2]);
-  CHECK(columns == std::vector<std::string>{"off", "on", "amax", "amax-sqrtw", "predivide", "delayed"});
+  CHECK(columns ==
+        std::vector<std::string>{"off", "on", "amax", "amax-sqrtw", "predivide", "delayed", "mx32", "loss"});
+  // mx32 sends an e8m0 scale per 32 values besides e5m2's 8 bits
+  std::istringstream lines(all.out);
+  std::string line;
+  double mx_bits = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream row(line);
+    std::string name, rule;
+    if (row >> name >> rule && name == "e5m2" && rule == "mx32") row >> mx_bits;
+  }
+  CHECK(mx_bits == 8.25);
+}
+
+TEST_CASE("--scaler loss: GradScaler's backoff skips steps; in fp32 the scale leaves no trace") {
+  const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32";
+  // e4m3 (max 240) cannot hold gradients scaled by 2^16: the first steps overflow, each halves
+  // the scale and is skipped; one epoch is far from 2000 clean steps, so the scale never grows
+  const run_output a = run(common + " --grad-formats e4m3 --scaler loss,none");
+  REQUIRE_MESSAGE((a.status == 0 || a.status == 3), a.out);
+  const std::size_t at = a.out.find("loss scaling: ");
+  REQUIRE(at != std::string::npos);
+  unsigned long long skipped = 0, steps = 0;
+  double scale = 0;
+  REQUIRE(std::sscanf(a.out.c_str() + at, "loss scaling: %llu of %llu steps skipped (an inf or NaN sum), final loss scale %lf",
+                      &skipped, &steps, &scale) == 3);
+  CHECK(skipped >= 1);
+  CHECK(skipped < steps);
+  CHECK(scale == std::ldexp(1.0, 16 - static_cast<int>(skipped)));
+  const std::vector<std::string> h = hashes(a.out);
+  REQUIRE(h.size() == 2);
+  CHECK(h[0] != h[1]);
+  // fp32: x 2^16 and back is exact and never overflows, so the weights are --scaler none's
+  const run_output b = run(common + " --grad-formats fp32 --scaler loss,none");
+  REQUIRE_MESSAGE(b.status == 0, b.out);
+  CHECK(b.out.find("loss scaling: 0 of ") != std::string::npos);
+  const std::vector<std::string> k = hashes(b.out);
+  REQUIRE(k.size() == 2);
+  CHECK(k[0] == k[1]);
 }
 
 TEST_CASE("--policy: bad specs are usage errors; a policy of one format is that format; adaptation moves the bits") {

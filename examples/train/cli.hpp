@@ -65,7 +65,7 @@ inline cpd::allreduce_algorithm parse_algorithm(const std::string& v) {
 }
 
 /// The scaling rule of a gradient format's runs (docs/scaling.md).
-enum class scaler_kind { none, aps, amax, amax_sqrtw, predivide, delayed };
+enum class scaler_kind { none, aps, amax, amax_sqrtw, predivide, delayed, mx32, loss };
 
 /// The name --scaler takes.
 inline const char* scaler_name(scaler_kind k) {
@@ -76,6 +76,8 @@ inline const char* scaler_name(scaler_kind k) {
     case scaler_kind::amax_sqrtw: return "amax-sqrtw";
     case scaler_kind::predivide: return "predivide";
     case scaler_kind::delayed: return "delayed";
+    case scaler_kind::mx32: return "mx32";
+    case scaler_kind::loss: return "loss";
   }
   return "?";
 }
@@ -141,7 +143,11 @@ inline const char* usage_text() {
          "                        aps (APS: 2^(emax - ceil(log2(amax W)))), amax (max(F)/amax, Transformer\n"
          "                        Engine's current scaling, ColossalAI's fp8 hook), amax-sqrtw (MS-AMP:\n"
          "                        max(F)/(amax sqrt(W))), predivide (PyTorch's fp16 hook: x 1/W), delayed\n"
-         "                        (Transformer Engine's delayed scaling, per tensor), none; with --mpi: aps, none\n"
+         "                        (Transformer Engine's delayed scaling, per tensor), mx32 (OCP MX: a power of\n"
+         "                        two per 32 values from their amax over the workers x W, 0.25 bits/value more),\n"
+         "                        loss (PyTorch's GradScaler: a loss scale from 2^16, halved and the step\n"
+         "                        skipped on an inf or NaN sum, doubled after 2000 clean steps), none;\n"
+         "                        with --mpi: aps, none\n"
          "  --policy SPEC         a precision policy on top of every format run (docs/policy.md), rules\n"
          "                        separated by ';' (or @FILE: rules in a file, one a line): 'tensors I[,I..] FORMAT' (tensor 2l is layer l's\n"
          "                        weights, 2l+1 its biases; negative: from the end; A..B a range), 'from\n"
@@ -359,12 +365,13 @@ inline std::optional<options> parse(int argc, char** argv) {
   if (scaler_list && seen.count("--aps"))
     throw usage_error("--aps and --scaler: give one (--aps on is --scaler aps, --aps off is --scaler none)");
   if (scaler_list) {
-    const scaler_kind all[] = {scaler_kind::none,       scaler_kind::aps,       scaler_kind::amax,
-                               scaler_kind::amax_sqrtw, scaler_kind::predivide, scaler_kind::delayed};
+    const scaler_kind all[] = {scaler_kind::none,      scaler_kind::aps,     scaler_kind::amax,
+                               scaler_kind::amax_sqrtw, scaler_kind::predivide, scaler_kind::delayed,
+                               scaler_kind::mx32,      scaler_kind::loss};
     for (const std::string& v : parse_list("--scaler", *scaler_list)) {
       const scaler_kind* k = std::find_if(std::begin(all), std::end(all), [&](scaler_kind s) { return v == scaler_name(s); });
       if (k == std::end(all))
-        throw usage_error("--scaler: '" + v + "' is not one of aps, amax, amax-sqrtw, predivide, delayed, none");
+        throw usage_error("--scaler: '" + v + "' is not one of aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none");
       if (std::find(o.scalers.begin(), o.scalers.end(), *k) != o.scalers.end())
         throw usage_error("--scaler: " + v + " twice");
       if (o.mpi && *k != scaler_kind::aps && *k != scaler_kind::none)

@@ -63,12 +63,14 @@ inline std::string train_format_names() { return format_names(train_formats{}); 
 /// ring order, every addition rounded to the gradient format (fp32: float sums),
 /// scaled by the run's rule, and writes their mean. With a precision policy, each
 /// tensor's format at each step is the policy's, which observes the simulation's counts.
+/// mx32 runs cpd::simulate_block_scaled_allreduce (elements saturate, as MX's do); loss
+/// keeps one cpd::dynamic_loss_scaling for all tensors and says when a step must be skipped.
 class exchanger {
  public:
   exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, int workers,
             std::vector<tensor_view> tensors, cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
             std::optional<cpd::precision_policy> policy = std::nullopt)
-      : tensors_(std::move(tensors)), workers_(workers), policy_(std::move(policy)) {
+      : tensors_(std::move(tensors)), workers_(workers), policy_(std::move(policy)), scaler_(scaler) {
     opt_.algorithm = algorithm;
     opt_.kahan = kahan;
     opt_.mean = true;
@@ -79,11 +81,13 @@ class exchanger {
   }
 
   /// mean = the W-way mean of grads, per tensor, through the low-precision ring, at
-  /// (global) step `step`.
+  /// (global) step `step`. Returns false when the step must be skipped (loss scaling found
+  /// an inf or NaN in the sums; the loss scale has backed off), else true.
   template <class Pool>
-  void allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, const Pool& pool, std::uint64_t step) {
+  bool allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, const Pool& pool, std::uint64_t step) {
     opt_.threads = static_cast<unsigned>(pool.size());
     std::vector<const float*> ptrs(grads.size());
+    std::uint64_t nonfinite = 0;
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const tensor_view& t = tensors_[i];
       for (std::size_t w = 0; w < grads.size(); ++w) ptrs[w] = grads[w].data() + t.offset;
@@ -91,15 +95,25 @@ class exchanger {
       const auto r = reducer(f)(i, ptrs.data(), mean + t.offset, t.size());
       stats_ += r.first;
       stats_.overflow += r.second;
+      nonfinite += r.second;
       if (policy_) policy_->observe(i, step, r.first);
-      bits_ += static_cast<double>(f.bits()) * static_cast<double>(t.size());
+      // mx32 sends one e8m0 scale per 32 values besides the values (its statistics allreduce)
+      bits_ += (static_cast<double>(f.bits()) + (scaler_ == scaler_kind::mx32 ? 8.0 / 32.0 : 0.0)) *
+               static_cast<double>(t.size());
       values_ += t.size();
     }
+    if (scaler_ != scaler_kind::loss) return true;
+    loss_.update(nonfinite != 0 ? 1 : 0);  // GradScaler.update with found_inf, the same on every worker
+    skipped_ += loss_.skipped();
+    return !loss_.skipped();
   }
 
   const exchange_stats& stats() const { return stats_; }
   /// Bits per gradient value the formats of the run took, averaged over every step.
   double bits_per_value() const { return values_ ? bits_ / static_cast<double>(values_) : 0.0; }
+  /// Loss scaling: the steps skipped so far, and the scale of the next step.
+  std::uint64_t skipped_steps() const { return skipped_; }
+  float loss_scale() const { return loss_.scale(); }
 
  private:
   /// The scaled values' counts and the non-finite sums of one tensor's exchange.
@@ -124,6 +138,16 @@ class exchanger {
           case scaler_kind::predivide:
             return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::predivide_scaling(w), opt_));
           case scaler_kind::delayed: return sum(cpd::simulate_allreduce<F>(g, out, len, w, (*delayed)[t], opt_));
+          case scaler_kind::mx32: {
+            const auto r = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
+                g, out, len, w, cpd::mx_block_scaling<F>(w), opt_);
+            return tensor_result{r.scaled, r.nonfinite_out};
+          }
+          case scaler_kind::loss: {
+            // GradScaler's scales are powers of two (2^16, x 2, x 0.5): the exact power-of-two path
+            const int k = std::ilogb(loss_.scale());
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::fixed_scaling(cpd::pow2_scale{k}), opt_));
+          }
           case scaler_kind::none: break;
         }
         return sum(cpd::simulate_allreduce<F>(g, out, len, w, opt_));
@@ -147,6 +171,9 @@ class exchanger {
   std::optional<cpd::precision_policy> policy_;
   cpd::allreduce_options opt_;
   std::vector<std::pair<cpd::format, reducer_fn>> reducers_;
+  scaler_kind scaler_;
+  cpd::dynamic_loss_scaling loss_;  // (loss only) PyTorch's defaults
+  std::uint64_t skipped_ = 0;
   exchange_stats stats_;
   double bits_ = 0;
   std::uint64_t values_ = 0;

@@ -95,6 +95,8 @@ struct run_result {
   train::exchange_stats stats;
   std::uint64_t hash = 0;
   bool diverged = false;  // a train loss or a final weight that is NaN or infinite
+  std::uint64_t skipped_steps = 0;  // --scaler loss: steps whose sums held inf or NaN
+  float loss_scale = 0;             // --scaler loss: the scale at the end
 };
 
 /// SGD with momentum (optional weight decay and LARS trust ratio per tensor): the update of
@@ -194,11 +196,12 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
                                  grads[w].data());
       };
       std::chrono::steady_clock::time_point x0;
+      bool apply = true;  // false: loss scaling skips this step (GradScaler's skipped optimizer step)
       if (rank < 0) {
         pool.parallel_for(W, worker);
         x0 = std::chrono::steady_clock::now();
         if (cex) cex->allreduce_mean(grads, mean.data(), global_step, pool);
-        else ex->allreduce_mean(grads, mean.data(), pool, global_step);
+        else apply = ex->allreduce_mean(grads, mean.data(), pool, global_step);
       } else {
 #if CPD_TRAIN_MPI
         const auto r = static_cast<std::size_t>(rank);
@@ -213,8 +216,10 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
       res.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - x0).count();
       ++res.steps;
       for (double l : losses) loss_sum += l;
-      sgd_update(o, net, weights.values(), mean.data(), velocity.data(), update.data());
-      weights.apply(update.data(), global_step);
+      if (apply) {
+        sgd_update(o, net, weights.values(), mean.data(), velocity.data(), update.data());
+        weights.apply(update.data(), global_step);
+      }
       bar.update(epoch, o.epochs, step, steps, loss_sum / static_cast<double>((step + 1) * B));
     }
     epoch_result er;
@@ -228,7 +233,11 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   }
   if (cex) res.stats = cex->stats();
   if (ex) res.stats = ex->stats();
-  if (ex && rc.policy) res.bits_per_value = ex->bits_per_value();
+  if (ex && (rc.policy || rc.scaler == train::scaler_kind::mx32)) res.bits_per_value = ex->bits_per_value();
+  if (ex && rc.scaler == train::scaler_kind::loss) {
+    res.skipped_steps = ex->skipped_steps();
+    res.loss_scale = ex->loss_scale();
+  }
 #if CPD_TRAIN_MPI
   if (mcex) res.stats = mcex->stats();
   if (mex) res.stats = mex->stats();
@@ -291,6 +300,11 @@ void print_table(const std::vector<run_result>& runs) {
   for (const run_result& r : runs)
     std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
                 r.grad_format.c_str(), aps_column(r));
+  for (const run_result& r : runs)
+    if (r.scaler == train::scaler_kind::loss)
+      std::printf("loss scaling: %llu of %zu steps skipped (an inf or NaN sum), final loss scale %g  (%s, aps %s)\n",
+                  static_cast<unsigned long long>(r.skipped_steps), r.steps, static_cast<double>(r.loss_scale),
+                  r.grad_format.c_str(), aps_column(r));
   // Where the time went (rank 0's clock under --mpi: the exchange includes waiting for the
   // slowest rank), for the performance model (docs/performance.md).
   for (const run_result& r : runs)

@@ -22,6 +22,7 @@
 #include <cpd/host/execution.hpp>
 #include <cpd/reduce/reduce.hpp>
 #include <cpd/scaling/diagnostics.hpp>
+#include <cpd/scaling/mx.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <algorithm>
@@ -371,6 +372,77 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
 allreduce_result<pow2_scale> simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size,
                                                 const allreduce_options& opt = {}) {
   return simulate_allreduce<F, R, O>(g, out, n, world_size, fixed_scaling{}, opt);
+}
+
+/// What simulate_block_scaled_allreduce did.
+struct block_allreduce_result {
+  std::vector<std::uint8_t> codes;  ///< every block's combined e8m0 code (0xFF: inf or NaN in the block)
+  bool nonfinite = false;           ///< some block held inf or NaN (on some worker): skip the step
+  value_stats unscaled{};           ///< all workers' values quantized without the scales (with diagnostics)
+  value_stats scaled{};             ///< the same with the block scales: what the exchange did
+  std::uint64_t nonfinite_out = 0;  ///< elements of the result that are inf or NaN
+};
+
+/// The exchange of simulate_allreduce with one power-of-two scale per block (OCP MX's shared
+/// scales, cpd::mx_block_scaling): st_r = scaler.statistics(g_r) (one e8m0 code per block),
+/// combined by max over r in rank order; worker r's value g in a block with scale 2^-e is
+/// quantized as Q(g * 2^-e) (the product rounded to float first, exact unless it falls below
+/// 2^-126), the scaled values are summed in F in the order of opt.algorithm (the roundings,
+/// chunks and random bits of simulate_allreduce with scale 1), and the sum s gives
+/// out = s * 2^e rounded to float, divided by W in float for a mean (as simulate_allreduce
+/// unscales). A block holding
+/// inf or NaN gets e = 0 (its NaN propagates). No error feedback (opt.residuals: invalid).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, float* out, std::size_t n,
+                                                       int world_size, const mx_block_scaling<F>& scaler,
+                                                       const allreduce_options& opt = {}) {
+  const detail::default_fp_env fp_env;
+  detail::check_allreduce_args(g, out, n, world_size, opt);
+  if (opt.residuals)
+    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: block scales take no error feedback; "
+                         "set allreduce_options::residuals to nullptr");
+  if (world_size != scaler.world_size())
+    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: the scaler is for " +
+                         std::to_string(scaler.world_size()) + " workers, the exchange has " +
+                         std::to_string(world_size));
+  const std::size_t W = static_cast<std::size_t>(world_size), nb = scaler.blocks(n), k = scaler.opts().block_size;
+  block_allreduce_result result;
+  result.codes.assign(nb, mx_block_scaling<F>::identity);
+  std::vector<std::uint8_t> mine(nb);
+  for (std::size_t r = 0; r < W; ++r) {
+    scaler.statistics(g[r], n, mine.data());
+    mx_block_scaling<F>::combine(result.codes.data(), mine.data(), nb);
+  }
+  std::vector<float> scaled(W * n);
+  std::vector<const float*> x(W);
+  for (std::size_t r = 0; r < W; ++r) {
+    float* y = scaled.data() + r * n;
+    x[r] = y;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const pow2_scale sc = mx_block_scaling<F>::select(result.codes[b]);
+      result.nonfinite |= sc.nonfinite;
+      const double f = sc.factor();
+      for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i)
+        y[i] = static_cast<float>(static_cast<double>(g[r][i]) * f);
+    }
+    if (opt.diagnostics) {
+      result.unscaled += measure_quantization<F, R, O>(g[r], n);
+      result.scaled += measure_quantization<F, R, O>(y, n);
+    }
+  }
+  allreduce_options o = opt;
+  o.mean = false;
+  o.diagnostics = false;
+  simulate_allreduce_scaled<F, R, O>(x.data(), out, n, world_size, pow2_scale{}, o);
+  const float w = opt.mean ? static_cast<float>(world_size) : 1.0f;
+  for (std::size_t b = 0; b < nb; ++b) {
+    const double f = mx_block_scaling<F>::select(result.codes[b]).inverse();
+    for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i) {
+      out[i] = static_cast<float>(static_cast<double>(out[i]) * f) / w;  // (simulate_allreduce's finish)
+      result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
+    }
+  }
+  return result;
 }
 
 }  // namespace cpd

@@ -80,6 +80,30 @@ inline void check_mx(const char* who, const mx_options& opt, std::size_t n, cons
 }
 }  // namespace detail
 
+namespace detail {
+/// The float8_e8m0fnu code e + 127 of a block whose bound a (> 0, finite, exact in double) gives
+/// e by the rule, clamped to [-127, 127]; 0xFF for a rule that is no enumerator.
+template <class Elem>
+[[nodiscard]] std::uint8_t mx_code_of_bound(double a, mx_scale_rule rule) noexcept {
+  int e = 0;
+  switch (rule) {
+    case mx_scale_rule::floor: e = floor_log2(a) - Elem::spec.emax; break;
+    case mx_scale_rule::ceil: e = ceil_log2(a) - Elem::spec.emax; break;
+    case mx_scale_rule::rceil: {
+      // Smallest e with max * 2^e >= a; both sides exact in double.
+      const double mx = Elem::spec.max_value;
+      e = ceil_log2(a) - floor_log2(mx);
+      while (mx * pow2_scale{e - 1}.factor() >= a) --e;
+      while (mx * pow2_scale{e}.factor() < a) ++e;
+      break;
+    }
+    default: return 0xFF;  // no cpd::mx_scale_rule (the bulk calls reject it first)
+  }
+  e = e < -127 ? -127 : (e > 127 ? 127 : e);
+  return static_cast<std::uint8_t>(e + 127);
+}
+}  // namespace detail
+
 /// The float8_e8m0fnu code of a block's scale from its amax: 0xFF for inf/NaN (and for a rule
 /// that is no enumerator); code 0 (2^-127) for an all-zero block; otherwise e + 127 with e from
 /// the rule, clamped to [-127, 127].
@@ -89,23 +113,8 @@ template <class Elem>
   const std::uint32_t b = detail::bit_cast<std::uint32_t>(amax) & 0x7FFFFFFFu;
   if (b >= 0x7F800000u) return mx_nan_scale;
   if (b == 0) return 0;
-  const double a = detail::widen(detail::bit_cast<float>(b));  // (integer: DAZ would read a subnormal as 0)
-  int e = 0;
-  switch (rule) {
-    case mx_scale_rule::floor: e = detail::floor_log2(a) - Elem::spec.emax; break;
-    case mx_scale_rule::ceil: e = detail::ceil_log2(a) - Elem::spec.emax; break;
-    case mx_scale_rule::rceil: {
-      // Smallest e with max * 2^e >= amax; both sides exact in double.
-      const double mx = Elem::spec.max_value;
-      e = detail::ceil_log2(a) - detail::floor_log2(mx);
-      while (mx * pow2_scale{e - 1}.factor() >= a) --e;
-      while (mx * pow2_scale{e}.factor() < a) ++e;
-      break;
-    }
-    default: return mx_nan_scale;  // no cpd::mx_scale_rule (the bulk calls reject it first)
-  }
-  e = e < -127 ? -127 : (e > 127 ? 127 : e);
-  return static_cast<std::uint8_t>(e + 127);
+  // (integer: DAZ would read a subnormal as 0)
+  return detail::mx_code_of_bound<Elem>(detail::widen(detail::bit_cast<float>(b)), rule);
 }
 
 /// Encodes n values into MX blocks: scales[mx_scale_count(n, k)] e8m0 codes and codes[n] element
@@ -176,5 +185,75 @@ void mx_quantize(const float* in, float* out, std::size_t n, const mx_options& o
     }
   }
 }
+
+/// OCP MX's shared scales as the scaling rule of a gradient exchange (docs/scaling.md): every
+/// block of block_size consecutive values of a tensor gets one power-of-two scale X = 2^e,
+/// chosen from the block's bound B = max|g| over every worker's block, times W with
+/// sum_headroom (a sum of W values stays within W * max|g|), by the rule (floor: the OCP MX
+/// v1.0 rule, e = floor(log2 B) - emax(F)). The statistic is the e8m0 code of each block
+/// (1 byte per block_size values, combined by max: the codes grow with B); each worker's
+/// value is quantized as Q(g / X), summed in F, and the sum multiplied by X.
+/// cpd::simulate_block_scaled_allreduce runs it.
+template <class F>
+class mx_block_scaling {
+  static_assert(is_float_format_v<F> && F::fits_float,
+                "cpd::mx_block_scaling: F must be a cpd::float_t whose values are floats");
+
+ public:
+  using format_type = F;
+  /// A block's e8m0 code; 0 (an all-zero block) is the identity of combine.
+  using statistic_type = std::uint8_t;
+  static constexpr statistic_type identity = 0;
+
+  struct options {
+    std::size_t block_size = 32;                ///< values per shared scale (OCP MX: 32)
+    mx_scale_rule rule = mx_scale_rule::floor;  ///< how e follows from the block's bound
+    bool sum_headroom = true;                   ///< bound = W * amax (else amax: the cast's rule)
+  };
+
+  explicit mx_block_scaling(int world_size) : mx_block_scaling(world_size, options{}) {}
+  /// world_size >= 1 and < 2^24, block_size >= 1, a rule that is an enumerator; else
+  /// std::invalid_argument naming it.
+  mx_block_scaling(int world_size, options o) : w_(world_size), opt_(o) {
+    if (world_size < 1 || world_size >= (1 << 24))
+      detail::fail_invalid("cpd::mx_block_scaling: world_size must be in [1, 2^24)");
+    detail::check_mx("cpd::mx_block_scaling", mx_options{o.block_size, o.rule, {}}, 0, nullptr, nullptr);
+  }
+
+  [[nodiscard]] int world_size() const noexcept { return w_; }
+  [[nodiscard]] const options& opts() const noexcept { return opt_; }
+  /// Blocks (statistics) of a tensor of n values; the last may be partial.
+  [[nodiscard]] std::size_t blocks(std::size_t n) const noexcept { return mx_scale_count(n, opt_.block_size); }
+
+  /// codes[blocks(n)]: the e8m0 code of each block's bound (0xFF for a block holding inf or
+  /// NaN, 0 for an all-zero block).
+  void statistics(const float* g, std::size_t n, statistic_type* codes) const noexcept {
+    const double factor = opt_.sum_headroom ? static_cast<double>(w_) : 1.0;
+    for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
+      hi = detail::block_end(lo, opt_.block_size, n);
+      const std::uint32_t b = detail::amax_bits(g + lo, hi - lo) & 0x7FFFFFFFu;
+      // amax * W is exact in double (24 + 24 bits), whatever the environment.
+      codes[blk] = b >= 0x7F800000u ? mx_nan_scale
+                   : b == 0         ? statistic_type{0}
+                                    : detail::mx_code_of_bound<F>(detail::widen(detail::bit_cast<float>(b)) * factor,
+                                                                  opt_.rule);
+    }
+  }
+  [[nodiscard]] static constexpr statistic_type combine(statistic_type a, statistic_type b) noexcept {
+    return a > b ? a : b;
+  }
+  /// acc[i] = combine(acc[i], other[i]) for every block.
+  static void combine(statistic_type* acc, const statistic_type* other, std::size_t blocks) noexcept {
+    for (std::size_t i = 0; i < blocks; ++i) acc[i] = combine(acc[i], other[i]);
+  }
+  /// The block's scale 2^-e (multiply before quantizing); for 0xFF (inf or NaN) 2^0, marked nonfinite.
+  [[nodiscard]] static constexpr pow2_scale select(statistic_type code) noexcept {
+    return code == mx_nan_scale ? pow2_scale{0, true} : pow2_scale{127 - static_cast<int>(code), false};
+  }
+
+ private:
+  int w_;
+  options opt_;
+};
 
 }  // namespace cpd
