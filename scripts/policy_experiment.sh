@@ -7,7 +7,8 @@
 # value and final accuracy:
 #   scripts/policy_experiment.sh TRAIN OUT.csv SEEDS FORMATS SCALERS POLICIES [cpd-train args...]
 # e.g. scripts/policy_experiment.sh build/ci/examples/cpd-train out.csv 1,2,3 e3m0 aps,amax-sqrtw policies.txt
-# Runs two cpd-train processes at a time (--threads 1 each).
+# Runs two cpd-train processes at a time (--threads 1 each). With CPD_LOGS=DIR set, every
+# run's whole output (loss scaling's skipped steps, times) is kept there as SEED-N.txt.
 set -euo pipefail
 train=${1:?usage: $0 TRAIN OUT.csv SEEDS FORMATS SCALERS POLICIES [args...]}
 out=${2:?}; seeds=${3:?}; formats=${4:?}; scalers=${5:?}; policies=${6:?}
@@ -39,4 +40,8 @@ for ((i = 1; i <= n; i++)); do
     /^weights-hash:/ { table = 0 }' "$tmp/$i.out" >> "$out"
   grep -q "weights-hash" "$tmp/$i.out" || { echo "run $i (seed $seed, policy '$policy') failed:"; tail -5 "$tmp/$i.out"; }
 done
+if [[ -n "${CPD_LOGS:-}" ]]; then
+  mkdir -p "$CPD_LOGS"
+  for ((i = 1; i <= n; i++)); do cp "$tmp/$i.out" "$CPD_LOGS/$(sed -n 1p "$tmp/$i.meta")-$i.txt"; done
+fi
 echo "wrote $out ($(($(wc -l < "$out") - 1)) runs)"

@@ -118,7 +118,34 @@ TEST_CASE("policy: the text form") {
   CHECK(message("from step 9 e5m2; from step 3 e4m3").find("increasing order") != std::string::npos);
   CHECK(message("adapt e5m2 below 0.1").find("needs 'above X'") != std::string::npos);
   CHECK(message("adapt e5m2 above 2").find("not a fraction in [0, 1]") != std::string::npos);
-  CHECK(message("adapt e5m2 above 0.1 after 3").find("is not above, below or hold") != std::string::npos);
   CHECK(message("adapt e5m2 above 0.1 hold 0").find("at least 1 step") != std::string::npos);
   CHECK(message("adapt e5m2 above 0.1; adapt fp32 above 0.2").find("one adaptive rule") != std::string::npos);
+}
+
+TEST_CASE("policy: a rule may name the scaling rule and the algorithm of its tensors") {
+  auto p = cpd::precision_policy::parse(
+      "tensors 0 e5m2 scaler aps algorithm two_step; from step 10 e4m3fn algorithm all_gather;"
+      "adapt e5m2 above 0.5 hold 2 scaler aps",
+      e3m0, 3);
+  using choice = cpd::precision_choice;
+  CHECK(p.choice_at(0, 0) == choice{e5m2, "aps", "two_step"});
+  CHECK(p.choice_at(1, 9) == choice{e3m0, "", ""});  // the base: the run's rule and algorithm
+  CHECK(p.choice_at(1, 10) == choice{e4m3, "", "all_gather"});
+  CHECK(p.at(1, 10) == e4m3);
+  p.observe(2, 12, 10, 6);
+  CHECK(p.choice_at(2, 13) == choice{e5m2, "aps", ""});
+  CHECK(p.choice_at(1, 13) == choice{e4m3, "", "all_gather"});
+  // every choice once, the base first; the formats once each
+  CHECK(p.choices() == std::vector<choice>{{e3m0, "", ""}, {e4m3, "", "all_gather"}, {e5m2, "aps", "two_step"},
+                                           {e5m2, "aps", ""}});
+  CHECK(p.formats() == std::vector<cpd::format>{e3m0, e4m3, e5m2});
+  // the same format with and without a rule are two choices
+  CHECK(cpd::precision_policy::parse("tensors 0 e3m0 scaler aps", e3m0, 2).choices().size() == 2);
+
+  CHECK(message("tensors 0 e5m2 scaler").find("tensors I[,I...] FORMAT [scaler S] [algorithm A]") !=
+        std::string::npos);
+  CHECK(message("tensors 0 e5m2 scaler aps scaler none").find("scaler twice") != std::string::npos);
+  CHECK(message("from step 3 e5m2 rule aps").find("'rule' is not scaler or algorithm") != std::string::npos);
+  CHECK(message("adapt e5m2 above 0.1 after 3").find("is not above, below, hold, scaler or algorithm") !=
+        std::string::npos);
 }

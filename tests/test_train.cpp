@@ -205,6 +205,23 @@ TEST_CASE("--policy: bad specs are usage errors; a policy of one format is that 
   REQUIRE_MESSAGE(phase.status == 0, phase.out);
   CHECK(hashes(all.out) == std::vector<std::string>{hashes(plain.out)[0]});
   CHECK(hashes(phase.out) == std::vector<std::string>{hashes(plain.out)[0]});
+  // a rule that names the rule and the algorithm of its tensors: every tensor so is the run
+  // with --scaler and --algorithm (the plain runs above are --aps on, here the base is off)
+  const std::string off = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32 --aps off";
+  const run_output named = run(off + " --grad-formats fp32 --policy 'tensors 0..-1 e4m3 scaler aps algorithm two_step'");
+  const run_output flags = run(common + " --grad-formats e4m3 --algorithm two_step");
+  REQUIRE_MESSAGE(named.status == 0, named.out);
+  REQUIRE_MESSAGE(flags.status == 0, flags.out);
+  CHECK(hashes(named.out) == hashes(flags.out));
+  const run_output aps_only = run(off + " --grad-formats e4m3 --policy 'from step 0 e4m3 scaler aps'");
+  REQUIRE_MESSAGE(aps_only.status == 0, aps_only.out);
+  CHECK(hashes(aps_only.out) == std::vector<std::string>{hashes(plain.out)[0]});
+  const run_output bad = run(off + " --policy 'tensors 0 e5m2 scaler mx99'");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("--policy: scaler 'mx99' is not one of aps,") != std::string::npos);
+  const run_output bad_mpi = run(off + " --mpi --policy 'tensors 0 e5m2 algorithm halving_doubling'");
+  CHECK(bad_mpi.status == 2);
+  CHECK(bad_mpi.out.find("--policy: algorithm halving_doubling with --mpi") != std::string::npos);
   // adaptive on e3m0: some tensors at some steps in e5m2 (between 4 and 8 bits per value on
   // average), other weights than e3m0 alone
   const run_output adapt = run(common + " --grad-formats e3m0 --policy 'adapt e5m2 above 0.01 below 0.005 hold 2'");

@@ -56,12 +56,13 @@ foreach(workers 3 4 8)
     endif()
   endforeach()
 endforeach()
-# A precision policy (a tensor rule, a phase and adaptation, whose statistics every rank
+# A precision policy (a tensor rule and adaptation that name their rule and algorithm, a
+# phase, and the statistics of the adaptation, which every rank
 # gathers with one allreduce a step): MPI must choose the emulation's formats, step by step.
 # (The rules in a file, one a line: --policy @FILE.)
 string(RANDOM LENGTH 8 tag)
 set(policy_file "${CMAKE_CURRENT_BINARY_DIR}/train_mpi_policy_${tag}.txt")
-file(WRITE "${policy_file}" "tensors -2..-1 e5m2\nfrom step 6 e4m3\nadapt e5m2 above 0.003 below 0.002 hold 2\n")
+file(WRITE "${policy_file}" "tensors -2..-1 e5m2 scaler none algorithm all_gather\nfrom step 6 e4m3\nadapt e5m2 above 0.003 below 0.002 hold 2 algorithm two_step\n")
 set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64 --aps on
          --grad-formats e3m0,fp32 --policy "@${policy_file}" --threads 1)
 set(policy_hashes "")

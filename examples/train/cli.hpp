@@ -53,15 +53,15 @@ inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
 /// How the weights are updated when they are kept in a low-precision format.
 enum class update_rounding { nearest_even, stochastic, kahan };
 
-/// The allreduce_algorithm of a command-line name (its to_string).
-inline cpd::allreduce_algorithm parse_algorithm(const std::string& v) {
+/// The allreduce_algorithm of a command-line name (its to_string); `flag` names the option.
+inline cpd::allreduce_algorithm parse_algorithm(const std::string& v, const std::string& flag = "--algorithm") {
   std::string names;
   for (int k = 0; k < 6; ++k) {
     const auto a = static_cast<cpd::allreduce_algorithm>(k);
     if (v == cpd::to_string(a)) return a;
     names += (k ? ", " : "") + std::string(cpd::to_string(a));
   }
-  throw usage_error("--algorithm: '" + v + "' is not one of " + names);
+  throw usage_error(flag + ": '" + v + "' is not one of " + names);
 }
 
 /// The scaling rule of a gradient format's runs (docs/scaling.md).
@@ -80,6 +80,37 @@ inline const char* scaler_name(scaler_kind k) {
     case scaler_kind::loss: return "loss";
   }
   return "?";
+}
+
+/// The scaler_kind of a --scaler name, if it is one.
+inline std::optional<scaler_kind> scaler_of(const std::string& v) {
+  for (scaler_kind k : {scaler_kind::none, scaler_kind::aps, scaler_kind::amax, scaler_kind::amax_sqrtw,
+                        scaler_kind::predivide, scaler_kind::delayed, scaler_kind::mx32, scaler_kind::loss})
+    if (v == scaler_name(k)) return k;
+  return std::nullopt;
+}
+
+/// The names --scaler takes, for its messages.
+inline const char* scaler_names() { return "aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none"; }
+
+/// The rule and algorithm of a --policy choice: a scaler the exchange can run (over MPI: aps
+/// and none) and an algorithm it can run (over MPI not sequential or halving_doubling; with
+/// --kahan not two_step); usage_error else.
+inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
+  if (!c.scaler.empty()) {
+    const auto k = scaler_of(c.scaler);
+    if (!k) throw usage_error("--policy: scaler '" + c.scaler + "' is not one of " + scaler_names());
+    if (mpi && *k != scaler_kind::aps && *k != scaler_kind::none)
+      throw usage_error("--policy: scaler " + c.scaler + " with --mpi: over MPI cpd-train runs aps and none");
+  }
+  if (!c.algorithm.empty()) {
+    const auto a = parse_algorithm(c.algorithm, "--policy: algorithm");
+    if (mpi && (a == cpd::allreduce_algorithm::sequential || a == cpd::allreduce_algorithm::halving_doubling))
+      throw usage_error("--policy: algorithm " + c.algorithm +
+                        " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");
+    if (kahan && a == cpd::allreduce_algorithm::two_step)
+      throw usage_error("--policy: algorithm two_step with --kahan: two_step sums in float32 and rounds once");
+  }
 }
 
 /// The table's and the CSV's APS column: off (no scaling), on (APS), else the scaler's name.
@@ -154,8 +185,10 @@ inline const char* usage_text() {
          "                        epoch E FORMAT' or 'from step S FORMAT' (a phase), 'adapt FORMAT above X\n"
          "                        [below Y] [hold N]' (a tensor that lost more than a fraction X of its\n"
          "                        values, flushed or overflowed, goes to FORMAT for N steps at least, back\n"
-         "                        when at most Y); the run's format is the base; the grad_format column\n"
-         "                        gets +policy and the table the average bits per value sent\n"
+         "                        when at most Y); any rule may end with 'scaler NAME' (a --scaler rule)\n"
+         "                        and 'algorithm NAME' (an --algorithm) for its tensors; the run's format\n"
+         "                        is the base; the grad_format column gets +policy and the table the\n"
+         "                        average bits per value sent\n"
          "  --codec LIST          also run each gradient codec of the comma-separated list, e.g.\n"
          "                        dyntree8,linear8,qsgd:4bit:512,onebit (names as cpd::make_codec, docs/codecs.md):\n"
          "                        every worker encodes, the payloads are all-gathered, decoded and summed in float\n"
@@ -365,13 +398,9 @@ inline std::optional<options> parse(int argc, char** argv) {
   if (scaler_list && seen.count("--aps"))
     throw usage_error("--aps and --scaler: give one (--aps on is --scaler aps, --aps off is --scaler none)");
   if (scaler_list) {
-    const scaler_kind all[] = {scaler_kind::none,      scaler_kind::aps,     scaler_kind::amax,
-                               scaler_kind::amax_sqrtw, scaler_kind::predivide, scaler_kind::delayed,
-                               scaler_kind::mx32,      scaler_kind::loss};
     for (const std::string& v : parse_list("--scaler", *scaler_list)) {
-      const scaler_kind* k = std::find_if(std::begin(all), std::end(all), [&](scaler_kind s) { return v == scaler_name(s); });
-      if (k == std::end(all))
-        throw usage_error("--scaler: '" + v + "' is not one of aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none");
+      const std::optional<scaler_kind> k = scaler_of(v);
+      if (!k) throw usage_error("--scaler: '" + v + "' is not one of " + scaler_names());
       if (std::find(o.scalers.begin(), o.scalers.end(), *k) != o.scalers.end())
         throw usage_error("--scaler: " + v + " twice");
       if (o.mpi && *k != scaler_kind::aps && *k != scaler_kind::none)
@@ -402,8 +431,10 @@ inline std::optional<options> parse(int argc, char** argv) {
   if (o.policy) {
     if (o.grad_formats.empty()) throw usage_error("--policy: --grad-formats none leaves no format run to apply it to");
     try {  // the tensors are known here (two per layer); the steps of an epoch only with the data
-      (void)cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1),
-                                         1);
+      for (const cpd::precision_choice& c :
+           cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1), 1)
+               .choices())
+        check_choice(c, o.mpi, o.kahan);
     } catch (const std::invalid_argument& e) {
       std::string why = e.what();
       const std::string prefix = "cpd::precision_policy: ";

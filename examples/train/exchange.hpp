@@ -62,22 +62,28 @@ inline std::string train_format_names() { return format_names(train_formats{}); 
 /// Sums the W workers' gradients tensor by tensor with cpd::simulate_allreduce in
 /// ring order, every addition rounded to the gradient format (fp32: float sums),
 /// scaled by the run's rule, and writes their mean. With a precision policy, each
-/// tensor's format at each step is the policy's, which observes the simulation's counts.
-/// mx32 runs cpd::simulate_block_scaled_allreduce (elements saturate, as MX's do); loss
+/// tensor's format at each step is the policy's (and its rule and algorithm, where a policy
+/// rule names them), which observes the simulation's counts. mx32 runs cpd::simulate_block_scaled_allreduce (elements saturate, as MX's do); loss
 /// keeps one cpd::dynamic_loss_scaling for all tensors and says when a step must be skipped.
 class exchanger {
  public:
   exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, int workers,
             std::vector<tensor_view> tensors, cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
             std::optional<cpd::precision_policy> policy = std::nullopt)
-      : tensors_(std::move(tensors)), workers_(workers), policy_(std::move(policy)), scaler_(scaler) {
-    opt_.algorithm = algorithm;
+      : tensors_(std::move(tensors)), workers_(workers), policy_(std::move(policy)) {
     opt_.kahan = kahan;
     opt_.mean = true;
     opt_.diagnostics = true;
     const cpd::format base = fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>();
-    for (const cpd::format& f : policy_ ? policy_->formats() : std::vector<cpd::format>{base})
-      reducers_.push_back({f, make_reducer(f, scaler)});
+    // one reducer per choice the run can make: the run's (format, rule, algorithm), or each of
+    // the policy's, whose empty names stand for the run's (cli.hpp checked the names)
+    for (const cpd::precision_choice& c :
+         policy_ ? policy_->choices() : std::vector<cpd::precision_choice>{{base, {}, {}}}) {
+      const scaler_kind k = c.scaler.empty() ? scaler : *scaler_of(c.scaler);
+      const cpd::allreduce_algorithm a = c.algorithm.empty() ? algorithm : parse_algorithm(c.algorithm);
+      reducers_.push_back({c, make_reducer(c.fmt, k, a), k});
+      loss_used_ |= k == scaler_kind::loss;
+    }
   }
 
   /// mean = the W-way mean of grads, per tensor, through the low-precision ring, at
@@ -91,18 +97,19 @@ class exchanger {
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const tensor_view& t = tensors_[i];
       for (std::size_t w = 0; w < grads.size(); ++w) ptrs[w] = grads[w].data() + t.offset;
-      const cpd::format f = policy_ ? policy_->at(i, step) : reducers_[0].first;
-      const auto r = reducer(f)(i, ptrs.data(), mean + t.offset, t.size());
+      const reducer_entry& red = policy_ ? reducer(policy_->choice_at(i, step)) : reducers_[0];
+      const cpd::format& f = red.choice.fmt;
+      const auto r = red.fn(i, ptrs.data(), mean + t.offset, t.size());
       stats_ += r.first;
       stats_.overflow += r.second;
       nonfinite += r.second;
       if (policy_) policy_->observe(i, step, r.first);
       // mx32 sends one e8m0 scale per 32 values besides the values (its statistics allreduce)
-      bits_ += (static_cast<double>(f.bits()) + (scaler_ == scaler_kind::mx32 ? 8.0 / 32.0 : 0.0)) *
+      bits_ += (static_cast<double>(f.bits()) + (red.scaler == scaler_kind::mx32 ? 8.0 / 32.0 : 0.0)) *
                static_cast<double>(t.size());
       values_ += t.size();
     }
-    if (scaler_ != scaler_kind::loss) return true;
+    if (!loss_used_) return true;
     loss_.update(nonfinite != 0 ? 1 : 0);  // GradScaler.update with found_inf, the same on every worker
     skipped_ += loss_.skipped();
     return !loss_.skipped();
@@ -120,37 +127,45 @@ class exchanger {
   using tensor_result = std::pair<exchange_stats, std::uint64_t>;
   using reducer_fn = std::function<tensor_result(std::size_t, const float* const*, float*, std::size_t)>;
 
-  reducer_fn make_reducer(const cpd::format& f, scaler_kind scaler) {
+  struct reducer_entry {
+    cpd::precision_choice choice;
+    reducer_fn fn;
+    scaler_kind scaler;
+  };
+
+  reducer_fn make_reducer(const cpd::format& f, scaler_kind scaler, cpd::allreduce_algorithm algorithm) {
     reducer_fn fn;
     const bool found = cpd::visit<train_formats>(f, [&](auto tag) {
       using F = decltype(tag);
-      // delayed scaling keeps an amax history per tensor (and per format)
+      // delayed scaling keeps an amax history per tensor (and per choice)
       auto delayed = std::make_shared<std::vector<cpd::delayed_scaling<F>>>(tensors_.size());
-      fn = [scaler, delayed, this](std::size_t t, const float* const* g, float* out, std::size_t len) {
+      fn = [scaler, algorithm, delayed, this](std::size_t t, const float* const* g, float* out, std::size_t len) {
         const int w = workers_;
+        cpd::allreduce_options opt = opt_;  // (the threads of this step) with this choice's algorithm
+        opt.algorithm = algorithm;
         const auto sum = [](const auto& r) { return tensor_result{r.scaled, r.nonfinite_out}; };
         switch (scaler) {
-          case scaler_kind::aps: return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::aps<F>(w), opt_));
+          case scaler_kind::aps: return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::aps<F>(w), opt));
           case scaler_kind::amax:
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::current_scaling<F>(), opt_));
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::current_scaling<F>(), opt));
           case scaler_kind::amax_sqrtw:
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::amax_sqrtw_scaling<F>(w), opt_));
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::amax_sqrtw_scaling<F>(w), opt));
           case scaler_kind::predivide:
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::predivide_scaling(w), opt_));
-          case scaler_kind::delayed: return sum(cpd::simulate_allreduce<F>(g, out, len, w, (*delayed)[t], opt_));
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::predivide_scaling(w), opt));
+          case scaler_kind::delayed: return sum(cpd::simulate_allreduce<F>(g, out, len, w, (*delayed)[t], opt));
           case scaler_kind::mx32: {
             const auto r = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
-                g, out, len, w, cpd::mx_block_scaling<F>(w), opt_);
+                g, out, len, w, cpd::mx_block_scaling<F>(w), opt);
             return tensor_result{r.scaled, r.nonfinite_out};
           }
           case scaler_kind::loss: {
             // GradScaler's scales are powers of two (2^16, x 2, x 0.5): the exact power-of-two path
             const int k = std::ilogb(loss_.scale());
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::fixed_scaling(cpd::pow2_scale{k}), opt_));
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::fixed_scaling(cpd::pow2_scale{k}), opt));
           }
           case scaler_kind::none: break;
         }
-        return sum(cpd::simulate_allreduce<F>(g, out, len, w, opt_));
+        return sum(cpd::simulate_allreduce<F>(g, out, len, w, opt));
       };
     });
     if (!found)
@@ -160,18 +175,18 @@ class exchanger {
     return fn;
   }
 
-  const reducer_fn& reducer(const cpd::format& f) const {
+  const reducer_entry& reducer(const cpd::precision_choice& c) const {
     for (const auto& r : reducers_)
-      if (r.first == f) return r.second;
-    return reducers_[0].second;  // the policy chooses only among its formats()
+      if (r.choice == c) return r;
+    return reducers_[0];  // the policy chooses only among its choices()
   }
 
   std::vector<tensor_view> tensors_;
   int workers_;
   std::optional<cpd::precision_policy> policy_;
   cpd::allreduce_options opt_;
-  std::vector<std::pair<cpd::format, reducer_fn>> reducers_;
-  scaler_kind scaler_;
+  std::vector<reducer_entry> reducers_;
+  bool loss_used_ = false;          // some choice runs loss scaling: one scale for the whole model
   cpd::dynamic_loss_scaling loss_;  // (loss only) PyTorch's defaults
   std::uint64_t skipped_ = 0;
   exchange_stats stats_;

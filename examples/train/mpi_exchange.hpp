@@ -44,7 +44,7 @@ inline exchange_stats sum_over_ranks(const exchange_stats& s) {
 }
 
 /// The gradient exchange of one rank over MPI. With a precision policy, the tensors of a
-/// step go in one plan per format, and the policy observes every rank's counts summed by one
+/// step go in one plan per choice (format, and the rule and algorithm a rule names), and the policy observes every rank's counts summed by one
 /// allreduce of two integers per tensor: the formats, and so the bits, of the emulated run.
 class mpi_exchanger {
  public:
@@ -68,14 +68,14 @@ class mpi_exchanger {
   /// mean = the mean over all ranks of this rank's gradient `local`, at (global) step `step`.
   void allreduce_mean(const float* local, float* mean, std::uint64_t step) {
     const std::size_t T = tensors_.size();
-    std::vector<cpd::format> at(T, fmt_);
+    std::vector<cpd::precision_choice> at(T, cpd::precision_choice{fmt_, {}, {}});
     if (policy_)
-      for (std::size_t i = 0; i < T; ++i) at[i] = policy_->at(i, step);
+      for (std::size_t i = 0; i < T; ++i) at[i] = policy_->choice_at(i, step);
     std::vector<std::uint64_t> counts(2 * T, 0);
     std::vector<bool> done(T, false);
     for (std::size_t i = 0; i < T; ++i) {
       if (done[i]) continue;
-      std::vector<std::size_t> members;  // the tensors in at[i] this step, in order
+      std::vector<std::size_t> members;  // the tensors with choice at[i] this step, in order
       for (std::size_t j = i; j < T; ++j)
         if (!done[j] && at[j] == at[i]) {
           members.push_back(j);
@@ -94,12 +94,12 @@ class mpi_exchanger {
         o.scale_exponent = r.scales[k].exponent;
         o.stats = &st;
         scratch_.resize(tv.size());
-        cpd::quantize(at[i], cpd::rounding::nearest_even, cpd::overflow::infinity, local + tv.offset, scratch_.data(),
+        cpd::quantize(at[i].fmt, cpd::rounding::nearest_even, cpd::overflow::infinity, local + tv.offset, scratch_.data(),
                       tv.size(), o);
         stats_ += st;
         counts[2 * members[k]] = st.count;
         counts[2 * members[k] + 1] = cpd::precision_policy::lost(st);
-        bits_ += static_cast<double>(at[i].bits()) * static_cast<double>(tv.size());
+        bits_ += static_cast<double>(at[i].fmt.bits()) * static_cast<double>(tv.size());
         values_ += tv.size();
       }
     }
@@ -129,15 +129,20 @@ class mpi_exchanger {
  private:
   using plan_type = cpd::mpi::dynamic_plan<train_formats, false>;
 
-  /// The plan of format f for these tensors, made the first time they go together.
-  plan_type& plan(const cpd::format& f, const std::vector<std::size_t>& members) {
-    std::string key = f.name();
+  /// The plan of choice c for these tensors, made the first time they go together (a
+  /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps and none and the
+  /// algorithms MPI runs).
+  plan_type& plan(const cpd::precision_choice& c, const std::vector<std::size_t>& members) {
+    std::string key = c.fmt.name() + "/" + c.scaler + "/" + c.algorithm;
     for (std::size_t j : members) key += "," + std::to_string(j);
     auto& p = plans_[key];
     if (!p) {
       std::vector<std::size_t> sizes;
       for (std::size_t j : members) sizes.push_back(tensors_[j].size());
-      p = std::make_unique<plan_type>(MPI_COMM_WORLD, f, cpd::rounding::nearest_even, sizes, opt_, aps_);
+      cpd::mpi::options o = opt_;
+      if (!c.algorithm.empty()) o.algo = mpi_algorithm(parse_algorithm(c.algorithm));
+      const bool aps = c.scaler.empty() ? aps_ : c.scaler == "aps";
+      p = std::make_unique<plan_type>(MPI_COMM_WORLD, c.fmt, cpd::rounding::nearest_even, sizes, o, aps);
     }
     return *p;
   }

@@ -8,6 +8,8 @@
 // every worker sees alike (the counts summed over the workers: in a simulation they are the
 // simulation's own, over MPI one small allreduce of two integers per tensor per step), so the
 // simulation and every rank of a real exchange choose the same formats and give the same bits.
+// A rule may also name the scaling rule and the exchange algorithm of the tensors it covers
+// (precision_choice): names the policy keeps for the exchange to interpret.
 
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/format.hpp>
@@ -18,35 +20,53 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cpd {
 
-/// Which format each tensor exchanges at each step (docs/policy.md).
+/// What a policy chooses for a tensor at a step: the format, and optionally the scaling rule
+/// and the exchange algorithm by name (empty: the exchange's own). The policy does not
+/// interpret the names; the exchange that runs it checks them (precision_policy::choices()).
+struct precision_choice {
+  format fmt = format::of<float_t<8, 23>>();
+  std::string scaler;     ///< e.g. "aps"; empty: the run's rule
+  std::string algorithm;  ///< e.g. "two_step"; empty: the run's algorithm
+
+  friend bool operator==(const precision_choice& a, const precision_choice& b) {
+    return a.fmt == b.fmt && a.scaler == b.scaler && a.algorithm == b.algorithm;
+  }
+  friend bool operator!=(const precision_choice& a, const precision_choice& b) { return !(a == b); }
+};
+
+/// Which format (and, by name, scaling rule and algorithm) each tensor of a model exchanges at
+/// each step (docs/policy.md).
 class precision_policy {
  public:
   /// Every tensor in `base` at every step until a rule says otherwise; `tensors` is the
   /// number of tensors of the model (the per-tensor rules count from its end too).
-  precision_policy(format base, std::size_t tensors) : base_(base), state_(tensors) {}
+  precision_policy(format base, std::size_t tensors) : base_{base, {}, {}}, state_(tensors) {}
 
   /// Tensor t (negative: counted from the end, -1 the last) always exchanges in f: neither
   /// phases nor adaptation change it.
-  precision_policy& tensor(long t, format f) {
+  precision_policy& tensor(long t, format f) { return tensor(t, precision_choice{f, {}, {}}); }
+  precision_policy& tensor(long t, precision_choice f) {
     const long n = static_cast<long>(state_.size());
     const long i = t < 0 ? n + t : t;
     if (i < 0 || i >= n)
       fail_policy("tensor " + std::to_string(t) + " does not exist (the model has " + std::to_string(n) + " tensors)");
     state_[static_cast<std::size_t>(i)].fixed = true;
-    state_[static_cast<std::size_t>(i)].fixed_format = f;
+    state_[static_cast<std::size_t>(i)].fixed_choice = std::move(f);
     return *this;
   }
 
   /// From step `step` on, the tensors without a rule of their own exchange in f (a phase).
   /// Phases must come in increasing order of their steps.
-  precision_policy& from_step(std::uint64_t step, format f) {
+  precision_policy& from_step(std::uint64_t step, format f) { return from_step(step, precision_choice{f, {}, {}}); }
+  precision_policy& from_step(std::uint64_t step, precision_choice f) {
     if (!phases_.empty() && step <= phases_.back().step)
       fail_policy("phases must come in increasing order of their steps");
-    phases_.push_back({step, f});
+    phases_.push_back({step, std::move(f)});
     return *this;
   }
 
@@ -55,12 +75,15 @@ class precision_policy {
   /// workers) is above `above` exchanges in `wider` from the next step on, for `hold` steps
   /// at least, and goes back once the fraction measured in `wider` is at most `below`.
   precision_policy& adaptive(format wider, double above, double below, std::uint64_t hold = 1) {
+    return adaptive(precision_choice{wider, {}, {}}, above, below, hold);
+  }
+  precision_policy& adaptive(precision_choice wider, double above, double below, std::uint64_t hold = 1) {
     if (adaptive_) fail_policy("one adaptive rule per policy");
     if (!(above >= 0 && above <= 1) || !(below >= 0 && below <= above))
       fail_policy("adaptive thresholds need 0 <= below <= above <= 1");
     if (hold == 0) fail_policy("adaptive hold must be at least 1 step");
     adaptive_ = true;
-    wider_ = wider;
+    wider_ = std::move(wider);
     above_ = above;
     below_ = below;
     hold_ = hold;
@@ -68,11 +91,14 @@ class precision_policy {
   }
 
   /// The format of tensor t at step `step`.
-  [[nodiscard]] format at(std::size_t t, std::uint64_t step) const {
+  [[nodiscard]] format at(std::size_t t, std::uint64_t step) const { return choice_at(t, step).fmt; }
+
+  /// The whole choice for tensor t at step `step`.
+  [[nodiscard]] const precision_choice& choice_at(std::size_t t, std::uint64_t step) const {
     const tensor_state& s = state_.at(t);
-    if (s.fixed) return s.fixed_format;
+    if (s.fixed) return s.fixed_choice;
     if (s.wide) return wider_;
-    return phase_format(step);
+    return phase_choice(step);
   }
 
   /// After the exchange of step `step`: tensor t's statistics summed over the workers (the
@@ -101,26 +127,38 @@ class precision_policy {
 
   /// Every format the policy can choose, the base first, each once.
   [[nodiscard]] std::vector<format> formats() const {
-    std::vector<format> out{base_};
-    const auto add = [&out](format f) {
-      for (const format& g : out)
-        if (g == f) return;
-      out.push_back(f);
+    std::vector<format> out;
+    for (const precision_choice& c : choices()) {
+      bool seen = false;
+      for (const format& g : out) seen |= g == c.fmt;
+      if (!seen) out.push_back(c.fmt);
+    }
+    return out;
+  }
+
+  /// Every choice the policy can make, the base first, each once.
+  [[nodiscard]] std::vector<precision_choice> choices() const {
+    std::vector<precision_choice> out{base_};
+    const auto add = [&out](const precision_choice& c) {
+      for (const precision_choice& g : out)
+        if (g == c) return;
+      out.push_back(c);
     };
-    for (const phase& p : phases_) add(p.f);
+    for (const phase& p : phases_) add(p.c);
     for (const tensor_state& s : state_)
-      if (s.fixed) add(s.fixed_format);
+      if (s.fixed) add(s.fixed_choice);
     if (adaptive_) add(wider_);
     return out;
   }
 
   [[nodiscard]] std::size_t tensors() const noexcept { return state_.size(); }
-  [[nodiscard]] format base() const noexcept { return base_; }
+  [[nodiscard]] format base() const noexcept { return base_.fmt; }
 
   /// A policy from text (docs/policy.md): rules separated by ';' or new lines, each one of
-  ///   tensors I[,I...] FORMAT               (I an index, negative from the end; or A..B)
-  ///   from step S FORMAT | from epoch E FORMAT   (epochs: steps_per_epoch > 0)
-  ///   adapt FORMAT above X [below Y] [hold N]    (below defaults to X, hold to 1)
+  ///   tensors I[,I...] FORMAT [...]                  (I an index, negative from the end; or A..B)
+  ///   from step S FORMAT [...] | from epoch E FORMAT [...]   (epochs: steps_per_epoch > 0)
+  ///   adapt FORMAT above X [below Y] [hold N] [...]          (below defaults to X, hold to 1)
+  /// where [...] is [scaler NAME] [algorithm NAME], names kept for the exchange to check.
   /// Throws std::invalid_argument naming what is wrong.
   [[nodiscard]] static precision_policy parse(std::string_view spec, format base, std::size_t tensors,
                                               std::uint64_t steps_per_epoch = 0) {
@@ -132,8 +170,9 @@ class precision_policy {
       ++rules;
       const std::string r(rule);
       if (w[0] == "tensors") {
-        if (w.size() != 3) fail_policy("'" + r + "': tensors I[,I...] FORMAT");
-        const format f = parse_format(w[2], r);
+        if (w.size() < 3 || w.size() % 2 == 0)
+          fail_policy("'" + r + "': tensors I[,I...] FORMAT [scaler S] [algorithm A]");
+        const precision_choice f = parse_choice(w, 2, r);
         for (std::string_view item : split(w[1], ",")) {
           const std::size_t dots = item.find("..");
           if (dots == std::string_view::npos) {
@@ -146,8 +185,8 @@ class precision_policy {
           for (long i = a; i <= b; ++i) p.tensor(i, f);
         }
       } else if (w[0] == "from") {
-        if (w.size() != 4 || (w[1] != "step" && w[1] != "epoch"))
-          fail_policy("'" + r + "': from step S FORMAT, or from epoch E FORMAT");
+        if (w.size() < 4 || w.size() % 2 != 0 || (w[1] != "step" && w[1] != "epoch"))
+          fail_policy("'" + r + "': from step S FORMAT, or from epoch E FORMAT (then [scaler S] [algorithm A])");
         const long v = parse_int(w[2], r);
         if (v < 0) fail_policy("'" + r + "': a step or an epoch is not negative");
         std::uint64_t step = static_cast<std::uint64_t>(v);
@@ -155,17 +194,19 @@ class precision_policy {
           if (steps_per_epoch == 0) fail_policy("'" + r + "': epochs are not known here; give a step");
           step *= steps_per_epoch;
         }
-        p.from_step(step, parse_format(w[3], r));
+        p.from_step(step, parse_choice(w, 3, r));
       } else if (w[0] == "adapt") {
-        if (w.size() < 4 || w.size() % 2 != 0) fail_policy("'" + r + "': adapt FORMAT above X [below Y] [hold N]");
-        const format f = parse_format(w[1], r);
+        if (w.size() < 4 || w.size() % 2 != 0)
+          fail_policy("'" + r + "': adapt FORMAT above X [below Y] [hold N] [scaler S] [algorithm A]");
+        precision_choice f{parse_format(w[1], r), {}, {}};
         double above = -1, below = -1;
         long hold = 1;
         for (std::size_t i = 2; i + 1 < w.size(); i += 2) {
           if (w[i] == "above") above = parse_fraction(w[i + 1], r);
           else if (w[i] == "below") below = parse_fraction(w[i + 1], r);
           else if (w[i] == "hold") hold = parse_int(w[i + 1], r);
-          else fail_policy("'" + r + "': '" + std::string(w[i]) + "' is not above, below or hold");
+          else if (!parse_option(f, w[i], w[i + 1], r))
+            fail_policy("'" + r + "': '" + std::string(w[i]) + "' is not above, below, hold, scaler or algorithm");
         }
         if (above < 0) fail_policy("'" + r + "': adapt needs 'above X'");
         if (hold < 1) fail_policy("'" + r + "': hold is at least 1 step");
@@ -181,20 +222,38 @@ class precision_policy {
  private:
   struct tensor_state {
     bool fixed = false;
-    format fixed_format = format::of<float_t<8, 23>>();
+    precision_choice fixed_choice;
     bool wide = false;
     std::uint64_t since = 0;  // first step in the wider format
   };
   struct phase {
     std::uint64_t step;
-    format f;
+    precision_choice c;
   };
 
-  format phase_format(std::uint64_t step) const {
-    format f = base_;
+  const precision_choice& phase_choice(std::uint64_t step) const {
+    const precision_choice* c = &base_;
     for (const phase& p : phases_)
-      if (step >= p.step) f = p.f;
-    return f;
+      if (step >= p.step) c = &p.c;
+    return *c;
+  }
+
+  /// `scaler NAME` or `algorithm NAME` into c; false for another key.
+  static bool parse_option(precision_choice& c, std::string_view key, std::string_view value, const std::string& rule) {
+    if (key != "scaler" && key != "algorithm") return false;
+    std::string& slot = key == "scaler" ? c.scaler : c.algorithm;
+    if (!slot.empty()) fail_policy("'" + rule + "': " + std::string(key) + " twice");
+    slot = std::string(value);
+    return true;
+  }
+
+  /// FORMAT at w[at], then pairs of `scaler NAME` / `algorithm NAME` to the end.
+  static precision_choice parse_choice(const std::vector<std::string_view>& w, std::size_t at, const std::string& rule) {
+    precision_choice c{parse_format(w[at], rule), {}, {}};
+    for (std::size_t i = at + 1; i + 1 < w.size(); i += 2)
+      if (!parse_option(c, w[i], w[i + 1], rule))
+        fail_policy("'" + rule + "': '" + std::string(w[i]) + "' is not scaler or algorithm");
+    return c;
   }
 
   long index(long t, const std::string& rule) const {
@@ -264,11 +323,11 @@ class precision_policy {
     return v;
   }
 
-  format base_;
+  precision_choice base_;
   std::vector<tensor_state> state_;
   std::vector<phase> phases_;
   bool adaptive_ = false;
-  format wider_ = format::of<float_t<8, 23>>();
+  precision_choice wider_;
   double above_ = 1, below_ = 1;
   std::uint64_t hold_ = 1;
 };
