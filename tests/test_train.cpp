@@ -118,7 +118,7 @@ TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthan
   CHECK(b.out.find("--aps and --scaler: give one") != std::string::npos);
   const run_output c = run("--mpi --scaler amax");
   CHECK(c.status == 2);
-  CHECK(c.out.find("over MPI cpd-train runs aps and none") != std::string::npos);
+  CHECK(c.out.find("over MPI cpd-train runs aps, loss and none") != std::string::npos);
   const run_output d = run("--scaler none,aps,none");
   CHECK(d.status == 2);
   CHECK(d.out.find("none twice") != std::string::npos);

@@ -63,8 +63,10 @@ endforeach()
 string(RANDOM LENGTH 8 tag)
 set(policy_file "${CMAKE_CURRENT_BINARY_DIR}/train_mpi_policy_${tag}.txt")
 file(WRITE "${policy_file}" "tensors -2..-1 e5m2 scaler none algorithm all_gather\nfrom step 6 e4m3\nadapt e5m2 above 0.003 below 0.002 hold 2 algorithm two_step\n")
-set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64 --aps on
-         --grad-formats e3m0,fp32 --policy "@${policy_file}" --threads 1)
+# Each format with APS and with loss scaling (GradScaler's: the steps it skips and its scale
+# must be the emulation's too).
+set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
+         --scaler aps,loss --grad-formats e3m0,fp32 --policy "@${policy_file}" --threads 1)
 set(policy_hashes "")
 foreach(way emulated mpi)
   if(way STREQUAL "mpi")
@@ -76,7 +78,7 @@ foreach(way emulated mpi)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "cpd-train --policy (4 workers, ${way}) failed with ${rc}:\n${out}${err}")
   endif()
-  string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)|\n[a-z0-9]+\\+policy +on +[0-9.]+" lines "${out}")
+  string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)|\n[a-z0-9]+\\+policy +(on|loss) +[0-9.]+|loss scaling: [^(]*" lines "${out}")
   string(JOIN " | " joined ${lines})
   string(REPLACE "\n" "" joined "${joined}")
   message("policy, 4 workers, ${way}: ${joined}")

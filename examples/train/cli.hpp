@@ -100,8 +100,8 @@ inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
   if (!c.scaler.empty()) {
     const auto k = scaler_of(c.scaler);
     if (!k) throw usage_error("--policy: scaler '" + c.scaler + "' is not one of " + scaler_names());
-    if (mpi && *k != scaler_kind::aps && *k != scaler_kind::none)
-      throw usage_error("--policy: scaler " + c.scaler + " with --mpi: over MPI cpd-train runs aps and none");
+    if (mpi && *k != scaler_kind::aps && *k != scaler_kind::none && *k != scaler_kind::loss)
+      throw usage_error("--policy: scaler " + c.scaler + " with --mpi: over MPI cpd-train runs aps, loss and none");
   }
   if (!c.algorithm.empty()) {
     const auto a = parse_algorithm(c.algorithm, "--policy: algorithm");
@@ -178,7 +178,7 @@ inline const char* usage_text() {
          "                        two per 32 values from their amax over the workers x W, 0.25 bits/value more),\n"
          "                        loss (PyTorch's GradScaler: a loss scale from 2^16, halved and the step\n"
          "                        skipped on an inf or NaN sum, doubled after 2000 clean steps), none;\n"
-         "                        with --mpi: aps, none\n"
+         "                        with --mpi: aps, loss, none\n"
          "  --policy SPEC         a precision policy on top of every format run (docs/policy.md), rules\n"
          "                        separated by ';' (or @FILE: rules in a file, one a line): 'tensors I[,I..] FORMAT' (tensor 2l is layer l's\n"
          "                        weights, 2l+1 its biases; negative: from the end; A..B a range), 'from\n"
@@ -403,8 +403,8 @@ inline std::optional<options> parse(int argc, char** argv) {
       if (!k) throw usage_error("--scaler: '" + v + "' is not one of " + scaler_names());
       if (std::find(o.scalers.begin(), o.scalers.end(), *k) != o.scalers.end())
         throw usage_error("--scaler: " + v + " twice");
-      if (o.mpi && *k != scaler_kind::aps && *k != scaler_kind::none)
-        throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs aps and none (the others run in "
+      if (o.mpi && *k != scaler_kind::aps && *k != scaler_kind::none && *k != scaler_kind::loss)
+        throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs aps, loss and none (the others run in "
                           "the emulated exchange)");
       o.scalers.push_back(*k);
     }

@@ -154,7 +154,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   std::optional<train::mpi_codec_exchanger> mcex;
   if (rank >= 0 && rc.codec) mcex.emplace(*rc.codec, o.seed, net.tensors(), net.size());
   if (rank >= 0 && !rc.codec)
-    mex.emplace(rc.format.fmt, rc.scaler == train::scaler_kind::aps, o.kahan, net.tensors(), o.algorithm,
+    mex.emplace(rc.format.fmt, rc.scaler, o.kahan, net.tensors(), o.algorithm,
                 policy(o, rc, net, tr));
 #endif
   if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
@@ -210,7 +210,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
         // Every rank gets every worker's loss, summed below in rank order as in the emulation.
         MPI_Allgather(&losses[r], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
         if (mcex) mcex->allreduce_mean(grads[r].data(), mean.data(), global_step);
-        else mex->allreduce_mean(grads[r].data(), mean.data(), global_step);
+        else apply = mex->allreduce_mean(grads[r].data(), mean.data(), global_step);
 #endif
       }
       res.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - x0).count();
@@ -242,6 +242,10 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   if (mcex) res.stats = mcex->stats();
   if (mex) res.stats = mex->stats();
   if (mex && rc.policy) res.bits_per_value = mex->bits_per_value();
+  if (mex && rc.scaler == train::scaler_kind::loss) {
+    res.skipped_steps = mex->skipped_steps();
+    res.loss_scale = mex->loss_scale();
+  }
 #endif
   res.hash = train::fnv1a64(weights.values(), net.size() * sizeof(float));
   for (const epoch_result& e : res.epochs) res.diverged |= !std::isfinite(e.train_loss);

@@ -48,14 +48,19 @@ inline exchange_stats sum_over_ranks(const exchange_stats& s) {
 /// allreduce of two integers per tensor: the formats, and so the bits, of the emulated run.
 class mpi_exchanger {
  public:
-  mpi_exchanger(std::optional<cpd::format> fmt, bool aps, bool kahan, std::vector<tensor_view> tensors,
+  mpi_exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, std::vector<tensor_view> tensors,
                 cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
                 std::optional<cpd::precision_policy> policy = std::nullopt)
       : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
-        aps_(aps),
+        aps_(scaler == scaler_kind::aps),
+        run_loss_(scaler == scaler_kind::loss),
         opt_{mpi_algorithm(algorithm), kahan, /*mean=*/true},
         tensors_(std::move(tensors)),
-        policy_(std::move(policy)) {}
+        policy_(std::move(policy)) {
+    loss_used_ = run_loss_;
+    if (policy_)
+      for (const cpd::precision_choice& c : policy_->choices()) loss_used_ |= c.scaler == "loss";
+  }
 
   /// The MPI algorithm with the simulation's roundings (the command line allows only these).
   static cpd::mpi::algorithm mpi_algorithm(cpd::allreduce_algorithm a) {
@@ -66,7 +71,8 @@ class mpi_exchanger {
   }
 
   /// mean = the mean over all ranks of this rank's gradient `local`, at (global) step `step`.
-  void allreduce_mean(const float* local, float* mean, std::uint64_t step) {
+  /// Returns false when loss scaling skips the step (as exchanger::allreduce_mean).
+  bool allreduce_mean(const float* local, float* mean, std::uint64_t step) {
     const std::size_t T = tensors_.size();
     std::vector<cpd::precision_choice> at(T, cpd::precision_choice{fmt_, {}, {}});
     if (policy_)
@@ -83,7 +89,9 @@ class mpi_exchanger {
         }
       std::vector<cpd::mpi::tensor> t;
       for (std::size_t j : members) t.push_back({local + tensors_[j].offset, mean + tensors_[j].offset, tensors_[j].size()});
-      const auto r = plan(at[i], members)(t);
+      const bool loss = at[i].scaler.empty() ? run_loss_ : at[i].scaler == "loss";
+      const auto r = loss ? plan(at[i], members)(t, cpd::fixed_scaling(cpd::pow2_scale{std::ilogb(loss_.scale())}))
+                          : plan(at[i], members)(t);
       bytes_ += r.bytes_sent();
       // What quantization did to this rank's values, from the bulk call's statistics (the
       // emulated run counts every worker's with cpd::measure_quantization: the same events).
@@ -106,16 +114,23 @@ class mpi_exchanger {
     // Non-finite sums are the same on every rank: count them once, on rank 0.
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0)
-      for (const tensor_view& tv : tensors_)
-        for (std::size_t k = tv.offset; k < tv.offset + tv.size(); ++k) stats_.overflow += !std::isfinite(mean[k]);
+    const std::uint64_t nonfinite = count_nonfinite(mean, tensors_);  // the same on every rank
+    if (rank == 0) stats_.overflow += nonfinite;
     if (policy_ && policy_->needs_statistics()) {  // the policy's one small allreduce of the step
       std::vector<std::uint64_t> sum(2 * T);
       MPI_Allreduce(counts.data(), sum.data(), static_cast<int>(2 * T), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
       bytes_ += 2 * T * sizeof(std::uint64_t);
       for (std::size_t j = 0; j < T; ++j) policy_->observe(j, step, sum[2 * j], sum[2 * j + 1]);
     }
+    if (!loss_used_) return true;
+    loss_.update(nonfinite != 0 ? 1 : 0);  // every rank holds the same mean: no allreduce
+    skipped_ += loss_.skipped();
+    return !loss_.skipped();
   }
+
+  /// Loss scaling: the steps skipped so far, and the scale of the next step.
+  std::uint64_t skipped_steps() const { return skipped_; }
+  float loss_scale() const { return loss_.scale(); }
 
   /// The statistics of all ranks (collective).
   exchange_stats stats() const { return sum_over_ranks(stats_); }
@@ -130,7 +145,7 @@ class mpi_exchanger {
   using plan_type = cpd::mpi::dynamic_plan<train_formats, false>;
 
   /// The plan of choice c for these tensors, made the first time they go together (a
-  /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps and none and the
+  /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps, loss and none and the
   /// algorithms MPI runs).
   plan_type& plan(const cpd::precision_choice& c, const std::vector<std::size_t>& members) {
     std::string key = c.fmt.name() + "/" + c.scaler + "/" + c.algorithm;
@@ -149,6 +164,10 @@ class mpi_exchanger {
 
   cpd::format fmt_;
   bool aps_;
+  bool run_loss_;           // the run's rule is loss scaling
+  bool loss_used_ = false;  // the run's rule or some policy choice is
+  cpd::dynamic_loss_scaling loss_;  // one scale for the whole model (GradScaler's defaults)
+  std::uint64_t skipped_ = 0;
   cpd::mpi::options opt_;
   std::vector<tensor_view> tensors_;
   std::optional<cpd::precision_policy> policy_;

@@ -411,6 +411,15 @@ class dynamic_plan {
   /// The allreduce of the plan's tensors (collective); see allreduce_plan::operator().
   result<pow2_scale> operator()(const tensor* t, std::size_t count) { return impl_->run(t, count); }
   result<pow2_scale> operator()(const std::vector<tensor>& t) { return impl_->run(t.data(), t.size()); }
+  /// The same with a fixed power-of-two scale for this call instead of the plan's rule (a
+  /// loss scale, chosen alike on every rank: GradScaler's); fixed_scaling's statistic still
+  /// marks inf and NaN.
+  result<pow2_scale> operator()(const tensor* t, std::size_t count, fixed_scaling s) {
+    return impl_->run_fixed(t, count, s);
+  }
+  result<pow2_scale> operator()(const std::vector<tensor>& t, fixed_scaling s) {
+    return impl_->run_fixed(t.data(), t.size(), s);
+  }
   /// Bytes sent by this rank over all calls so far.
   [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return impl_->bytes_sent(); }
 
@@ -418,6 +427,7 @@ class dynamic_plan {
   struct base {
     virtual ~base() = default;
     virtual result<pow2_scale> run(const tensor* t, std::size_t count) = 0;
+    virtual result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) = 0;
     [[nodiscard]] virtual std::uint64_t bytes_sent() const noexcept = 0;
   };
   template <class F, rounding R>
@@ -426,6 +436,9 @@ class dynamic_plan {
         : plan(comm, std::move(sizes), opt), scaler(plan.size(), margin), use_aps_(use_aps) {}
     result<pow2_scale> run(const tensor* t, std::size_t count) override {
       return use_aps_ ? plan(t, count, scaler) : plan(t, count);
+    }
+    result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) override {
+      return plan(t, count, s);
     }
     [[nodiscard]] std::uint64_t bytes_sent() const noexcept override { return plan.bytes_sent(); }
     allreduce_plan<F, R> plan;

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The scaling rules side by side (docs/results.md), from the directory that
+scripts/scaler_experiment.sh fills (SEED-FORMAT.txt with cpd-train's table, SEED-FORMAT.csv
+with every epoch):
+
+    /usr/bin/python3 scripts/plot_scalers.py DIR OUT.csv OUT.png [EPOCH ...]
+
+cpd-train has no schedule that depends on --epochs, so epoch E of a longer run is the run
+of E epochs bit for bit: one 8-epoch experiment gives the 3-epoch task too (EPOCHs: the
+epochs to report, default 3 and the last). Writes OUT.csv (one row per run and reported
+epoch: seed, epochs, format, rule, bits per value, accuracy, train loss, its paired
+difference from fp32 of the same seed, flushed and overflowed fractions of the whole run,
+the steps loss scaling skipped, whether it diverged by then), OUT.png (accuracy against
+bits per value, one point per run, a panel per reported epoch), and prints the markdown
+table of docs/results.md: the paired differences per seed, and the mean."""
+import csv
+import math
+import os
+import re
+import sys
+from collections import defaultdict
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+RULES = ["none", "aps", "amax", "amax-sqrtw", "predivide", "delayed", "mx32", "loss"]
+
+
+def column_rule(aps):
+    """The table's APS column back to the --scaler name."""
+    return {"off": "none", "on": "aps"}.get(aps, aps)
+
+
+def read_run_dir(d):
+    """{(seed, format, rule): {'bits', 'flushed', 'overflowed', 'skipped', 'epochs': {e: (acc, loss)}}}"""
+    runs = {}
+    for name in sorted(os.listdir(d)):
+        m = re.fullmatch(r"(\d+)-(.+)\.txt", name)
+        if not m:
+            continue
+        seed, fmt = m.group(1), m.group(2)
+        text = open(os.path.join(d, name)).read()
+        table = False
+        for line in text.splitlines():
+            if re.match(r"^format +APS +bits/value", line):
+                table = True
+                continue
+            if line.startswith("weights-hash:"):
+                table = False
+            if table and line.split() and len(line.split()) >= 10:
+                w = line.split()
+                runs[(seed, w[0], column_rule(w[1]))] = {
+                    "bits": float(w[2]), "flushed": float(w[6]), "overflowed": float(w[7]), "skipped": "",
+                    "epochs": {}}
+            sk = re.match(r"loss scaling: (\d+) of (\d+) steps skipped.*\((\S+), aps (\S+)\)", line)
+            if sk:
+                runs[(seed, sk.group(3), column_rule(sk.group(4)))]["skipped"] = sk.group(1)
+        with open(os.path.join(d, f"{seed}-{fmt}.csv"), newline="") as f:
+            for r in csv.DictReader(f):
+                key = (seed, r["grad_format"], column_rule(r["aps"]))
+                runs[key]["epochs"][int(r["epoch"])] = (float(r["test_accuracy"]), float(r["train_loss"]))
+    return runs
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    d, out_csv, out_png = sys.argv[1:4]
+    runs = read_run_dir(d)
+    last = max(max(v["epochs"]) for v in runs.values())
+    report = [int(e) for e in sys.argv[4:]] or sorted({3, last})
+    fp32 = {(s, e): v["epochs"][e][0] for (s, f, _), v in runs.items() if f == "fp32" for e in report}
+    rows = []
+    for (seed, fmt, rule), v in sorted(runs.items()):
+        for e in report:
+            acc, loss = v["epochs"][e]
+            diverged = any(not math.isfinite(v["epochs"][k][1]) for k in v["epochs"] if k <= e)
+            rows.append({"seed": seed, "epochs": e, "grad_format": fmt, "scaler": rule, "bits_per_value": v["bits"],
+                         "accuracy": acc, "train_loss": loss,
+                         "vs_fp32_points": round(100 * (acc - fp32[(seed, e)]), 2),
+                         "flushed": v["flushed"], "overflowed": v["overflowed"], "skipped_steps": v["skipped"],
+                         "diverged": int(diverged)})
+    with open(out_csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+    formats = [f for f in ["e5m2", "e4m3", "e3m0", "e2m1"] if any(r["grad_format"] == f for r in rows)]
+    seeds = sorted({r["seed"] for r in rows})
+    for e in report:
+        print(f"\n{e} epochs, fp32: " + " / ".join(f"{fp32[(s, e)]:.4f}" for s in seeds))
+        print("\n| format | rule | bits/value | vs fp32, seeds " + " / ".join(seeds) + " (points) | mean |")
+        print("|---|---|---|---|---|")
+        for fmt in formats:
+            for rule in RULES:
+                rs = [r for r in rows if r["grad_format"] == fmt and r["scaler"] == rule and r["epochs"] == e]
+                if not rs:
+                    continue
+                rs.sort(key=lambda r: r["seed"])
+                if all(r["diverged"] for r in rs):
+                    cells, mean = "diverged in all", "—"
+                else:
+                    cells = " / ".join("diverged" if r["diverged"] else f"{r['vs_fp32_points']:+.2f}" for r in rs)
+                    ok = [r["vs_fp32_points"] for r in rs if not r["diverged"]]
+                    mean = f"{sum(ok) / len(ok):+.2f}" + ("" if len(ok) == len(rs) else f" ({len(ok)} seeds)")
+                print(f"| {fmt} | {rule} | {rs[0]['bits_per_value']:.2f} | {cells} | {mean} |")
+
+    fig, axes = plt.subplots(1, len(report), figsize=(6.5 * len(report), 5.5), squeeze=False)
+    markers = {"e5m2": "o", "e4m3": "s", "e3m0": "^", "e2m1": "D"}
+    for ax, e in zip(axes[0], report):
+        band = [fp32[(s, e)] for s in seeds]
+        ax.axhspan(min(band), max(band), color="0.85", label="fp32, the seeds' range")
+        left_out = 0
+        for fmt in formats:
+            for i, rule in enumerate(RULES):
+                pts = [(r["bits_per_value"], r["accuracy"]) for r in rows
+                       if r["grad_format"] == fmt and r["scaler"] == rule and r["epochs"] == e]
+                shown = [(x, y) for x, y in pts if y >= 0.7]
+                left_out += len(pts) - len(shown)
+                if shown:
+                    ax.scatter([x + 0.03 * (i - 3.5) for x, _ in shown], [y for _, y in shown], marker=markers[fmt],
+                               color=f"C{i}", s=28, label=f"{fmt} {rule}" if e == report[0] else None)
+        ax.set_xlabel("bits per gradient value sent")
+        ax.set_ylabel("final test accuracy")
+        ax.set_title(f"{e} epochs ({left_out} runs below 0.7 or diverged, not shown)")
+        ax.set_ylim(0.7, max(band) + 0.01)
+        ax.grid(alpha=0.3)
+    fig.legend(loc="center right", fontsize=7, ncol=1)
+    fig.subplots_adjust(right=0.84)
+    fig.savefig(out_png, dpi=110)
+    print(f"\nwrote {out_csv} ({len(rows)} rows) and {out_png}")
+
+
+if __name__ == "__main__":
+    main()
