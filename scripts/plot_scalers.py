@@ -79,7 +79,7 @@ def main():
             diverged = any(not math.isfinite(v["epochs"][k][1]) for k in v["epochs"] if k <= e)
             rows.append({"seed": seed, "epochs": e, "grad_format": fmt, "scaler": rule, "bits_per_value": v["bits"],
                          "accuracy": acc, "train_loss": loss,
-                         "vs_fp32_points": round(100 * (acc - fp32[(seed, e)]), 2),
+                         "vs_fp32_points": round(100 * (acc - fp32[(seed, e)]), 2) if (seed, e) in fp32 else math.nan,
                          "flushed": v["flushed"], "overflowed": v["overflowed"], "skipped_steps": v["skipped"],
                          "diverged": int(diverged)})
     with open(out_csv, "w", newline="") as f:
@@ -89,43 +89,59 @@ def main():
 
     formats = [f for f in ["e5m2", "e4m3", "e3m0", "e2m1"] if any(r["grad_format"] == f for r in rows)]
     seeds = sorted({r["seed"] for r in rows})
+
+    def cells(fmt, rule, e):
+        rs = sorted((r for r in rows if r["grad_format"] == fmt and r["scaler"] == rule and r["epochs"] == e),
+                    key=lambda r: r["seed"])
+        if not rs:
+            return None
+        if all(r["diverged"] for r in rs):
+            return rs, "diverged in all", "—"
+        per = " / ".join("diverged" if r["diverged"] else f"{r['vs_fp32_points']:+.2f}" for r in rs)
+        ok = [r["vs_fp32_points"] for r in rs if not r["diverged"]]
+        mean = f"{sum(ok) / len(ok):+.2f}" + ("" if len(ok) == len(rs) else f" ({len(ok)} seeds)")
+        return rs, per, mean
+
     for e in report:
-        print(f"\n{e} epochs, fp32: " + " / ".join(f"{fp32[(s, e)]:.4f}" for s in seeds))
-        print("\n| format | rule | bits/value | vs fp32, seeds " + " / ".join(seeds) + " (points) | mean |")
-        print("|---|---|---|---|---|")
-        for fmt in formats:
-            for rule in RULES:
-                rs = [r for r in rows if r["grad_format"] == fmt and r["scaler"] == rule and r["epochs"] == e]
-                if not rs:
-                    continue
-                rs.sort(key=lambda r: r["seed"])
-                if all(r["diverged"] for r in rs):
-                    cells, mean = "diverged in all", "—"
-                else:
-                    cells = " / ".join("diverged" if r["diverged"] else f"{r['vs_fp32_points']:+.2f}" for r in rs)
-                    ok = [r["vs_fp32_points"] for r in rs if not r["diverged"]]
-                    mean = f"{sum(ok) / len(ok):+.2f}" + ("" if len(ok) == len(rs) else f" ({len(ok)} seeds)")
-                print(f"| {fmt} | {rule} | {rs[0]['bits_per_value']:.2f} | {cells} | {mean} |")
+        print(f"{e} epochs, fp32: " + " / ".join(f"{fp32.get((s, e), math.nan):.4f}" for s in seeds))
+    head = "".join(f" {e} epochs, seeds {' / '.join(seeds)} | mean |" for e in report)
+    print("\n| format | rule | bits/value |" + head)
+    print("|---|---|---|" + "---|---|" * len(report))
+    for fmt in formats:
+        for rule in RULES:
+            got = [cells(fmt, rule, e) for e in report]
+            if got[0] is None:
+                continue
+            line = f"| {fmt} | {rule} | {got[0][0][0]['bits_per_value']:.2f} |"
+            for _, per, mean in got:
+                line += f" {per} | {mean} |"
+            print(line)
+    skipped = [f"{r['grad_format']} seed {r['seed']}: {r['skipped_steps']}" for r in rows
+               if r["scaler"] == "loss" and r["epochs"] == report[-1]]
+    if skipped:
+        print("\nloss scaling, steps skipped: " + ", ".join(skipped))
 
     fig, axes = plt.subplots(1, len(report), figsize=(6.5 * len(report), 5.5), squeeze=False)
     markers = {"e5m2": "o", "e4m3": "s", "e3m0": "^", "e2m1": "D"}
     for ax, e in zip(axes[0], report):
-        band = [fp32[(s, e)] for s in seeds]
-        ax.axhspan(min(band), max(band), color="0.85", label="fp32, the seeds' range")
+        band = [fp32[(s, e)] for s in seeds if (s, e) in fp32] or [0.86]
+        ax.axhspan(min(band), max(band), color="0.85", label="fp32, the seeds' range" if e == report[0] else None)
         left_out = 0
+        top = max(band)
         for fmt in formats:
             for i, rule in enumerate(RULES):
                 pts = [(r["bits_per_value"], r["accuracy"]) for r in rows
                        if r["grad_format"] == fmt and r["scaler"] == rule and r["epochs"] == e]
                 shown = [(x, y) for x, y in pts if y >= 0.7]
                 left_out += len(pts) - len(shown)
+                top = max([top] + [y for _, y in shown])
                 if shown:
                     ax.scatter([x + 0.03 * (i - 3.5) for x, _ in shown], [y for _, y in shown], marker=markers[fmt],
                                color=f"C{i}", s=28, label=f"{fmt} {rule}" if e == report[0] else None)
         ax.set_xlabel("bits per gradient value sent")
         ax.set_ylabel("final test accuracy")
         ax.set_title(f"{e} epochs ({left_out} runs below 0.7 or diverged, not shown)")
-        ax.set_ylim(0.7, max(band) + 0.01)
+        ax.set_ylim(0.7, top + 0.01)
         ax.grid(alpha=0.3)
     fig.legend(loc="center right", fontsize=7, ncol=1)
     fig.subplots_adjust(right=0.84)

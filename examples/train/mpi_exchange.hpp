@@ -44,8 +44,10 @@ inline exchange_stats sum_over_ranks(const exchange_stats& s) {
 }
 
 /// The gradient exchange of one rank over MPI. With a precision policy, the tensors of a
-/// step go in one plan per choice (format, and the rule and algorithm a rule names), and the policy observes every rank's counts summed by one
-/// allreduce of two integers per tensor: the formats, and so the bits, of the emulated run.
+/// step go in one plan per choice (the format, and the rule and algorithm a rule names), and
+/// the policy observes every rank's counts summed by one allreduce of two integers per tensor:
+/// the choices, and so the bits, of the emulated run. Loss scaling (the run's rule or a
+/// choice's) keeps one scale for the model and skips the steps the emulation skips.
 class mpi_exchanger {
  public:
   mpi_exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, std::vector<tensor_view> tensors,
@@ -145,8 +147,8 @@ class mpi_exchanger {
   using plan_type = cpd::mpi::dynamic_plan<train_formats, false>;
 
   /// The plan of choice c for these tensors, made the first time they go together (a
-  /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps, loss and none and the
-  /// algorithms MPI runs).
+  /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps, loss and none
+  /// and the algorithms MPI runs).
   plan_type& plan(const cpd::precision_choice& c, const std::vector<std::size_t>& members) {
     std::string key = c.fmt.name() + "/" + c.scaler + "/" + c.algorithm;
     for (std::size_t j : members) key += "," + std::to_string(j);
