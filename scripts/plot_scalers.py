@@ -102,19 +102,41 @@ def main():
         mean = f"{sum(ok) / len(ok):+.2f}" + ("" if len(ok) == len(rs) else f" ({len(ok)} seeds)")
         return rs, per, mean
 
+    # The noise: the paired differences of the 8-bit runs without a rule and with APS (the
+    # runs of docs/results.md's "Seed-to-seed spread"), per reported epoch. A rule is "like
+    # fp32" when every seed's difference lies in their range and the mean within one
+    # standard deviation of 0.
+    noise = {}
+    for e in report:
+        ref = [r["vs_fp32_points"] for r in rows if r["epochs"] == e and r["grad_format"] in ("e5m2", "e4m3")
+               and r["scaler"] in ("none", "aps") and not r["diverged"]]
+        if len(ref) >= 2:
+            m = sum(ref) / len(ref)
+            sd = math.sqrt(sum((x - m) ** 2 for x in ref) / (len(ref) - 1))
+            noise[e] = (min(ref), max(ref), sd)
+            print(f"{e} epochs: the 8-bit none/aps runs' paired differences {min(ref):+.2f} .. {max(ref):+.2f} "
+                  f"points, sd {sd:.2f} ({len(ref)} runs)")
+
+    def like_fp32(rs, e):
+        if e not in noise or any(r["diverged"] for r in rs):
+            return "no"
+        lo, hi, sd = noise[e]
+        d = [r["vs_fp32_points"] for r in rs]
+        return "yes" if all(lo <= x <= hi for x in d) and abs(sum(d) / len(d)) <= sd else "no"
+
     for e in report:
         print(f"{e} epochs, fp32: " + " / ".join(f"{fp32.get((s, e), math.nan):.4f}" for s in seeds))
-    head = "".join(f" {e} epochs, seeds {' / '.join(seeds)} | mean |" for e in report)
+    head = "".join(f" {e} epochs, seeds {' / '.join(seeds)} | mean | like fp32 |" for e in report)
     print("\n| format | rule | bits/value |" + head)
-    print("|---|---|---|" + "---|---|" * len(report))
+    print("|---|---|---|" + "---|---|---|" * len(report))
     for fmt in formats:
         for rule in RULES:
             got = [cells(fmt, rule, e) for e in report]
             if got[0] is None:
                 continue
             line = f"| {fmt} | {rule} | {got[0][0][0]['bits_per_value']:.2f} |"
-            for _, per, mean in got:
-                line += f" {per} | {mean} |"
+            for e, (rs, per, mean) in zip(report, got):
+                line += f" {per} | {mean} | {like_fp32(rs, e)} |"
             print(line)
     skipped = [f"{r['grad_format']} seed {r['seed']}: {r['skipped_steps']}" for r in rows
                if r["scaler"] == "loss" and r["epochs"] == report[-1]]
