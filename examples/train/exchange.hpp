@@ -63,8 +63,9 @@ inline std::string train_format_names() { return format_names(train_formats{}); 
 /// ring order, every addition rounded to the gradient format (fp32: float sums),
 /// scaled by the run's rule, and writes their mean. With a precision policy, each
 /// tensor's format at each step is the policy's (and its rule and algorithm, where a policy
-/// rule names them), which observes the simulation's counts. mx32 runs cpd::simulate_block_scaled_allreduce (elements saturate, as MX's do); loss
-/// keeps one cpd::dynamic_loss_scaling for all tensors and says when a step must be skipped.
+/// rule names them), which observes the simulation's counts. mx32 runs
+/// cpd::simulate_block_scaled_allreduce (elements saturate, as MX's do); loss keeps one
+/// cpd::dynamic_loss_scaling for all tensors and says when a step must be skipped.
 class exchanger {
  public:
   exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, int workers,
