@@ -113,6 +113,15 @@ inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
   }
 }
 
+/// The rule and algorithm a policy choice runs: its own names (check_choice checked them),
+/// or the run's where it names none.
+inline scaler_kind choice_scaler(const cpd::precision_choice& c, scaler_kind run) {
+  return c.scaler.empty() ? run : *scaler_of(c.scaler);
+}
+inline cpd::allreduce_algorithm choice_algorithm(const cpd::precision_choice& c, cpd::allreduce_algorithm run) {
+  return c.algorithm.empty() ? run : parse_algorithm(c.algorithm);
+}
+
 /// The table's and the CSV's APS column: off (no scaling), on (APS), else the scaler's name.
 inline const char* scaler_column(scaler_kind k) {
   return k == scaler_kind::none ? "off" : k == scaler_kind::aps ? "on" : scaler_name(k);

@@ -59,6 +59,30 @@ std::string format_names(cpd::format_list<F...>) {
 /// The names of train_formats, for the message that rejects any other.
 inline std::string train_format_names() { return format_names(train_formats{}); }
 
+/// GradScaler's loss scale, one for every tensor of a run that uses --scaler loss (as its
+/// rule or a policy choice's); both exchanges update it from the step's mean, which every
+/// worker holds alike.
+class loss_scale_state {
+ public:
+  bool used = false;  ///< some tensor's rule is loss scaling
+  /// The exponent of the current scale (GradScaler's scales are powers of two: 2^16, x 2, x 0.5).
+  int exponent() const { return std::ilogb(scaler_.scale()); }
+  /// After a step's exchange with `nonfinite` inf or NaN sums: GradScaler.update; false when
+  /// the step must be skipped.
+  bool after_step(std::uint64_t nonfinite) {
+    if (!used) return true;
+    scaler_.update(nonfinite != 0 ? 1 : 0);
+    skipped_ += scaler_.skipped();
+    return !scaler_.skipped();
+  }
+  std::uint64_t skipped_steps() const { return skipped_; }
+  float scale() const { return scaler_.scale(); }
+
+ private:
+  cpd::dynamic_loss_scaling scaler_;  // PyTorch's defaults
+  std::uint64_t skipped_ = 0;
+};
+
 /// Sums the W workers' gradients tensor by tensor with cpd::simulate_allreduce in
 /// ring order, every addition rounded to the gradient format (fp32: float sums),
 /// scaled by the run's rule, and writes their mean. With a precision policy, each
@@ -80,10 +104,9 @@ class exchanger {
     // the policy's, whose empty names stand for the run's (cli.hpp checked the names)
     for (const cpd::precision_choice& c :
          policy_ ? policy_->choices() : std::vector<cpd::precision_choice>{{base, {}, {}}}) {
-      const scaler_kind k = c.scaler.empty() ? scaler : *scaler_of(c.scaler);
-      const cpd::allreduce_algorithm a = c.algorithm.empty() ? algorithm : parse_algorithm(c.algorithm);
-      reducers_.push_back({c, make_reducer(c.fmt, k, a), k});
-      loss_used_ |= k == scaler_kind::loss;
+      const scaler_kind k = choice_scaler(c, scaler);
+      reducers_.push_back({c, make_reducer(c.fmt, k, choice_algorithm(c, algorithm)), k});
+      loss_.used |= k == scaler_kind::loss;
     }
   }
 
@@ -110,18 +133,14 @@ class exchanger {
                static_cast<double>(t.size());
       values_ += t.size();
     }
-    if (!loss_used_) return true;
-    loss_.update(nonfinite != 0 ? 1 : 0);  // GradScaler.update with found_inf, the same on every worker
-    skipped_ += loss_.skipped();
-    return !loss_.skipped();
+    return loss_.after_step(nonfinite);
   }
 
   const exchange_stats& stats() const { return stats_; }
   /// Bits per gradient value the formats of the run took, averaged over every step.
   double bits_per_value() const { return values_ ? bits_ / static_cast<double>(values_) : 0.0; }
   /// Loss scaling: the steps skipped so far, and the scale of the next step.
-  std::uint64_t skipped_steps() const { return skipped_; }
-  float loss_scale() const { return loss_.scale(); }
+  const loss_scale_state& loss() const { return loss_; }
 
  private:
   /// The scaled values' counts and the non-finite sums of one tensor's exchange.
@@ -161,8 +180,8 @@ class exchanger {
           }
           case scaler_kind::loss: {
             // GradScaler's scales are powers of two (2^16, x 2, x 0.5): the exact power-of-two path
-            const int k = std::ilogb(loss_.scale());
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::fixed_scaling(cpd::pow2_scale{k}), opt));
+            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::fixed_scaling(cpd::pow2_scale{loss_.exponent()}),
+                                                  opt));
           }
           case scaler_kind::none: break;
         }
@@ -187,9 +206,7 @@ class exchanger {
   std::optional<cpd::precision_policy> policy_;
   cpd::allreduce_options opt_;
   std::vector<reducer_entry> reducers_;
-  bool loss_used_ = false;          // some choice runs loss scaling: one scale for the whole model
-  cpd::dynamic_loss_scaling loss_;  // (loss only) PyTorch's defaults
-  std::uint64_t skipped_ = 0;
+  loss_scale_state loss_;
   exchange_stats stats_;
   double bits_ = 0;
   std::uint64_t values_ = 0;

@@ -235,16 +235,16 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   if (ex) res.stats = ex->stats();
   if (ex && (rc.policy || rc.scaler == train::scaler_kind::mx32)) res.bits_per_value = ex->bits_per_value();
   if (ex && rc.scaler == train::scaler_kind::loss) {
-    res.skipped_steps = ex->skipped_steps();
-    res.loss_scale = ex->loss_scale();
+    res.skipped_steps = ex->loss().skipped_steps();
+    res.loss_scale = ex->loss().scale();
   }
 #if CPD_TRAIN_MPI
   if (mcex) res.stats = mcex->stats();
   if (mex) res.stats = mex->stats();
   if (mex && rc.policy) res.bits_per_value = mex->bits_per_value();
   if (mex && rc.scaler == train::scaler_kind::loss) {
-    res.skipped_steps = mex->skipped_steps();
-    res.loss_scale = mex->loss_scale();
+    res.skipped_steps = mex->loss().skipped_steps();
+    res.loss_scale = mex->loss().scale();
   }
 #endif
   res.hash = train::fnv1a64(weights.values(), net.size() * sizeof(float));

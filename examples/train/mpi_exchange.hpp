@@ -54,14 +54,13 @@ class mpi_exchanger {
                 cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
                 std::optional<cpd::precision_policy> policy = std::nullopt)
       : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
-        aps_(scaler == scaler_kind::aps),
-        run_loss_(scaler == scaler_kind::loss),
+        scaler_(scaler),
         opt_{mpi_algorithm(algorithm), kahan, /*mean=*/true},
         tensors_(std::move(tensors)),
         policy_(std::move(policy)) {
-    loss_used_ = run_loss_;
-    if (policy_)
-      for (const cpd::precision_choice& c : policy_->choices()) loss_used_ |= c.scaler == "loss";
+    for (const cpd::precision_choice& c :
+         policy_ ? policy_->choices() : std::vector<cpd::precision_choice>{{fmt_, {}, {}}})
+      loss_.used |= choice_scaler(c, scaler_) == scaler_kind::loss;
   }
 
   /// The MPI algorithm with the simulation's roundings (the command line allows only these).
@@ -91,9 +90,9 @@ class mpi_exchanger {
         }
       std::vector<cpd::mpi::tensor> t;
       for (std::size_t j : members) t.push_back({local + tensors_[j].offset, mean + tensors_[j].offset, tensors_[j].size()});
-      const bool loss = at[i].scaler.empty() ? run_loss_ : at[i].scaler == "loss";
-      const auto r = loss ? plan(at[i], members)(t, cpd::fixed_scaling(cpd::pow2_scale{std::ilogb(loss_.scale())}))
-                          : plan(at[i], members)(t);
+      const auto r = choice_scaler(at[i], scaler_) == scaler_kind::loss
+                         ? plan(at[i], members)(t, cpd::fixed_scaling(cpd::pow2_scale{loss_.exponent()}))
+                         : plan(at[i], members)(t);
       bytes_ += r.bytes_sent();
       // What quantization did to this rank's values, from the bulk call's statistics (the
       // emulated run counts every worker's with cpd::measure_quantization: the same events).
@@ -124,15 +123,11 @@ class mpi_exchanger {
       bytes_ += 2 * T * sizeof(std::uint64_t);
       for (std::size_t j = 0; j < T; ++j) policy_->observe(j, step, sum[2 * j], sum[2 * j + 1]);
     }
-    if (!loss_used_) return true;
-    loss_.update(nonfinite != 0 ? 1 : 0);  // every rank holds the same mean: no allreduce
-    skipped_ += loss_.skipped();
-    return !loss_.skipped();
+    return loss_.after_step(nonfinite);  // every rank holds the same mean: no allreduce
   }
 
   /// Loss scaling: the steps skipped so far, and the scale of the next step.
-  std::uint64_t skipped_steps() const { return skipped_; }
-  float loss_scale() const { return loss_.scale(); }
+  const loss_scale_state& loss() const { return loss_; }
 
   /// The statistics of all ranks (collective).
   exchange_stats stats() const { return sum_over_ranks(stats_); }
@@ -158,18 +153,15 @@ class mpi_exchanger {
       for (std::size_t j : members) sizes.push_back(tensors_[j].size());
       cpd::mpi::options o = opt_;
       if (!c.algorithm.empty()) o.algo = mpi_algorithm(parse_algorithm(c.algorithm));
-      const bool aps = c.scaler.empty() ? aps_ : c.scaler == "aps";
+      const bool aps = choice_scaler(c, scaler_) == scaler_kind::aps;
       p = std::make_unique<plan_type>(MPI_COMM_WORLD, c.fmt, cpd::rounding::nearest_even, sizes, o, aps);
     }
     return *p;
   }
 
   cpd::format fmt_;
-  bool aps_;
-  bool run_loss_;           // the run's rule is loss scaling
-  bool loss_used_ = false;  // the run's rule or some policy choice is
-  cpd::dynamic_loss_scaling loss_;  // one scale for the whole model (GradScaler's defaults)
-  std::uint64_t skipped_ = 0;
+  scaler_kind scaler_;     // the run's rule (aps, loss or none: cli.hpp)
+  loss_scale_state loss_;  // one scale for the whole model
   cpd::mpi::options opt_;
   std::vector<tensor_view> tensors_;
   std::optional<cpd::precision_policy> policy_;
