@@ -10,13 +10,14 @@
 #                     [--cleanup] -- COMMAND [ARGUMENTS]
 #
 #   --ranks W        MPI ranks, one per namespace, 1 to 64 (default 2)
-#   --rate RATE      each NIC's rate in each direction, as tc writes it: 100mbit,
-#                    1gbit, 10gbit, 25gbit, 100gbit (default 10gbit)
-#   --delay DELAY    one-way delay added on each NIC, as tc writes it: 0, 50us, 1ms
-#                    (default 0)
-#   --timeout S      the command is stopped after S seconds (default 600)
+#   --rate RATE      each NIC's rate in each direction, as tc writes it, 1mbit to
+#                    400gbit: 100mbit, 1gbit, 10gbit, 25gbit, 100gbit (default 10gbit)
+#   --delay DELAY    one-way delay added on each NIC, as tc writes it, 0 to 10 s:
+#                    0, 50us, 1ms (default 0)
+#   --timeout S      the command is stopped after S seconds, 1 to 86400 (default 600)
 #   --cleanup        only remove what an earlier (killed) run left, then exit
 #
+# Each option at most once; a number is written without leading zeros.
 # It creates only namespaces named cpdlab-*, and in them only the private
 # addresses 10.213.0.0/24; nothing is added to the host's own namespace, and no
 # traffic leaves the lab. Everything is removed on exit, also after a failure or
@@ -27,11 +28,6 @@ set -euo pipefail
 
 prefix=cpdlab
 subnet=10.213.0
-ranks=2
-rate=10gbit
-delay=0
-timeout_s=600
-cleanup_only=0
 
 die() {
   echo "netlab: $*" >&2
@@ -44,26 +40,77 @@ unavailable() {
   exit 77
 }
 
+# --- the command line: every option at most once, every value checked ------------
+
+declare -A given=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --ranks) ranks="${2:?--ranks needs a value}"; shift 2 ;;
-    --rate) rate="${2:?--rate needs a value}"; shift 2 ;;
-    --delay) delay="${2:?--delay needs a value}"; shift 2 ;;
-    --timeout) timeout_s="${2:?--timeout needs a value}"; shift 2 ;;
-    --cleanup) cleanup_only=1; shift ;;
+    --ranks | --rate | --delay | --timeout)
+      [[ -z ${given[$1]+set} ]] || die "$1: given twice ('${given[$1]}', then '${2-}'); give it once"
+      [[ $# -ge 2 && $2 != --* ]] || die "$1: needs a value (see --help)"
+      given[$1]=$2
+      shift 2
+      ;;
+    --cleanup)
+      [[ -z ${given[$1]+set} ]] || die "$1: given twice"
+      given[$1]=1
+      shift
+      ;;
     --) shift; break ;;
-    -h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR >= 3 && /^#/ { sub(/^# ?/, ""); print; next } NR >= 3 { exit }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
+ranks=${given[--ranks]-2}
+rate=${given[--rate]-10gbit}
+delay=${given[--delay]-0}
+timeout_s=${given[--timeout]-600}
+cleanup_only=${given[--cleanup]-0}
+
+# Digits only and no leading zero (bash reads 08 as a bad octal number), and few enough
+# digits that the arithmetic cannot overflow.
+[[ $ranks =~ ^[1-9][0-9]?$ ]] && ((ranks <= 64)) \
+  || die "--ranks: '$ranks' is not a whole number from 1 to 64 (digits, no leading zero)"
+[[ $timeout_s =~ ^[1-9][0-9]{0,4}$ ]] && ((timeout_s <= 86400)) \
+  || die "--timeout: '$timeout_s' is not a whole number of seconds from 1 to 86400 (digits, no leading zero)"
+
+# tc's rate in bit/s, or nothing when it is not one the lab takes.
+rate_bits() {
+  [[ $1 =~ ^([1-9][0-9]{0,5})(k|m|g)?bit$ ]] || return 0
+  local mult=1
+  case ${BASH_REMATCH[2]} in
+    k) mult=1000 ;;
+    m) mult=1000000 ;;
+    g) mult=1000000000 ;;
+  esac
+  echo $((BASH_REMATCH[1] * mult))
+}
+# A tc delay in microseconds, or nothing when it is not one the lab takes.
+delay_us() {
+  [[ $1 == 0 ]] && { echo 0; return 0; }
+  [[ $1 =~ ^([1-9][0-9]{0,7})(us|ms)$ ]] || return 0
+  local mult=1
+  [[ ${BASH_REMATCH[2]} == ms ]] && mult=1000
+  echo $((BASH_REMATCH[1] * mult))
+}
+rate_bps=$(rate_bits "$rate")
+[[ -n $rate_bps ]] && ((rate_bps >= 1000000 && rate_bps <= 400000000000)) \
+  || die "--rate: '$rate' is not a tc rate from 1mbit to 400gbit, such as 100mbit or 10gbit"
+delay_v=$(delay_us "$delay")
+[[ -n $delay_v ]] && ((delay_v <= 10000000)) \
+  || die "--delay: '$delay' is not a tc delay from 0 to 10 s with its unit, such as 0, 50us or 1ms"
+if ((cleanup_only)); then
+  for o in --ranks --rate --delay --timeout; do
+    [[ -z ${given[$o]+set} ]] || die "--cleanup: takes no other option ($o)"
+  done
+  [[ $# -eq 0 ]] || die "--cleanup: takes no command ('$1')"
+else
+  [[ $# -gt 0 ]] || die "no command (usage: scripts/netlab.sh [options] -- COMMAND [ARGUMENTS])"
+fi
 
 [[ $(id -u) -eq 0 ]] || unavailable "needs root: network namespaces and tc need CAP_NET_ADMIN (run it as root, e.g. with sudo)"
 command -v ip > /dev/null || unavailable "needs 'ip' and 'tc' (apt-get install -y iproute2)"
 command -v tc > /dev/null || unavailable "needs 'tc' (apt-get install -y iproute2)"
-[[ $ranks =~ ^[0-9]+$ ]] && ((ranks >= 1 && ranks <= 64)) || die "--ranks: '$ranks' is not a whole number in [1, 64]"
-[[ $rate =~ ^[0-9]+(k|m|g)?bit$ ]] || die "--rate: '$rate' is not a tc rate such as 100mbit or 10gbit"
-[[ $delay =~ ^[0-9]+(us|ms)?$ ]] || die "--delay: '$delay' is not a tc delay such as 0, 50us or 1ms"
-[[ $timeout_s =~ ^[0-9]+$ ]] && ((timeout_s >= 1 && timeout_s <= 86400)) || die "--timeout: '$timeout_s' is not a whole number of seconds in [1, 86400]"
 
 # Removes every namespace of the lab (their veths and the bridge go with them).
 teardown() {
@@ -78,7 +125,6 @@ if ((cleanup_only)); then
   echo "netlab: removed every ${prefix}-* namespace"
   exit 0
 fi
-[[ $# -gt 0 ]] || die "no command (usage: scripts/netlab.sh [options] -- COMMAND [ARGUMENTS])"
 command -v mpirun > /dev/null || unavailable "needs Open MPI's mpirun (apt-get install -y openmpi-bin libopenmpi-dev)"
 trap teardown EXIT
 trap 'exit 130' INT TERM
