@@ -7,7 +7,8 @@
 # transport carries all traffic between ranks over those links.
 #
 #   scripts/netlab.sh [--ranks W] [--rate RATE] [--delay DELAY] [--timeout SECONDS]
-#                     [--cleanup] -- COMMAND [ARGUMENTS]
+#                     -- COMMAND [ARGUMENTS]
+#   scripts/netlab.sh --cleanup
 #
 #   --ranks W        MPI ranks, one per namespace, 1 to 64 (default 2)
 #   --rate RATE      each NIC's rate in each direction, as tc writes it, 1mbit to
@@ -15,19 +16,26 @@
 #   --delay DELAY    one-way delay added on each NIC, as tc writes it, 0 to 10 s:
 #                    0, 50us, 1ms (default 0)
 #   --timeout S      the command is stopped after S seconds, 1 to 86400 (default 600)
-#   --cleanup        only remove what an earlier (killed) run left, then exit
+#   --cleanup        only remove what a killed lab left, then exit
 #
 # Each option at most once; a number is written without leading zeros.
 # It creates only namespaces named cpdlab-*, and in them only the private
 # addresses 10.213.0.0/24; nothing is added to the host's own namespace, and no
-# traffic leaves the lab. Everything is removed on exit, also after a failure or
-# Ctrl-C, and a run removes what a killed run left first. Needs root (network
-# namespaces) and Open MPI's mpirun; exits 77 when the lab cannot run here, 2 on a
-# bad option, else with the command's status (124: it ran past --timeout).
+# traffic leaves the lab. One lab at a time: a lab holds the lock /run/cpdlab.lock
+# while it runs, and a second one (or --cleanup) refuses with status 75, touching
+# nothing. Everything is removed on exit, also after a failure; SIGINT (Ctrl-C),
+# SIGTERM and SIGHUP stop the lab at once (the command and every process in the
+# lab's namespaces are killed, everything removed) and it exits 128+signal. What a
+# lab killed with SIGKILL left (processes, namespaces, temp directory) is removed by
+# the next run or by --cleanup. Needs root (network namespaces) and Open MPI's
+# mpirun; exits 77 when the lab cannot run here, 2 on a bad option, 75 when another
+# lab runs, else with the command's status (124: it ran past --timeout).
 set -euo pipefail
 
 prefix=cpdlab
 subnet=10.213.0
+lock_file=/run/cpdlab.lock
+work=""
 
 die() {
   echo "netlab: $*" >&2
@@ -111,41 +119,124 @@ fi
 [[ $(id -u) -eq 0 ]] || unavailable "needs root: network namespaces and tc need CAP_NET_ADMIN (run it as root, e.g. with sudo)"
 command -v ip > /dev/null || unavailable "needs 'ip' and 'tc' (apt-get install -y iproute2)"
 command -v tc > /dev/null || unavailable "needs 'tc' (apt-get install -y iproute2)"
+command -v flock > /dev/null || unavailable "needs 'flock' (apt-get install -y util-linux)"
 
-# Removes every namespace of the lab (their veths and the bridge go with them).
-teardown() {
+# --- one lab at a time, and what a killed one left ---------------------------------
+
+# The lock (fd 9) is held while the lab runs and released by the kernel when the script
+# ends, however it ends; the file records the running lab (its pid and temp directory),
+# and is emptied when a lab ends cleanly. The command does not inherit fd 9, so after a
+# SIGKILL of the script the lock is free even while the lab's processes live on.
+take_lock() {
+  [[ -d /run && ! -L $lock_file ]] || unavailable "cannot keep the lab's lock in $lock_file (no /run, or a link there)"
+  exec 9<> "$lock_file" || unavailable "cannot open the lab's lock file $lock_file"
+  if ! flock -n 9; then
+    local holder which=another
+    holder=$(recorded pid)
+    ((cleanup_only)) && which=a
+    echo "netlab: $which lab is running (pid ${holder:-unknown}, which" \
+      "holds $lock_file); it was left untouched: wait until it ends, or stop it (kill -INT ${holder:-PID})" >&2
+    exit 75
+  fi
+}
+# A field of the lab recorded in the lock file: pid or work.
+recorded() { awk -v k="$1" '$1 == k { print $2 }' "$lock_file" 2> /dev/null || true; }
+record() { printf 'pid %s\nwork %s\n' "$$" "$work" > "$lock_file"; }
+
+# Every namespace of the lab: under the lock, every cpdlab-* is this lab's or a killed one's.
+lab_namespaces() { ip netns list 2> /dev/null | awk -v p="^${prefix}-" '$1 ~ p { print $1 }'; }
+# Every process in the lab's namespaces: mpirun, the daemons, the ranks, and what they
+# started (the lab starts nothing outside them but this script).
+lab_pids() {
   local ns
-  for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^${prefix}-" || true); do
-    ip netns delete "$ns" 2> /dev/null || true
+  for ns in $(lab_namespaces); do ip netns pids "$ns" 2> /dev/null || true; done
+}
+# Ends every process in the lab's namespaces: SIGTERM, up to 2 s to end, then SIGKILL.
+# Bounded: 2 s + 5 s. Prints how many there were.
+kill_lab() {
+  local pids t n
+  pids=$(lab_pids)
+  n=$(wc -w <<< "$pids")
+  echo "$n"
+  ((n > 0)) || return 0
+  kill -TERM $pids 2> /dev/null || true
+  for ((t = 0; t < 20; ++t)); do
+    [[ -n $(lab_pids) ]] || return 0
+    sleep 0.1
   done
+  for ((t = 0; t < 50; ++t)); do
+    pids=$(lab_pids)
+    [[ -n $pids ]] || return 0
+    kill -KILL $pids 2> /dev/null || true
+    sleep 0.1
+  done
+  echo "netlab: processes $(lab_pids | xargs) are still in the lab's namespaces after SIGKILL" >&2
+}
+# Removes a lab: its processes, its namespaces (their veths and the bridge go with them),
+# the temp directory $1, and its record in the lock file. Prints how many processes it killed.
+remove_lab() {
+  local ns n
+  n=$(kill_lab)
+  for ns in $(lab_namespaces); do ip netns delete "$ns" 2> /dev/null || true; done
+  [[ -z $(lab_namespaces) ]] || echo "netlab: could not delete the namespaces $(lab_namespaces | xargs)" >&2
+  if [[ $1 =~ ^/tmp/cpdlab\.[A-Za-z0-9]+$ && -d $1 && ! -L $1 ]]; then rm -rf -- "$1"; fi
+  : > "$lock_file"
+  echo "$n"
+}
+# What a lab killed with SIGKILL left: its processes, namespaces and temp directory.
+remove_killed_lab() {
+  local pid old namespaces n
+  pid=$(recorded pid)
+  old=$(recorded work)
+  namespaces=$(lab_namespaces | xargs)
+  [[ -n $namespaces || -n $pid ]] || return 0
+  n=$(remove_lab "$old")
+  echo "netlab: removed what a killed lab${pid:+ (pid $pid)} left: ${n} process(es), the namespaces" \
+    "${namespaces:-(none)}, the temp directory ${old:-(none)}" >&2
 }
 
-teardown  # what a killed run left
+take_lock
+remove_killed_lab
 if ((cleanup_only)); then
-  echo "netlab: removed every ${prefix}-* namespace"
+  echo "netlab: cleaned up: no lab is running, and nothing of one is left"
   exit 0
 fi
 command -v mpirun > /dev/null || unavailable "needs Open MPI's mpirun (apt-get install -y openmpi-bin libopenmpi-dev)"
-trap teardown EXIT
-trap 'exit 130' INT TERM
 
-# tc's bytes per second of a rate, for the token bucket's burst.
-bytes_per_second() {
-  local v=${1%bit} mult=1
-  case "$v" in
-    *k) mult=1000; v=${v%k} ;;
-    *m) mult=1000000; v=${v%m} ;;
-    *g) mult=1000000000; v=${v%g} ;;
-  esac
-  echo $((v * mult / 8))
+# A signal stops the lab at once: the command and every process in the namespaces are
+# killed, everything is removed, and the script ends by the same signal (status 128+n).
+# Bash runs a trap only between commands: the command runs in the background, and the
+# script waits for it with `wait`, which a signal interrupts.
+on_signal() {
+  set +e
+  trap '' INT TERM HUP
+  local n
+  n=$(remove_lab "$work")
+  echo "netlab: stopped by SIG$1: killed the command and the lab's ${n} process(es), removed the lab" >&2
+  trap - EXIT "$1"
+  kill -s "$1" $$
+  exit $((128 + $2))
 }
+on_exit() {
+  local status=$? n
+  trap '' INT TERM HUP
+  n=$(remove_lab "$work")
+  ((n == 0)) || echo "netlab: killed ${n} process(es) left in the lab's namespaces after the command ended" >&2
+  exit "$status"
+}
+trap on_exit EXIT
+trap 'on_signal INT 2' INT
+trap 'on_signal TERM 15' TERM
+trap 'on_signal HUP 1' HUP
+work=$(mktemp -d /tmp/cpdlab.XXXXXX)
+record
 
 # Shapes the egress of interface $2 in namespace $1: a token bucket at the rate (burst:
 # 1 ms of the rate, at least 64 KiB so that one GSO packet fits; queue: 50 ms), then
 # the delay. Both ends of a link are shaped, so each NIC has the rate in both directions.
 shape() {
   local ns=$1 dev=$2 burst
-  burst=$(($(bytes_per_second "$rate") / 1000))
+  burst=$((rate_bps / 8 / 1000))
   ((burst < 65536)) && burst=65536
   if [[ $delay == 0 ]]; then
     ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms
@@ -191,13 +282,15 @@ echo "netlab: ${ranks} rank(s) in namespaces ${prefix}-0..$((ranks - 1)), ${subn
 # Daemons and ranks talk over the lab's links only: TCP for the out-of-band channel and
 # for the byte transfer layer (no shared memory between ranks, no other interface).
 ip -n "$sw" addr add "${subnet}.254/24" dev br0
-work=$(mktemp -d /tmp/cpdlab.XXXXXX)
-trap 'rm -rf "$work"; teardown' EXIT
 for ((r = 0; r < ranks; ++r)); do echo "${subnet}.$((r + 1)) slots=1"; done > "$work/hosts"
 # Each "host" gets a session directory of its own: the namespaces share this machine's
 # hostname and /tmp, so Open MPI's daemons would otherwise create the same session
 # directories and topology files at once (seen: mkdir races, and daemons crashing in
-# hwloc_shmem_topology_write, about 1 launch in 6).
+# hwloc_shmem_topology_write, about 1 launch in 6). mpirun's own is in the temp directory
+# too (nothing is left in /tmp when mpirun is killed), set by TMPDIR: an MCA parameter
+# would be passed on to the daemons. The agent gives the daemons the caller's TMPDIR back.
+tmpdir_env="-u TMPDIR"
+[[ -z ${TMPDIR+set} ]] || tmpdir_env="TMPDIR=$(printf '%q' "$TMPDIR")"
 {
   echo '#!/usr/bin/env bash'
   echo '# Open MPI launch agent: $1 is a rank address, the rest the command ssh would run there.'
@@ -205,9 +298,10 @@ for ((r = 0; r < ranks; ++r)); do echo "${subnet}.$((r + 1)) slots=1"; done > "$
   echo 'shift'
   echo 'n=$((${host##*.} - 1))'
   echo "mkdir -p \"${work}/session-\$n\""
-  echo "exec ip netns exec \"${prefix}-\$n\" env OMPI_MCA_orte_tmpdir_base=\"${work}/session-\$n\" sh -c \"\$*\""
+  echo "exec ip netns exec \"${prefix}-\$n\" env ${tmpdir_env} OMPI_MCA_orte_tmpdir_base=\"${work}/session-\$n\" sh -c \"\$*\""
 } > "$work/agent"
 chmod +x "$work/agent"
+mkdir "$work/session-mpirun"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 status=0
 # --leave-session-attached: the daemons stay children of their launch agents, so a
@@ -217,11 +311,15 @@ status=0
 # for a whole scheduler tick, which capped MPI in the lab near 1 Gbit/s with a 4 ms
 # latency floor whatever the link (measured: 3992 us and 1.04 Gbit/s bound, 13 us and
 # 5.1 Gbit/s unbound, 10gbit links, 2 ranks).
-timeout --kill-after=10 "$timeout_s" ip netns exec "$sw" mpirun -n "$ranks" --hostfile "$work/hosts" --map-by node \
+# timeout runs inside the switch's namespace too, so that every process the command
+# starts is in a namespace of the lab. The command keeps the standard input.
+ip netns exec "$sw" env TMPDIR="$work/session-mpirun" \
+  timeout --kill-after=10 "$timeout_s" mpirun -n "$ranks" --hostfile "$work/hosts" --map-by node \
   --bind-to none --leave-session-attached \
   --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca oob_tcp_if_include "${subnet}.0/24" --mca btl tcp,self --mca btl_tcp_if_include "${subnet}.0/24" \
-  "$@" || status=$?
+  "$@" <&0 9>&- &
+wait $! || status=$?
 if ((status == 124)); then
   echo "netlab: the command ran past --timeout ${timeout_s} s and was stopped" >&2
 fi
