@@ -234,15 +234,19 @@ record
 # Shapes the egress of interface $2 in namespace $1: a token bucket at the rate (burst:
 # 1 ms of the rate, at least 64 KiB so that one GSO packet fits; queue: 50 ms), then
 # the delay. Both ends of a link are shaped, so each NIC has the rate in both directions.
+# A kernel without the qdisc (sch_tbf, sch_netem) cannot run the lab: 77.
 shape() {
   local ns=$1 dev=$2 burst
   burst=$((rate_bps / 8 / 1000))
   ((burst < 65536)) && burst=65536
   if [[ $delay == 0 ]]; then
-    ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms
+    ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms \
+      || unavailable "--rate: tc could not add the tbf qdisc that shapes the links (is sch_tbf in this kernel?)"
   else
-    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" latency 50ms
-    ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay"
+    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" latency 50ms \
+      || unavailable "--rate: tc could not add the tbf qdisc that shapes the links (is sch_tbf in this kernel?)"
+    ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay" \
+      || unavailable "--delay: tc could not add the netem qdisc that delays the links (is sch_netem in this kernel? modprobe sch_netem)"
   fi
 }
 

@@ -12,7 +12,7 @@
 #     and leaves nothing; SIGKILL of the script, then --cleanup or a next run: the
 #     killed lab's processes, namespaces and temp directory are gone; a second lab and
 #     --cleanup while one runs: refused (75), the first one untouched and its ping-pong
-#     finishes; --timeout. Needs root: 77 (skipped) otherwise,
+#     finishes; --timeout; --delay without netem. Needs root: 77 (skipped) otherwise,
 #     or when the lab cannot run here, or while another lab runs.
 #
 # "Nothing left" means: no cpdlab-* namespace, no process in a namespace that one of the
@@ -140,6 +140,7 @@ remove_leftovers() {
 # TIMEOUT would kill it with no chance to.
 (sleep 420 && echo "FAIL: the test ran for 420 s; stopping it" && kill -TERM $$) &
 watchdog=$!
+disown "$watchdog"
 trap 'trap "" INT TERM HUP; kill -- "-$watchdog" 2> /dev/null; remove_leftovers; rm -rf -- "$tmp"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -297,6 +298,18 @@ else
   echo "ok: --timeout 2: status 124 after $lab_seconds s"
 fi
 check_clean "--timeout 2"
+
+# --delay needs the kernel's netem qdisc: without it the lab cannot run here (77, and a
+# message that says so), never a bare tc error with the status of a bad option.
+timeout 60 "$netlab" --ranks 1 --delay 1ms --timeout 30 -- true > "$tmp/lab.txt" 2>&1
+rc=$?
+if ((rc == 0)) || { ((rc == 77)) && grep -q "^netlab: --delay: .*netem" "$tmp/lab.txt"; }; then
+  echo "ok: --delay 1ms: status $rc"
+else
+  show "$tmp/lab.txt"
+  fail "--delay 1ms: status $rc (want 0, or 77 and 'netlab: --delay: ... netem')"
+fi
+check_clean "--delay 1ms"
 
 echo "netlab_faults lab: $failures failure(s)"
 ((failures == 0))
