@@ -209,7 +209,7 @@ command -v mpirun > /dev/null || unavailable "needs Open MPI's mpirun (apt-get i
 # script waits for it with `wait`, which a signal interrupts.
 on_signal() {
   set +e
-  trap '' INT TERM HUP
+  trap '' INT TERM HUP PIPE
   local n
   n=$(remove_lab "$work")
   echo "netlab: stopped by SIG$1: killed the command and the lab's ${n} process(es), removed the lab" >&2
@@ -219,7 +219,7 @@ on_signal() {
 }
 on_exit() {
   local status=$? n
-  trap '' INT TERM HUP
+  trap '' INT TERM HUP PIPE
   n=$(remove_lab "$work")
   ((n == 0)) || echo "netlab: killed ${n} process(es) left in the lab's namespaces after the command ended" >&2
   exit "$status"

@@ -8,12 +8,13 @@
 #     range) is one line `netlab: --OPTION: ...` and status 2; needs no root.
 #   netlab_faults.sh lab NETLAB PINGPONG
 #     SIGINT to the process group (Ctrl-C) during the setup and during a long command,
-#     SIGHUP and SIGTERM during it: the lab ends within a few seconds, with 128+signal,
-#     and leaves nothing; SIGKILL of the script, then --cleanup or a next run: the
-#     killed lab's processes, namespaces and temp directory are gone; a second lab and
-#     --cleanup while one runs: refused (75), the first one untouched and its ping-pong
-#     finishes; --timeout; --delay without netem. Needs root: 77 (skipped) otherwise,
-#     or when the lab cannot run here, or while another lab runs.
+#     SIGHUP and SIGTERM during it, SIGINT when the output's reader dies too: the lab
+#     ends within a few seconds, with 128+signal, and leaves nothing; SIGKILL of the
+#     script, then --cleanup or a next run: the killed lab's processes, namespaces and
+#     temp directory are gone; a second lab and --cleanup while one runs: refused (75),
+#     the first one untouched and its ping-pong finishes; --timeout; --delay without
+#     netem. Needs root: 77 (skipped) otherwise, or when the lab cannot run here, or
+#     while another lab runs.
 #
 # "Nothing left" means: no cpdlab-* namespace, no process in a namespace that one of the
 # labs had, no process running a program of this test, no new /tmp/cpdlab.* directory.
@@ -236,6 +237,30 @@ signal_case INT group command
 signal_case HUP script command
 signal_case TERM script command
 
+# Ctrl-C on `netlab.sh ... 2>&1 | tee log`: the reader of the script's output dies with
+# it, and the lab's last words must not end it early (SIGPIPE) or change its status.
+piped_case() {
+  local name="SIGINT to the group and the reader of the output" reader
+  mkfifo "$tmp/pipe"
+  cat "$tmp/pipe" > "$tmp/piped.txt" &
+  reader=$!
+  start_lab "$tmp/pipe" --ranks 2 --timeout 300 -- "$tmp/labsleep" 600
+  wait_running 2 "$tmp/labsleep" "$name" || true
+  kill -INT -- "-$lab_pid"
+  kill -INT "$reader"
+  wait_lab "$lab_pid" 15
+  if [[ $lab_status != 130 || $lab_seconds -gt 8 ]]; then
+    show "$tmp/piped.txt"
+    fail "$name: status $lab_status after $lab_seconds s (want 130 within 8 s)"
+  else
+    echo "ok: $name: status $lab_status after $lab_seconds s"
+  fi
+  wait "$reader"
+  rm -f "$tmp/pipe"
+  check_clean "$name"
+}
+piped_case
+
 # SIGKILL of the script (no trap can catch it): its processes live on in the lab's
 # namespaces until $1 (--cleanup, or a next lab) removes them, its namespaces and its temp
 # directory.
@@ -288,16 +313,16 @@ concurrent_case() {
 concurrent_case
 
 # --timeout stops the command (status 124) and the lab leaves nothing.
-start_lab "$tmp/lab.txt" --ranks 2 --timeout 2 -- "$tmp/labsleep" 600
-wait_running 2 "$tmp/labsleep" "--timeout 2" || true
+start_lab "$tmp/lab.txt" --ranks 2 --timeout 5 -- "$tmp/labsleep" 600
+wait_running 2 "$tmp/labsleep" "--timeout 5" || true
 wait_lab "$lab_pid" 30
-if [[ $lab_status != 124 ]] || ! grep -q "ran past --timeout 2 s" "$tmp/lab.txt"; then
+if [[ $lab_status != 124 ]] || ! grep -q "ran past --timeout 5 s" "$tmp/lab.txt"; then
   show "$tmp/lab.txt"
-  fail "--timeout 2: status $lab_status (want 124 and the message)"
+  fail "--timeout 5: status $lab_status (want 124 and the message)"
 else
-  echo "ok: --timeout 2: status 124 after $lab_seconds s"
+  echo "ok: --timeout 5: status 124 after $lab_seconds s"
 fi
-check_clean "--timeout 2"
+check_clean "--timeout 5"
 
 # --delay needs the kernel's netem qdisc: without it the lab cannot run here (77, and a
 # message that says so), never a bare tc error with the status of a bad option.
