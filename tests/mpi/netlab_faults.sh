@@ -132,6 +132,7 @@ remove_leftovers() {
     sleep 0.1
   done
   for ns in $(comm -13 <(echo "$namespaces_before") <(cpdlab_namespaces)); do
+    # shellcheck disable=SC2046 # the pids, split
     kill -KILL $(ip netns pids "$ns") 2> /dev/null
     ip netns delete "$ns"
   done
@@ -148,11 +149,14 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 # Starts a lab in the background: $1 the file for its output, the rest netlab.sh's
-# arguments. Sets lab_pid.
+# arguments. Sets lab_pid. The signals a terminal sends are not ignored in it, even where
+# this test was started with them ignored (a shell script cannot trap those).
+default_signals=()
+env --default-signal=INT true 2> /dev/null && default_signals=(env "--default-signal=INT,TERM,HUP")
 start_lab() {
   local out=$1
   shift
-  "$netlab" "$@" > "$out" 2>&1 &
+  "${default_signals[@]}" "$netlab" "$@" > "$out" 2>&1 &
   lab_pid=$!
   started+=" $lab_pid"
 }
