@@ -37,6 +37,13 @@ bool has(const std::string& s, const char* part) { return s.find(part) != std::s
 
 constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
 
+/// n, hidden from the optimizer: a call whose size GCC sees as SIZE_MAX draws
+/// -Waggressive-loop-optimizations on the loops behind the check that throws.
+std::size_t opaque(std::size_t n) {
+  volatile std::size_t v = n;
+  return v;
+}
+
 using bulk_test::on_every_isa;
 
 }  // namespace
@@ -422,4 +429,135 @@ TEST_CASE("scalers and MX check their options") {
   CHECK(y[2] == 3.0f);
   CHECK(has(error_of([] { cpd::simulate_codec_allreduce(*cpd::make_codec("onebit"), nullptr, nullptr, 4, 0); }),
             "world_size"));
+}
+
+// Issue 30, items 4 and 7: an exchange's output that partly overlaps an input summed
+// shifted values (7, 7, 7.5 for 5, 5, 5.5), and SIZE_MAX elements read past the end.
+TEST_CASE("exchanges: sizes that do not fit and overlapping arrays are refused") {
+  using F = cpd::float8_e4m3fn;
+  const std::size_t huge = opaque(size_max);
+  std::vector<float> buf(30);
+  for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(i) / 7.0f + 1.0f;
+  const float* two[2] = {buf.data(), buf.data() + 10};
+  for (auto a : {cpd::allreduce_algorithm::sequential, cpd::allreduce_algorithm::ring,
+                 cpd::allreduce_algorithm::pipelined_ring, cpd::allreduce_algorithm::halving_doubling,
+                 cpd::allreduce_algorithm::two_step, cpd::allreduce_algorithm::all_gather}) {
+    CAPTURE(static_cast<int>(a));
+    cpd::allreduce_options o;
+    o.algorithm = a;
+    o.mean = true;
+    CHECK(has(error_of([&] { cpd::simulate_allreduce<F>(two, buf.data() + 5, 10, 2, o); }),
+              "the output overlaps worker 0's input (only out == an input is allowed)"));
+    CHECK(has(error_of([&] { cpd::simulate_allreduce<F>(two, buf.data() + 15, 10, 2, cpd::aps<F>(2), o); }),
+              "worker 1's input"));
+    CHECK(has(error_of([&] { cpd::simulate_allreduce_scaled<F>(two, buf.data() + 1, 10, 2, cpd::pow2_scale{}, o); }),
+              "overlaps"));
+    if (a != cpd::allreduce_algorithm::two_step) {
+      CHECK(has(error_of([&] {
+                  cpd::simulate_block_scaled_allreduce<F>(two, buf.data() + 5, 10, 2, cpd::mx_block_scaling<F>(2), o);
+                }),
+                "overlaps"));
+    }
+  }
+  // The issue's case, with a separate output: the mean of 1 + i/7 and 1 + (i + 10)/7.
+  std::vector<float> sep(10);
+  cpd::allreduce_options mean;
+  mean.mean = true;
+  cpd::simulate_allreduce<F>(two, sep.data(), 10, 2, mean);
+  CHECK(sep[0] == 1.75f);  // (1 + 2.5) / 2: the inputs 1 and 1 + 10/7 round to 1 and 2.5 in e4m3fn
+  // Residuals: written, so they may overlap nothing but their own worker's input.
+  std::vector<float> r0(10), r1(10), out(10);
+  float* res[2] = {r0.data(), r1.data()};
+  cpd::allreduce_options fb;
+  fb.residuals = res;
+  CHECK(error_of([&] { cpd::simulate_allreduce<F>(two, out.data(), 10, 2, fb); }).empty());
+  const float* own[2] = {r0.data(), r1.data()};
+  CHECK(error_of([&] { cpd::simulate_allreduce<F>(own, out.data(), 10, 2, fb); }).empty());
+  CHECK(has(error_of([&] { cpd::simulate_allreduce<F>(two, r1.data(), 10, 2, fb); }),
+            "the output overlaps worker 1's residual"));
+  float* shifted[2] = {r0.data(), r0.data() + 5};
+  fb.residuals = shifted;
+  CHECK(has(error_of([&] { cpd::simulate_allreduce<F>(two, out.data(), 10, 2, fb); }),
+            "worker 0's residual overlaps worker 1's residual"));
+  float* into_input[2] = {r0.data(), buf.data() + 12};
+  fb.residuals = into_input;
+  CHECK(has(error_of([&] { cpd::simulate_allreduce<F>(two, out.data(), 10, 2, fb); }),
+            "worker 1's residual overlaps its input"));
+  const auto dyn = cpd::make_codec("dyntree8");
+  CHECK(has(error_of([&] { cpd::simulate_codec_allreduce(*dyn, two, buf.data() + 5, 10, 2); }), "overlaps"));
+  // SIZE_MAX elements: std::length_error before anything is read (a crash before).
+  CHECK(has(error_of<std::length_error>([&] {
+              cpd::simulate_allreduce<F>(two, out.data(), huge, 2, cpd::fixed_scaling{});
+            }),
+            "does not fit in the address space"));
+  CHECK(!error_of<std::length_error>([&] { cpd::simulate_allreduce<F>(two, out.data(), huge / 2, 2); }).empty());
+  CHECK(!error_of<std::length_error>([&] {
+           cpd::simulate_block_scaled_allreduce<F>(two, out.data(), huge, 2, cpd::mx_block_scaling<F>(2));
+         }).empty());
+  CHECK(!error_of<std::length_error>([&] { cpd::simulate_codec_allreduce(*dyn, two, out.data(), huge, 2); })
+             .empty());
+}
+
+TEST_CASE("MX calls: sizes that do not fit and overlapping arrays are refused") {
+  using E = cpd::float8_e4m3fn;
+  const std::size_t huge = opaque(size_max);
+  std::vector<float> a(64, 1.5f), b(64);
+  std::vector<std::uint8_t> scales(2), codes(64);
+  CHECK(has(error_of<std::length_error>([&] { cpd::mx_quantize<E>(a.data(), b.data(), huge, {}); }),
+            "does not fit in the address space"));
+  CHECK(!error_of<std::length_error>([&] { cpd::mx_encode<E>(a.data(), huge, scales.data(), codes.data()); })
+             .empty());
+  CHECK(!error_of<std::length_error>([&] { cpd::mx_decode<E>(scales.data(), codes.data(), huge, b.data()); })
+             .empty());
+  CHECK(has(error_of([&] { cpd::mx_quantize<E>(a.data(), a.data() + 3, 32); }),
+            "the input and the output overlap (only in == out is allowed)"));
+  CHECK(has(error_of([&] {
+              cpd::mx_encode<E>(a.data(), 32, reinterpret_cast<std::uint8_t*>(a.data()) + 8, codes.data());
+            }),
+            "the input and the scales overlap"));
+  CHECK(has(error_of([&] { cpd::mx_decode<E>(scales.data(), codes.data(), 32, reinterpret_cast<float*>(codes.data())); }),
+            "the codes and the output overlap"));
+  // in == out is allowed and gives the out-of-place bits.
+  cpd::mx_quantize<E>(a.data(), b.data(), 64);
+  std::vector<float> c = a;
+  cpd::mx_quantize<E>(c.data(), c.data(), 64);
+  CHECK(std::memcmp(b.data(), c.data(), 64 * sizeof(float)) == 0);
+}
+
+// out == an input stays allowed: every element is read before it is written, on every path
+// (the fused chain, its fallback at inf/NaN, Kahan, error feedback, every algorithm).
+TEST_CASE("exchanges: out may be one of the inputs and gives the same bits") {
+  using F = cpd::float8_e5m2;
+  const int w = 5;
+  const std::size_t n = 3000;
+  std::vector<std::vector<float>> g(w, std::vector<float>(n));
+  for (int r = 0; r < w; ++r)
+    for (std::size_t i = 0; i < n; ++i)
+      g[r][i] = std::ldexp(static_cast<float>((i * 7919 + r * 104729) % 2001) - 1000.0f, static_cast<int>(i % 23) - 11);
+  g[1][17] = std::numeric_limits<float>::quiet_NaN();
+  g[3][2500] = std::numeric_limits<float>::infinity();
+  g[2][900] = 1e30f;
+  for (auto a : {cpd::allreduce_algorithm::sequential, cpd::allreduce_algorithm::ring,
+                 cpd::allreduce_algorithm::halving_doubling, cpd::allreduce_algorithm::two_step,
+                 cpd::allreduce_algorithm::all_gather}) {
+    for (bool kahan : {false, true}) {
+      if (kahan && a == cpd::allreduce_algorithm::two_step) continue;
+      for (int into : {0, w - 1}) {
+        CAPTURE(static_cast<int>(a));
+        CAPTURE(kahan);
+        CAPTURE(into);
+        cpd::allreduce_options o;
+        o.algorithm = a;
+        o.kahan = kahan;
+        o.threads = 2;
+        auto x = g;
+        std::vector<const float*> p(w);
+        for (int r = 0; r < w; ++r) p[r] = x[r].data();
+        std::vector<float> separate(n);
+        cpd::simulate_allreduce<F>(p.data(), separate.data(), n, w, cpd::aps<F>(w), o);
+        cpd::simulate_allreduce<F>(p.data(), x[into].data(), n, w, cpd::aps<F>(w), o);
+        CHECK(std::memcmp(separate.data(), x[into].data(), n * sizeof(float)) == 0);
+      }
+    }
+  }
 }

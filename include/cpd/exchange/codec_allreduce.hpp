@@ -63,7 +63,8 @@ namespace detail {
 /// encodes x_r = g_r (+ residual_r) with key {key.seed, codec_stream(key, W, r)}; every
 /// payload is decoded and out[i] = d_0[i] + d_1[i] + ... + d_{W-1}[i], added in float in rank
 /// order (then / W for a mean). The result does not depend on the thread count.
-/// out may alias no input; with error feedback, g may be opt.residuals.
+/// out may be one of the inputs but overlap none otherwise; with error feedback, g may be
+/// opt.residuals (std::invalid_argument for any other overlap).
 inline codec_exchange_result simulate_codec_allreduce(const codec& c, const float* const* g, float* out,
                                                       std::size_t n, int world_size,
                                                       const codec_exchange_options& opt = {}) {
@@ -75,6 +76,7 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
   for (std::size_t r = 0; n != 0 && r < w; ++r)
     if (g[r] == nullptr || (opt.residuals && opt.residuals[r] == nullptr))
       detail::fail_invalid("cpd::simulate_codec_allreduce: worker " + std::to_string(r) + " has a null pointer");
+  if (n != 0) detail::check_exchange_arrays("cpd::simulate_codec_allreduce", g, opt.residuals, out, n, world_size);
   const std::size_t bytes = c.payload_size(n);
   std::vector<std::uint8_t> payloads(detail::checked_mul("cpd::simulate_codec_allreduce", "the payloads", w, bytes));
   std::vector<float> decoded(detail::checked_mul("cpd::simulate_codec_allreduce", "the decoded values", w, n));

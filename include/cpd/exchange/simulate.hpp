@@ -10,6 +10,7 @@
 // caller's (cpd/core/detail/fenv.hpp).
 
 #include <cpd/core/config.hpp>
+#include <cpd/core/detail/checks.hpp>
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/float.hpp>
@@ -279,7 +280,8 @@ inline void check_accumulator(const format& acc, bool kahan) {
 }
 
 /// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm that is one of
-/// allreduce_algorithm's enumerators, and no null array when n > 0.
+/// allreduce_algorithm's enumerators, no null array when n > 0, sizes that fit and no
+/// overlap of a written array with another (detail::check_exchange_arrays).
 inline void check_allreduce_args(const float* const* x, const float* out, std::size_t n, int world_size,
                                  const allreduce_options& opt) {
   if (world_size < 1) fail_invalid("cpd::simulate_allreduce: world_size must be >= 1");
@@ -301,6 +303,7 @@ inline void check_allreduce_args(const float* const* x, const float* out, std::s
   for (int r = 0; r < world_size; ++r)
     if (x[r] == nullptr || (opt.residuals && opt.residuals[r] == nullptr))
       fail_invalid("cpd::simulate_allreduce: worker " + std::to_string(r) + " has a null pointer");
+  check_exchange_arrays("cpd::simulate_allreduce", x, opt.residuals, out, n, world_size);
 }
 
 /// The policy of simulate_allreduce: opt.threads threads (0: all), each with at least
@@ -315,7 +318,8 @@ inline execution::parallel_policy simulate_policy(unsigned threads, std::size_t 
 /// Sums W workers' tensors x[0..W)[0..n) into out[0..n) in the order of opt.algorithm, every
 /// addition rounded to F in mode R, with a scale chosen in advance: each worker's value is
 /// quantized as Q(x * scale), the sum is unscaled (and divided by W for a mean) in float.
-/// out may alias none of the inputs; with error feedback, x may be opt.residuals.
+/// out may be one of the inputs but overlap none otherwise; with error feedback, x may be
+/// opt.residuals (std::invalid_argument for any other overlap).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scale = pow2_scale>
 allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* out, std::size_t n, int world_size,
                                                   Scale scale, const allreduce_options& opt = {}) {

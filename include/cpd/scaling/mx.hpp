@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace cpd {
@@ -68,15 +69,39 @@ inline constexpr std::uint8_t mx_nan_scale = 0xFF;
 }
 
 namespace detail {
-/// Checks the options and pointers (a, b and c when given) of an MX call (std::invalid_argument naming the field).
-inline void check_mx(const char* who, const mx_options& opt, std::size_t n, const void* a, const void* b,
-                     const void* c = "") {
+/// One array of an MX call: count elements of size bytes at p.
+struct mx_array {
+  const void* p;
+  std::size_t count, size;
+  const char* name;
+};
+
+/// Checks the options of an MX call (std::invalid_argument naming the field).
+inline void check_mx_options(const char* who, const mx_options& opt) {
   if (opt.block_size == 0) fail_invalid(std::string(who) + ": mx_options::block_size must be >= 1");
   if (opt.rule != mx_scale_rule::floor && opt.rule != mx_scale_rule::ceil && opt.rule != mx_scale_rule::rceil)
     fail_invalid(std::string(who) + ": mx_options::rule " + std::to_string(static_cast<int>(opt.rule)) +
                  " is not a cpd::mx_scale_rule");
-  if (n != 0 && (a == nullptr || b == nullptr || c == nullptr))
-    fail_invalid(std::string(who) + ": null pointer with n > 0");
+}
+
+/// Checks the options and the arrays of an MX call of n values: no null pointer when n > 0,
+/// sizes that fit in the address space (std::length_error), and no two arrays that share a
+/// byte, except arrays that are the same (in == out of mx_quantize) when same_ok.
+inline void check_mx(const char* who, const mx_options& opt, std::size_t n, std::initializer_list<mx_array> arrays,
+                     bool same_ok = false) {
+  check_mx_options(who, opt);
+  if (n == 0) return;
+  byte_range r[3];
+  std::size_t k = 0;
+  for (const mx_array& a : arrays) {
+    if (a.p == nullptr) fail_invalid(std::string(who) + ": null pointer with n > 0");
+    r[k++] = bytes_of(who, a.name, a.p, a.count, a.size);
+  }
+  for (std::size_t i = 0; i < k; ++i)
+    for (std::size_t j = i + 1; j < k; ++j)
+      if (overlap(r[i], r[j]) && !(same_ok && r[i].begin == r[j].begin && r[i].end == r[j].end))
+        fail_invalid(std::string(who) + ": " + arrays.begin()[i].name + " and " + arrays.begin()[j].name + " overlap" +
+                     (same_ok ? " (only in == out is allowed)" : ""));
 }
 }  // namespace detail
 
@@ -125,7 +150,10 @@ void mx_encode(const float* in, std::size_t n, std::uint8_t* scales, typename El
                const mx_options& opt = {}) {
   static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_encode: the element must be a float format");
   const detail::default_fp_env fp_env;
-  detail::check_mx("cpd::mx_encode", opt, n, in, scales, codes);
+  detail::check_mx("cpd::mx_encode", opt, n,
+                   {{in, n, sizeof(float), "the input"},
+                    {scales, mx_scale_count(n, opt.block_size), 1, "the scales"},
+                    {codes, n, sizeof(typename Elem::storage_type), "the codes"}});
   for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
     hi = detail::block_end(lo, opt.block_size, n);
     const std::uint8_t sc = mx_scale_code<Elem>(detail::bit_cast<float>(detail::amax_bits(in + lo, hi - lo)), opt.rule);
@@ -148,7 +176,10 @@ void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* co
                const mx_options& opt = {}) {
   static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_decode: the element must be a float format");
   const detail::default_fp_env fp_env;
-  detail::check_mx("cpd::mx_decode", opt, n, scales, codes, out);
+  detail::check_mx("cpd::mx_decode", opt, n,
+                   {{scales, mx_scale_count(n, opt.block_size), 1, "the scales"},
+                    {codes, n, sizeof(typename Elem::storage_type), "the codes"},
+                    {out, n, sizeof(float), "the output"}});
   using Code = typename Elem::storage_type;
   const Code stray = detail::stray_bits<Code>(Elem::spec);  // a code with these bits is rejected
   for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
@@ -167,7 +198,8 @@ void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* co
 template <class Elem, rounding R = rounding::nearest_even>
 void mx_quantize(const float* in, float* out, std::size_t n, const mx_options& opt = {}) {
   const detail::default_fp_env fp_env;
-  detail::check_mx("cpd::mx_quantize", opt, n, in, out);
+  detail::check_mx("cpd::mx_quantize", opt, n, {{in, n, sizeof(float), "the input"}, {out, n, sizeof(float), "the output"}},
+                   true);
   for (std::size_t lo = 0, len = 0; lo < n; lo += len) {
     len = detail::block_end(lo, opt.block_size, n) - lo;
     const std::uint8_t sc =
@@ -217,7 +249,7 @@ class mx_block_scaling {
   mx_block_scaling(int world_size, options o) : w_(world_size), opt_(o) {
     if (world_size < 1 || world_size >= (1 << 24))
       detail::fail_invalid("cpd::mx_block_scaling: world_size must be in [1, 2^24)");
-    detail::check_mx("cpd::mx_block_scaling", mx_options{o.block_size, o.rule, {}}, 0, nullptr, nullptr);
+    detail::check_mx_options("cpd::mx_block_scaling", mx_options{o.block_size, o.rule, {}});
   }
 
   [[nodiscard]] int world_size() const noexcept { return w_; }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace cpd::detail {
 
@@ -109,6 +110,38 @@ template <class Code>
 void check_codes(const char* who, const spec& s, const Code* in, std::size_t n, Code stray) {
   for (std::size_t i = 0; i < n; ++i)
     if ((in[i] & stray) != 0) fail_stray_code(who, s, in[i], &i);
+}
+
+/// Checks the arrays of an exchange of world_size workers' n floats (pointers not null,
+/// world_size >= 1): every input x[r], residual (read and written, when given) and the
+/// output fits in the address space (std::length_error), and no array that is written
+/// shares a byte with another array, except that the output may be exactly an input and
+/// a residual exactly its own worker's input (each element is read before it is written):
+/// std::invalid_argument naming both arrays.
+inline void check_exchange_arrays(const char* who, const float* const* x, float* const* residuals, const float* out,
+                                  std::size_t n, int world_size) {
+  const auto w = static_cast<std::size_t>(world_size);
+  const byte_range o = bytes_of(who, "the output", out, n, sizeof(float));
+  std::vector<byte_range> in(w), res(residuals ? w : 0);
+  for (std::size_t r = 0; r < w; ++r) {
+    in[r] = bytes_of(who, "an input", x[r], n, sizeof(float));
+    if (residuals) res[r] = bytes_of(who, "a residual", residuals[r], n, sizeof(float));
+  }
+  auto fail = [&](const std::string& a, const std::string& b, const char* allowed) {
+    fail_invalid(std::string(who) + ": " + a + " overlaps " + b + allowed);
+  };
+  auto worker = [](std::size_t r, const char* what) { return "worker " + std::to_string(r) + "'s " + what; };
+  for (std::size_t r = 0; r < w; ++r)
+    if (o.begin != in[r].begin && overlap(o, in[r])) fail("the output", worker(r, "input"), " (only out == an input is allowed)");
+  for (std::size_t r = 0; r < res.size(); ++r) {
+    if (overlap(o, res[r])) fail("the output", worker(r, "residual"), " (the residuals are kept for the next call)");
+    for (std::size_t s = 0; s < w; ++s) {
+      if (s == r && res[r].begin != in[r].begin && overlap(res[r], in[r]))
+        fail(worker(r, "residual"), "its input", " (only residual == input is allowed)");
+      if (s != r && overlap(res[r], in[s])) fail(worker(r, "residual"), worker(s, "input"), "");
+      if (s > r && overlap(res[r], res[s])) fail(worker(r, "residual"), worker(s, "residual"), "");
+    }
+  }
 }
 
 }  // namespace cpd::detail
