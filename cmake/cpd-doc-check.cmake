@@ -286,7 +286,7 @@ elseif(MODE STREQUAL "shell")
     set(${out_needs} "${needs}" PARENT_SCOPE)
   endfunction()
 
-  set(known_labels quick exhaustive mpi package cuda fuzz python)
+  set(known_labels quick exhaustive mpi package cuda fuzz python netlab)
   set(configurations "")  # dir|place|names, over all pages
   set(help_cache "")
 
