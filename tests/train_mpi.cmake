@@ -7,7 +7,7 @@
 # run is also given in two orders (format and codec lists reversed), and the emulation
 # with 1 and with 2 threads: a run's hash must depend on nothing but the run itself, not
 # on the runs before it (whose allocations moved its buffers), the thread count or the
-# transport. TRAIN is the main job's build (-march=native) where the compiler has one.
+# transport. TRAIN is the main job's build (cpd-train: x86-64-v3, vector GEMMs with FMA).
 # Each run is tiny: 1024 images, 8 steps of batch 128, one epoch.
 # Prints "cpd-train-mpi: skipped" (ctest's SKIP_REGULAR_EXPRESSION) when the data set is not installed.
 

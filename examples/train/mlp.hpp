@@ -61,11 +61,23 @@ struct splitmix64 {
   }
 };
 
+/// Eigen splits a product's inner dimension into blocks sized from the caches the CPU
+/// reports, and that split decides the order of each dot product's sums: with the sizes
+/// queried, the weights-hash depends on the CPU (docs/train.md#reproducibility). Fixed
+/// sizes (those of a common x86-64 core) make the blocking, and so the bits, the same on
+/// every machine. Returns true, for a once-only static.
+inline bool pin_eigen_blocking() {
+  Eigen::setCpuCacheSizes(48 * 1024, 1024 * 1024, 32 * 1024 * 1024);
+  return true;
+}
+
 /// The network's shape and its parameters in one flat array, every tensor starting
 /// on a buffer_alignment boundary (the gaps between tensors stay zero).
 class mlp {
  public:
   explicit mlp(std::vector<std::size_t> widths) : widths_(std::move(widths)) {
+    static const bool pinned = pin_eigen_blocking();  // once, before any product
+    (void)pinned;
     constexpr std::size_t align = buffer_alignment / sizeof(float);
     std::size_t off = 0;
     auto add = [&](std::string name, std::size_t rows, std::size_t cols) {
