@@ -308,7 +308,12 @@ def exchange_formats():
 class finfo:
     """Machine limits of a format, as numpy.finfo: bits, eps, epsneg, max, min, tiny
     (= smallest_normal), smallest_subnormal, maxexp, minexp, nexp, nmant, precision,
-    resolution; and cpd's facts (bias, encoding, has_inf, has_nan, ...)."""
+    resolution; and cpd's facts (bias, encoding, has_inf, has_nan, has_zero, ...).
+
+    As numpy defines them: min is the smallest value (-max with a sign; for E8M0, which has
+    neither sign nor zero, 2^-127); epsneg = 1 - (the value below 1), the subnormal spacing
+    where 1 is the smallest normal (e2m3fn: 0.125; e2m1fn: 0.5); precision = int(-log10(eps));
+    resolution = 10^-precision rounded to the format."""
 
     def __init__(self, format):
         _check_str("cpd.finfo", "format", format)
@@ -320,24 +325,33 @@ class finfo:
         self.bias = d["bias"]
         self.encoding = d["encoding"]
         self.max = d["max"]
-        self.min = -d["max"] if d["has_sign"] else 0.0
+        self.has_zero = d["has_zero"]
+        self.min = -d["max"] if d["has_sign"] else (0.0 if self.has_zero else d["smallest_subnormal"])
         self.smallest_normal = d["smallest_normal"]
         self.tiny = self.smallest_normal
         self.smallest_subnormal = d["smallest_subnormal"]
-        self.eps = 2.0 ** -self.nmant
-        self.epsneg = 2.0 ** -(self.nmant + 1)
-        self.machep = -self.nmant
-        self.negep = -(self.nmant + 1)
         self.maxexp = d["emax"] + 1
         self.minexp = d["emin"]
         self.iexp = self.nexp
+        self.machep = -self.nmant
+        self.eps = 2.0 ** self.machep
+        # below 1: 1 - 2^-(nmant+1) where 1 is above the smallest normal, else the spacing of
+        # the subnormals (1 is the smallest normal in e2m3fn and e2m1fn)
+        self.negep = -(self.nmant + 1) if self.minexp < 0 or not d["has_subnormals"] else self.minexp - self.nmant
+        self.epsneg = 2.0 ** self.negep
         self.precision = int(_math.floor(self.nmant * _math.log10(2))) if self.nmant > 0 else 0
-        self.resolution = 10.0 ** -self.precision
+        self.resolution = self._nearest(10.0 ** -self.precision)
         self.has_sign = d["has_sign"]
         self.has_inf = d["has_inf"]
         self.has_nan = d["has_nan"]
         self.has_negative_zero = d["has_negative_zero"]
         self.has_subnormals = d["has_subnormals"]
+
+    def _nearest(self, x):
+        """The value of the format nearest the positive double x (ties to even), x <= max."""
+        e = max(_math.frexp(x)[1] - 1, self.minexp)
+        ulp = 2.0 ** (e - self.nmant)
+        return max(round(x / ulp) * ulp, 0.0 if self.has_zero else self.smallest_subnormal)
 
     def __repr__(self):
         return (f"finfo(name={self.name}, bits={self.bits}, max={self.max!r}, tiny={self.tiny!r}, "

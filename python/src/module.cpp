@@ -280,6 +280,7 @@ py::dict format_info(const std::string& name) {
   d["has_nan"] = s.has_nan;
   d["has_negative_zero"] = s.has_neg_zero;
   d["has_subnormals"] = s.has_subnormals;
+  d["has_zero"] = s.has_zero;
   d["fits_float"] = s.fits_float;
   return d;
 }

@@ -319,12 +319,38 @@ def test_formats_and_finfo():
     assert (f.bits, f.max, f.tiny, f.smallest_subnormal, f.eps, f.epsneg, f.maxexp, f.minexp, f.nmant, f.nexp,
             f.precision) == (h.bits, h.max, h.tiny, h.smallest_subnormal, h.eps, h.epsneg, h.maxexp, h.minexp,
                              h.nmant, h.nexp, h.precision)
-    assert f.resolution == pytest.approx(float(h.resolution), rel=1e-3)  # (numpy's is 0.001 in float16)
+    assert f.resolution == float(h.resolution)  # (10^-3 rounded to float16, as numpy's)
     b, tb = cpd.finfo("bf16"), torch.finfo(torch.bfloat16)
     assert (b.bits, b.max, b.tiny, b.eps) == (tb.bits, tb.max, tb.tiny, tb.eps)
     e = cpd.finfo("e4m3fn")
     assert (e.max, e.tiny, e.smallest_subnormal, e.has_inf, e.has_nan) == (448, 2**-6, 2**-9, False, True)
     assert cpd.finfo("e2m1fn").max == 6 and not cpd.finfo("e2m1fn").has_nan
+
+
+def test_finfo_agrees_with_the_format_values():
+    """Independent of ml_dtypes: min, epsneg, eps, tiny and smallest_subnormal of every named
+    format from the list of its values (every code decoded by cpd.decode)."""
+    for name in cpd.formats():
+        f = cpd.finfo(name)
+        if f.bits > 16 or not f.bits:
+            continue
+        codes = np.arange(2 ** f.bits, dtype=np.uint8 if f.bits <= 8 else np.uint16)
+        if not cpd._cpd.format_info(name)["fits_float"]:
+            continue  # (values that are not floats: the decode to float32 refuses them)
+        v = cpd.decode(codes, name).astype(np.float64)
+        v = np.unique(v[np.isfinite(v)])
+        assert f.min == v[0] and f.max == v[-1], name
+        pos = v[v > 0]
+        assert f.smallest_subnormal == pos[0], name
+        if 1.0 in v and v[0] < 1.0:
+            below, above = v[v < 1.0][-1], v[v > 1.0][0] if f.max > 1 else None
+            assert f.epsneg == 1.0 - below, name
+            if above is not None:
+                assert f.eps == above - 1.0, name
+    # the three the issue found: E8M0 has no zero; 1 is the smallest normal of e2m1fn and e2m3fn
+    assert cpd.finfo("float8_e8m0fnu").min == 2.0**-127 and not cpd.finfo("e8m0fnu").has_zero
+    assert (cpd.finfo("float4_e2m1fn").epsneg, cpd.finfo("float6_e2m3fn").epsneg) == (0.5, 0.125)
+    assert (cpd.finfo("float4_e2m1fn").negep, cpd.finfo("float6_e2m3fn").negep) == (-1, -3)
 
 
 # --- scalers and MX -------------------------------------------------------------------------
