@@ -419,3 +419,31 @@ def test_mx_quantize_floor_rule():
         cpd.mx_quantize(x, "e4m3fn", rule="round")
     with pytest.raises(ValueError, match="element"):
         cpd.mx_quantize(x, "bf16")
+
+
+
+# --- integer arguments, scalers and scales ---------------------------------------------------
+
+def test_decode_takes_every_scale_exponent_that_quantize_and_encode_take():
+    x = np.concatenate([wide_floats(3000), np.float32([3.4028235e38, -3e38, 1e-45, np.inf, -np.inf, np.nan])])
+    for fmt in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e8m0fnu", "bf16", "fp16"):
+        for k in (0, 30, -30, 141, -120, 200, -200, 1000, -1000, 1100, -1100):
+            try:
+                q = cpd.quantize(x, fmt, scale_exponent=k)
+            except ValueError as e:  # out of double's range: all three refuse alike
+                assert "scale_exponent" in str(e)
+                with pytest.raises(ValueError, match="scale_exponent"):
+                    cpd.encode(x, fmt, scale_exponent=k)
+                with pytest.raises(ValueError, match="scale_exponent"):
+                    cpd.decode(np.zeros(3, np.uint8), fmt, scale_exponent=k)
+                continue
+            got = cpd.decode(cpd.encode(x, fmt, scale_exponent=k), fmt, scale_exponent=k)
+            keep = ~np.isnan(x) | cpd.finfo(fmt).has_nan  # (a NaN has no code in e2m1fn: encode reports it)
+            assert same_floats(got[keep], q[keep]), (fmt, k)
+    # values beyond float's range round as a float conversion does: 448 * 2^120 is inf; 2^-150 a
+    # tie between 0 and 2^-149 (to 0, even), 3 * 2^-150 between 2^-149 and 2^-148 (to 2^-148)
+    assert same_floats(cpd.decode(np.uint8([0x7E, 0xFE, 0x38]), "e4m3fn", scale_exponent=-120),
+                       np.float32([np.inf, -np.inf, 2.0**120]))
+    assert same_floats(cpd.decode(np.uint8([1, 2, 3, 0x81]), "e4m3fn", scale_exponent=141),
+                       np.float32([0.0, 2.0**-149, 2.0**-148, -0.0]))
+    assert same_floats(cpd.decode(np.uint8([0x7F]), "e4m3fn", scale_exponent=141), np.float32([np.nan]))
