@@ -17,6 +17,7 @@ emulation of W workers in one process.
 
 import itertools as _itertools
 import math as _math
+import operator as _operator
 
 import numpy as _np
 
@@ -41,20 +42,33 @@ class Scaler:
     (.exponent for a power of two, .value and .inverse for a float scale, .nonfinite when
     some worker's data held inf or NaN). Stateful scalers (delayed, loss) update in select."""
 
-    def __init__(self, native):
+    def __init__(self, native, format=None, world_size=None):
         self._native = native
         self.kind = native.kind
         self.identity = native.identity
+        #: the format the scaler was made for (its name as cpd.finfo(format).name), or None
+        self.format = format
+        #: the number of workers the scaler was made for, or None where it takes none
+        self.world_size = world_size
 
     def statistic(self, x):
         a, _ = _float_input(f"cpd.{self.kind}.statistic", x)
         return self._native.statistic(a if a.flags.c_contiguous else _np.ascontiguousarray(a))
 
+    def _stat(self, what, st):
+        """st as the scaler's statistic type: an int32 (int-like values only) or a float."""
+        who = f"cpd.{self.kind}.{what}"
+        if isinstance(self.identity, int):
+            return _int(who, "the statistic", st, -2**31, 2**31 - 1)
+        if isinstance(st, bool) or not isinstance(st, (int, float, _np.integer, _np.floating)):
+            raise TypeError(f"{who}: the statistic must be a float, not {type(st).__name__}")
+        return float(st)
+
     def combine(self, a, b):
-        return self._native.combine(a, b)
+        return self._native.combine(self._stat("combine", a), self._stat("combine", b))
 
     def select(self, st):
-        return self._native.select(st)
+        return self._native.select(self._stat("select", st))
 
     def __repr__(self):
         return f"cpd.Scaler({self.kind})"
@@ -72,9 +86,7 @@ _seed_state = {"seed": 0, "calls": _itertools.count()}
 def manual_seed(seed):
     """Seeds the stochastic calls that pass no seed: call k after manual_seed(s) draws the
     random bits of (seed s, stream k), so that a program's results repeat run after run."""
-    seed = int(seed)
-    if seed < 0 or seed >= 2**64:
-        raise ValueError(f"cpd.manual_seed: the seed {seed} is outside [0, 2**64)")
+    seed = _int("cpd.manual_seed", "the seed", seed, 0, 2**64 - 1)
     _seed_state["seed"] = seed
     _seed_state["calls"] = _itertools.count()
 
@@ -82,10 +94,7 @@ def manual_seed(seed):
 def _key(rounding, seed, stream, who="cpd"):
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if rounding != "stochastic" or seed is not None:
-        s = 0 if seed is None else seed
-        if isinstance(s, (int, _np.integer)) and not isinstance(s, bool) and not 0 <= int(s) < 2**64:
-            raise ValueError(f"{who}: seed {s} is outside [0, 2**64)")
-        return _int(who, "seed", s, 0, 2**64 - 1), stream
+        return _int(who, "seed", 0 if seed is None else seed, 0, 2**64 - 1), stream
     return _seed_state["seed"], (stream + (next(_seed_state["calls"]) << 32)) % 2**64
 
 
@@ -109,16 +118,24 @@ def _check_str(who, name, value):
 def _threads(threads):
     if threads is None:
         return 0
-    if not isinstance(threads, int) or isinstance(threads, bool) or not 0 <= threads <= 4096:
+    try:
+        t = None if isinstance(threads, bool) else _operator.index(threads)
+    except TypeError:
+        t = None
+    if t is None or not 0 <= t <= 4096:
         raise ValueError(f"threads must be an int in [0, 4096] (0 or None: every hardware thread), not {threads!r}")
-    return threads
+    return t
 
 
 def _int(who, name, v, lo, hi):
-    """v as an int in [lo, hi], else ValueError (TypeError for a non-integer) naming it."""
-    if isinstance(v, bool) or not isinstance(v, (int, _np.integer)):
-        raise TypeError(f"{who}: {name} must be an int, not {type(v).__name__}")
-    v = int(v)
+    """v as an int in [lo, hi], else ValueError (TypeError for a non-integer) naming it. Takes
+    what indexes a list (int, numpy's integers: operator.index), never a float or a bool."""
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        v = _operator.index(v)
+    except TypeError:
+        raise TypeError(f"{who}: {name} must be an int, not {type(v).__name__} ({v!r})") from None
     if not lo <= v <= hi:
         raise ValueError(f"{who}: {name} {v} is outside [{lo}, {hi}]")
     return v
@@ -361,47 +378,67 @@ class finfo:
 
 # --- scalers ---------------------------------------------------------------------------
 
+def _format_name(who, format):
+    _check_str(who, "format", format)
+    return finfo(format).name  # ValueError for a name cpd::format::parse rejects
+
+
+def _world(who, world_size):
+    return _int(who, "world_size", world_size, 1, 2**31 - 1)
+
+
+def _margin(who, margin):
+    return _int(who, "margin", margin, -2**31, 2**31 - 1)
+
+
 def aps(format, world_size, margin=0):
     """APS (Han et al., PPoPP 2021) for world_size workers summing in `format`:
     statistic(g) = ceil(log2(max|g| * world_size)) (an int), combined by max over the
     workers, select(st) = the power of two 2^(emax - st - margin)."""
-    _check_str("cpd.aps", "format", format)
-    return Scaler(_cpd.make_aps(format, int(world_size), int(margin)))
+    who = "cpd.aps"
+    name, w = _format_name(who, format), _world(who, world_size)
+    return Scaler(_cpd.make_aps(format, w, _margin(who, margin)), name, w)
 
 
 def current_scaling(format, margin=0, epsilon=0.0, power_of_two=False):
     """Transformer Engine's current scaling: max(format) / max(amax, epsilon) / 2^margin."""
-    _check_str("cpd.current_scaling", "format", format)
-    return Scaler(_cpd.make_current(format, int(margin), float(epsilon), bool(power_of_two)))
+    who = "cpd.current_scaling"
+    name = _format_name(who, format)
+    return Scaler(_cpd.make_current(format, _margin(who, margin), float(epsilon), bool(power_of_two)), name)
 
 
 def delayed_scaling(format, history_length=1024, amax_algorithm="max", margin=0):
     """Transformer Engine's delayed scaling: the scale of a step comes from the amax history."""
-    _check_str("cpd.delayed_scaling", "format", format)
-    return Scaler(_cpd.make_delayed(format, int(history_length), amax_algorithm, int(margin)))
+    who = "cpd.delayed_scaling"
+    name = _format_name(who, format)
+    history_length = _int(who, "history_length", history_length, 1, 2**32)
+    return Scaler(_cpd.make_delayed(format, history_length, amax_algorithm, _margin(who, margin)), name)
 
 
 def amax_sqrtw_scaling(format, world_size, margin=0, power_of_two=False):
     """MS-AMP's rule for W workers: max(format) / (amax * sqrt(W)) / 2^margin, a float scale."""
-    _check_str("cpd.amax_sqrtw_scaling", "format", format)
-    return Scaler(_cpd.make_amax_sqrtw(format, int(world_size), int(margin), bool(power_of_two)))
+    who = "cpd.amax_sqrtw_scaling"
+    name, w = _format_name(who, format), _world(who, world_size)
+    return Scaler(_cpd.make_amax_sqrtw(format, w, _margin(who, margin), bool(power_of_two)), name, w)
 
 
 def predivide_scaling(world_size):
     """PyTorch's fp16_compress_hook: every worker multiplies by 1/W before the sum."""
-    return Scaler(_cpd.make_predivide(int(world_size)))
+    w = _world("cpd.predivide_scaling", world_size)
+    return Scaler(_cpd.make_predivide(w), None, w)
 
 
 def dynamic_loss_scaling(init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                          min_scale=2.0**-126):
     """PyTorch GradScaler's dynamic loss scaling: statistic = found_inf (0 or 1)."""
-    return Scaler(_cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor),
-                                 int(growth_interval), float(min_scale)))
+    growth_interval = _int("cpd.dynamic_loss_scaling", "growth_interval", growth_interval, 1, 2**31 - 1)
+    return Scaler(_cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor), growth_interval,
+                                 float(min_scale)))
 
 
 def fixed_scaling(exponent=0):
     """A fixed power-of-two scale 2^exponent (its statistic says whether inf/NaN was seen)."""
-    return Scaler(_cpd.make_fixed(int(exponent)))
+    return Scaler(_cpd.make_fixed(_int("cpd.fixed_scaling", "exponent", exponent, -2**31, 2**31 - 1)))
 
 
 # --- the simulated exchange -------------------------------------------------------------
@@ -414,9 +451,16 @@ def _scaler_for(who, scaler, format, world_size):
             return aps(format, world_size)
         raise ValueError(f"{who}: scaler '{scaler}' is not one of aps, none (or a cpd.Scaler with a "
                          "power-of-two scale)")
-    if isinstance(scaler, Scaler):
-        return scaler
-    raise TypeError(f"{who}: scaler must be 'aps', 'none', None or a cpd.Scaler, not {type(scaler).__name__}")
+    if not isinstance(scaler, Scaler):
+        raise TypeError(f"{who}: scaler must be 'aps', 'none', None or a cpd.Scaler, not {type(scaler).__name__}")
+    name = finfo(format).name
+    if scaler.format is not None and scaler.format != name:
+        raise ValueError(f"{who}: the scaler {scaler.kind} was made for the format {scaler.format}; the exchange "
+                         f"sums in {name}")
+    if scaler.world_size is not None and scaler.world_size != world_size:
+        raise ValueError(f"{who}: the scaler {scaler.kind} was made for {scaler.world_size} workers; the exchange "
+                         f"has {world_size}")
+    return scaler
 
 
 def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,

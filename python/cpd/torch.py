@@ -310,13 +310,12 @@ class EmulatedWorkers:
     def __init__(self, model, workers, format="fp32", scaler="aps", algorithm="ring", rounding="nearest_even",
                  kahan=False, seed=0, threads=None):
         who = "cpd.torch.EmulatedWorkers"
-        if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"{who}: workers must be an int >= 1, not {workers!r}")
+        workers = _cpd_pkg._int(who, "workers", workers, 1, 2**31 - 1)
         format = format or "fp32"
         _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
         self.model, self.workers, self.format = model, workers, format
         self.scaler, self.algorithm, self.rounding = scaler or "none", algorithm, rounding
-        self.kahan, self.seed, self.threads = kahan, int(seed), threads
+        self.kahan, self.seed, self.threads = kahan, _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1), threads
         self.steps = 0
         self.values = 0
         self.nonfinite_steps = 0

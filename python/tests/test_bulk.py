@@ -424,6 +424,59 @@ def test_mx_quantize_floor_rule():
 
 # --- integer arguments, scalers and scales ---------------------------------------------------
 
+def test_integer_like_arguments_and_non_integers():
+    x = RNG.standard_normal(100).astype(np.float32)
+    n = np.int64
+    assert same_floats(cpd.quantize(x, "e5m2", rounding="stochastic", seed=n(3), stream=np.uint8(2), offset=n(7),
+                                    threads=n(1), scale_exponent=np.int16(4)),
+                       cpd.quantize(x, "e5m2", rounding="stochastic", seed=3, stream=2, offset=7, threads=1,
+                                    scale_exponent=4))
+    aps = cpd.aps("e4m3fn", n(8), margin=np.int32(1))
+    assert aps.world_size == 8 and aps.select(n(3)).exponent == cpd.aps("e4m3fn", 8, 1).select(3).exponent
+    cpd.manual_seed(n(5))
+    for bad in (8.7, 8.0, "8", True):
+        with pytest.raises(TypeError, match="world_size"):
+            cpd.aps("e4m3fn", bad)
+        with pytest.raises(TypeError, match="world_size"):
+            cpd.amax_sqrtw_scaling("e4m3fn", bad)
+    for call in (lambda: cpd.predivide_scaling(2.5), lambda: cpd.fixed_scaling(1.5),
+                 lambda: cpd.delayed_scaling("e4m3fn", history_length=10.5), lambda: cpd.manual_seed(2.5),
+                 lambda: cpd.dynamic_loss_scaling(growth_interval=2.5), lambda: cpd.aps("e4m3fn", 2, margin=0.5)):
+        with pytest.raises(TypeError, match="must be an int"):
+            call()
+    with pytest.raises(ValueError, match="world_size 0"):
+        cpd.aps("e4m3fn", 0)
+
+
+def test_select_and_combine_check_the_statistic():
+    aps, amax = cpd.aps("e4m3fn", 8), cpd.current_scaling("e4m3fn")
+    for st in (2**40, -2**40, 2**31):
+        with pytest.raises(ValueError, match=f"statistic {st} is outside"):
+            aps.select(st)
+        with pytest.raises(ValueError, match="statistic"):
+            aps.combine(st, 0)
+    with pytest.raises(TypeError, match="statistic must be an int"):
+        aps.select(2.5)
+    with pytest.raises(TypeError, match="statistic must be a float"):
+        amax.select("1")
+    assert amax.select(np.float32(2.0)).value == amax.select(2.0).value
+
+
+def test_simulate_allreduce_refuses_a_scaler_made_for_another_exchange():
+    grads = [RNG.standard_normal(50).astype(np.float32) for _ in range(4)]
+    with pytest.raises(ValueError, match="format e5m2; the exchange sums in e4m3fn"):
+        cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.aps("e5m2", 4))
+    with pytest.raises(ValueError, match="8 workers; the exchange has 4"):
+        cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.aps("e4m3fn", 8))
+    with pytest.raises(ValueError, match="2 workers; the exchange has 4"):
+        cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.predivide_scaling(2))
+    # the same format by another name, and scalers that name no format, are fine
+    a, _ = cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.aps("float8_e4m3fn", np.int64(4)))
+    b, _ = cpd.simulate_allreduce(grads, "float8_e4m3fn", scaler="aps")
+    assert same_floats(a, b)
+    cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.fixed_scaling(2))
+
+
 def test_decode_takes_every_scale_exponent_that_quantize_and_encode_take():
     x = np.concatenate([wide_floats(3000), np.float32([3.4028235e38, -3e38, 1e-45, np.inf, -np.inf, np.nan])])
     for fmt in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e8m0fnu", "bf16", "fp16"):
