@@ -141,6 +141,38 @@ def _int(who, name, v, lo, hi):
     return v
 
 
+def _distinct_elements(shape, strides, itemsize):
+    """Whether no two elements of an array (shape, strides in bytes) share a byte of memory:
+    a stride 0, or strides that overlap, make an output whose elements alias (the last write
+    would win)."""
+    dims = sorted((abs(st), n) for st, n in zip(strides, shape) if n > 1)
+    if not dims or any(n == 0 for n in shape):
+        return True
+    if dims[0][0] == 0:
+        return False
+    span = itemsize
+    for st, n in dims:
+        if st < span:
+            break  # strides that interleave: settle it element by element below
+        span = st * (n - 1) + span
+    else:
+        return True
+    at = _np.zeros(1, dtype=_np.int64)
+    for st, n in zip(strides, shape):
+        at = (at[:, None] + st * _np.arange(n, dtype=_np.int64)[None, :]).ravel()
+    at.sort()
+    return bool(_np.all(_np.diff(at) >= itemsize))
+
+
+def _check_out(who, o):
+    if not o.flags.writeable:
+        raise ValueError(f"{who}: out is read-only")
+    if not _distinct_elements(o.shape, o.strides, o.itemsize):
+        raise ValueError(f"{who}: out has elements that share memory (shape {tuple(o.shape)}, strides {o.strides} "
+                         "bytes: a stride 0, from expand or as_strided, or overlapping strides); every output element "
+                         "must have its own memory")
+
+
 def _float_input(who, x):
     """(array, tensor or None): a float32 array sharing x's memory (strided allowed)."""
     if _is_tensor(x):
@@ -210,8 +242,7 @@ def _run(who, x, out, body, *, codes_bits=None, codes_in=False):
             raise TypeError(f"{who}: out holds {o.dtype.itemsize * 8}-bit integers; the codes have {codes_bits} bits")
     if o.shape != a.shape:
         raise ValueError(f"{who}: out has shape {tuple(o.shape)}, the input {tuple(a.shape)}")
-    if not o.flags.writeable:
-        raise ValueError(f"{who}: out is read-only")
+    _check_out(who, o)
     if o.flags.c_contiguous:
         body(ain, o)
     else:
@@ -478,15 +509,15 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise TypeError(f"{who}: tensors must be a non-empty list of float32 arrays or tensors")
-    arrays = []
-    first = None
+    views = []
     for x in tensors:
-        a, t = _float_input(who, x)
-        if first is None:
-            first = (a.shape, t)
-        elif a.shape != first[0]:
-            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(first[0])} and {tuple(a.shape)}")
-        arrays.append(_np.ascontiguousarray(a))
+        a, _ = _float_input(who, x)
+        if views and a.shape != views[0].shape:
+            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(views[0].shape)} and {tuple(a.shape)}")
+        views.append(a)
+    arrays = [_np.ascontiguousarray(a) for a in views]
+    if out is not None:
+        _out_apart(who, out, views, arrays)
     w = len(arrays)
     sc = _scaler_for(who, scaler, format, w)
     st = sc.identity
@@ -504,3 +535,23 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     info = {"scale": scale}
     result = _run(who, tensors[0], out, body)
     return result, info
+
+
+def _out_apart(who, out, views, arrays):
+    """Checks, on the memory the arrays and tensors use, that out shares none with the workers'
+    tensors, except that out may be one of them exactly (then that worker's values are copied
+    first): a partial overlap would be read after it was written."""
+    o, _ = _float_input(who + " (out)", out)
+    for r, (v, a) in enumerate(zip(views, arrays)):
+        try:
+            if not _np.shares_memory(o, v):
+                continue
+        except _np.TooHardError:
+            pass  # (strides too intricate to tell: treated as overlapping)
+        same = (o.__array_interface__["data"][0] == v.__array_interface__["data"][0] and o.shape == v.shape
+                and o.strides == v.strides)
+        if not same:
+            raise ValueError(f"{who}: out overlaps worker {r}'s tensor (partly: out may be a worker's tensor itself, "
+                             "or memory apart from them)")
+        if _np.may_share_memory(a, v):  # (a strided one was copied already)
+            arrays[r] = a.copy()

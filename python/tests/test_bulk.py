@@ -421,6 +421,54 @@ def test_mx_quantize_floor_rule():
         cpd.mx_quantize(x, "bf16")
 
 
+# --- outputs that alias ----------------------------------------------------------------------
+
+def stride0(n, dtype=np.float32):
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape=(n,), strides=(0,))
+
+
+def test_out_whose_elements_share_memory_is_refused():
+    x = RNG.standard_normal(6).astype(np.float32)
+    overlapping = np.lib.stride_tricks.as_strided(np.zeros(8, np.float32), shape=(3, 2), strides=(4, 4))
+    for bad in (stride0(6), torch.zeros(1).expand(6), overlapping):
+        xb = x.reshape(3, 2) if tuple(bad.shape) == (3, 2) else x
+        calls = [lambda o: cpd.quantize(xb, "e4m3fn", out=o), lambda o: cpd.mx_quantize(xb, "e4m3fn", out=o),
+                 lambda o: cpd.decode(cpd.encode(xb, "e4m3fn"), "e4m3fn", out=o),
+                 lambda o: cpd.simulate_allreduce([xb, xb], "e4m3fn", out=o)]
+        for call in calls:
+            with pytest.raises(ValueError, match="share memory"):
+                call(bad)
+    with pytest.raises(ValueError, match="share memory"):
+        cpd.encode(x, "e4m3fn", out=stride0(6, np.uint8))
+    # strides that interleave without sharing a byte are an ordinary output
+    buf = np.zeros(12, np.float32)
+    interleaved = np.lib.stride_tricks.as_strided(buf, shape=(3, 2), strides=(8, 12))
+    cpd.quantize(x.reshape(3, 2), "e4m3fn", out=interleaved)
+    assert same_floats(interleaved, cpd.quantize(x.reshape(3, 2), "e4m3fn"))
+
+
+def test_simulate_allreduce_refuses_out_overlapping_an_input():
+    buf = np.arange(30, dtype=np.float32) / 7 + 1
+    ref, _ = cpd.simulate_allreduce([buf[:10].copy(), buf[10:20].copy()], "e4m3fn")
+    before = buf.copy()
+    with pytest.raises(ValueError, match="out overlaps worker 0"):
+        cpd.simulate_allreduce([buf[:10], buf[10:20]], "e4m3fn", out=buf[5:15])
+    assert np.array_equal(buf, before)  # nothing written
+    t = torch.from_numpy(buf)
+    with pytest.raises(ValueError, match="out overlaps worker 1"):
+        cpd.simulate_allreduce([t[:10], t[10:20]], "e4m3fn", out=t[15:25])
+    with pytest.raises(ValueError, match="out overlaps worker 1"):  # strided views of one buffer
+        cpd.simulate_allreduce([buf[0:20:2], buf[1:20:2]], "e4m3fn", out=buf[3:23:2])
+    assert np.array_equal(buf, before)
+    # out may be a worker's tensor itself (summed in place), or interleave with one
+    xs = [buf[:10].copy(), buf[10:20].copy()]
+    cpd.simulate_allreduce(xs, "e4m3fn", out=xs[1])
+    assert same_floats(xs[1], ref)
+    z = np.zeros(20, np.float32)
+    z[::2] = buf[:10]
+    cpd.simulate_allreduce([z[::2], buf[10:20]], "e4m3fn", out=z[1::2])
+    assert same_floats(z[1::2], ref) and same_floats(z[::2], buf[:10])
+
 
 # --- integer arguments, scalers and scales ---------------------------------------------------
 
