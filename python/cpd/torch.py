@@ -100,12 +100,13 @@ class _Transport:
             for r, p in enumerate(parts):
                 recv[r * n:(r + 1) * n] = p.cpu().numpy()
 
-    def max_int32(self, values):
-        t = _torch.tensor(values, dtype=_torch.int32)
+    def all_max(self, values):
+        """The element-wise MAX over the ranks of the numpy array `values`."""
+        t = _torch.from_numpy(_np.ascontiguousarray(values))
         if self.device.type != "cpu":
             t = t.to(self.device)
         _dist.all_reduce(t, op=_dist.ReduceOp.MAX, group=self.group)
-        return t.cpu().tolist()
+        return t.cpu().numpy()
 
 
 def _exchange(flat, sizes, out, format, scaler, algorithm, rounding, kahan, mean, seed, streams, transport):
@@ -119,7 +120,7 @@ def _exchange(flat, sizes, out, format, scaler, algorithm, rounding, kahan, mean
         stats.append(sc.statistic(flat[at:at + n]))
         at += n
     if w > 1:
-        stats = transport.max_int32(stats)
+        stats = transport.all_max(_np.array(stats, dtype=_np.int32)).tolist()
     scales = [sc.select(s) for s in stats]
     ex = _cpd.make_exchange(format, rounding, algorithm, list(sizes), [s.exponent for s in scales], int(seed),
                             list(streams), w, r, bool(kahan), bool(mean), out)
@@ -135,7 +136,31 @@ def _exchange(flat, sizes, out, format, scaler, algorithm, rounding, kahan, mean
             transport.sendrecv(send, recv)
             sent += send.size
         ex.complete(step)
-    return scales, (4 * len(sizes) if w > 1 else 0), sent, ex.out_nonfinite
+    sb, bad = (4 * len(sizes) if w > 1 else 0), ex.out_nonfinite
+    if any(s.nonfinite for s in scales) and not _cpd_pkg.finfo(format).has_nan:
+        sb += _restore_nans(flat, sizes, scales, out, transport)
+        bad = int(_np.count_nonzero(~_np.isfinite(out)))
+    return scales, sb, sent, bad
+
+
+def _restore_nans(flat, sizes, scales, out, transport):
+    """A format without NaN (e3m2fn, e2m3fn, e2m1fn) cannot carry one on the wire: where some
+    rank's value was NaN, in a tensor whose scale is marked non-finite, the result becomes NaN
+    on every rank, as in cpd.simulate_allreduce (and cpd::mpi's NaN mask: one MAX over a byte
+    per element of the marked tensors). Returns the bytes sent."""
+    marked, at = [], 0
+    for n, s in zip(sizes, scales):
+        if s.nonfinite:
+            marked.append((at, n))
+        at += n
+    mask = _np.concatenate([_np.isnan(flat[a:a + n]) for a, n in marked]).astype(_np.uint8)
+    if transport.world > 1:
+        mask = transport.all_max(mask)
+    b = 0
+    for a, n in marked:
+        out[a:a + n][mask[b:b + n] != 0] = _np.float32(_np.nan)
+        b += n
+    return mask.size if transport.world > 1 else 0
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,

@@ -141,19 +141,28 @@ def test_hook_and_all_reduce_on_a_gpu_with_nccl(tmp_path, fmt, algorithm, roundi
 
 @pytest.mark.parametrize("world,fmt,algorithm,rounding", [(2, "e4m3fn", "ring", "nearest_even"),
                                                           (3, "e5m2", "all_gather", "stochastic"),
-                                                          (4, "e4m3", "ring", "stochastic")])
+                                                          (4, "e4m3", "ring", "stochastic"),
+                                                          # formats without NaN (FP6, FP4): the NaN must survive
+                                                          (2, "e2m1fn", "ring", "nearest_even"),
+                                                          (3, "e3m2fn", "all_gather", "stochastic"),
+                                                          (2, "e2m3fn", "pipelined_ring", "nearest_even"),
+                                                          (1, "e2m1fn", "ring", "nearest_even")])
 def test_all_reduce_with_nan_and_tiny_tensors(tmp_path, world, fmt, algorithm, rounding):
     res = run_ranks(tmp_path, world, "allreduce", fmt, algorithm, rounding)
     local = [dist_worker.tensors(r, world) for r in range(world)]
+    nonfinite = 0
     for i in range(len(local[0])):
         sim, info = cpd.simulate_allreduce([local[r][i] for r in range(world)], fmt, algorithm=algorithm,
                                            rounding=rounding, mean=True, seed=5, stream=8 * world * world * i)
+        nonfinite += info["nonfinite_out"]
         for r in range(world):
             assert same(sim, res[r]["tensors"][i]), (i, r)
             assert res[r]["scales"][i] == (info["scale"].exponent, info["scale"].nonfinite)
-    # the NaN of the last rank: its tensor's scale is marked, the result holds NaN
-    assert res[0]["scales"][4][1] and res[0]["out_nonfinite"] >= 1
+    # the NaN of the last rank: its tensor's scale is marked, the result holds NaN, and it is
+    # counted as the simulation counts it
+    assert res[0]["scales"][4][1] and nonfinite >= 1
     assert np.isnan(res[0]["tensors"][4][100])
+    assert all(r["out_nonfinite"] == nonfinite for r in res)
 
 
 def test_emulated_workers_equal_the_simulation():
