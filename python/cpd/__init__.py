@@ -119,12 +119,10 @@ def _threads(threads):
     if threads is None:
         return 0
     try:
-        t = None if isinstance(threads, bool) else _operator.index(threads)
-    except TypeError:
-        t = None
-    if t is None or not 0 <= t <= 4096:
-        raise ValueError(f"threads must be an int in [0, 4096] (0 or None: every hardware thread), not {threads!r}")
-    return t
+        return _int("cpd", "threads", threads, 0, 4096)
+    except ValueError:
+        raise ValueError(f"threads must be an int in [0, 4096] (0 or None: every hardware thread), not {threads!r}") \
+            from None
 
 
 def _int(who, name, v, lo, hi):
@@ -513,7 +511,8 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     for x in tensors:
         a, _ = _float_input(who, x)
         if views and a.shape != views[0].shape:
-            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(views[0].shape)} and {tuple(a.shape)}")
+            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(views[0].shape)} and "
+                             f"{tuple(a.shape)}")
         views.append(a)
     arrays = [_np.ascontiguousarray(a) for a in views]
     if out is not None:

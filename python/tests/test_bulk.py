@@ -488,6 +488,7 @@ def test_integer_like_arguments_and_non_integers():
         with pytest.raises(TypeError, match="world_size"):
             cpd.amax_sqrtw_scaling("e4m3fn", bad)
     for call in (lambda: cpd.predivide_scaling(2.5), lambda: cpd.fixed_scaling(1.5),
+                 lambda: cpd.quantize(x, "e4m3fn", threads=1.0),
                  lambda: cpd.delayed_scaling("e4m3fn", history_length=10.5), lambda: cpd.manual_seed(2.5),
                  lambda: cpd.dynamic_loss_scaling(growth_interval=2.5), lambda: cpd.aps("e4m3fn", 2, margin=0.5)):
         with pytest.raises(TypeError, match="must be an int"):
