@@ -15,6 +15,7 @@ packages=(
   iproute2
   dataset-fashion-mnist
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
+  python3-venv
 )
 # Only cpd-train --plot (scripts/train.sh) runs gnuplot; it brings ~60 packages.
 plot_packages=(gnuplot-nox)

@@ -13,6 +13,8 @@
 # (Release clang++, label quick: the fast kernels as clang compiles them) is
 # not a default stage: CI must finish in 45 minutes on 2 cores, and the quick
 # tests compile for ~15 CPU minutes per preset. Run it by name.
+# Before configuring, scripts/venv.sh makes build/venv: Debian's python3 with the pinned test
+# oracles from PyPI (scripts/oracles.txt), the Python of the tests that compare with them.
 # usage: scripts/test.sh [preset...]     (default: ci asan fuzz)
 # env:   CPD_JOBS (default 2), CPD_SKIP_DEPS=1 to skip the dependency check
 set -euo pipefail
@@ -26,6 +28,13 @@ fi
 
 if [[ "${CPD_SKIP_DEPS:-0}" != 1 ]]; then
   scripts/deps.sh --tests
+fi
+if ! scripts/venv.sh; then
+  if [[ "${CI:-}" == true ]]; then
+    echo "test.sh: scripts/venv.sh failed; under CI every test oracle must be installed" >&2
+    exit 1
+  fi
+  echo "test.sh: scripts/venv.sh failed (is PyPI reachable?): the tests that need its oracles skip" >&2
 fi
 
 summary=()

@@ -17,6 +17,7 @@ emulation of W workers in one process.
 
 import itertools as _itertools
 import math as _math
+import operator as _operator
 
 import numpy as _np
 
@@ -41,20 +42,33 @@ class Scaler:
     (.exponent for a power of two, .value and .inverse for a float scale, .nonfinite when
     some worker's data held inf or NaN). Stateful scalers (delayed, loss) update in select."""
 
-    def __init__(self, native):
+    def __init__(self, native, format=None, world_size=None):
         self._native = native
         self.kind = native.kind
         self.identity = native.identity
+        #: the format the scaler was made for (its name as cpd.finfo(format).name), or None
+        self.format = format
+        #: the number of workers the scaler was made for, or None where it takes none
+        self.world_size = world_size
 
     def statistic(self, x):
         a, _ = _float_input(f"cpd.{self.kind}.statistic", x)
         return self._native.statistic(a if a.flags.c_contiguous else _np.ascontiguousarray(a))
 
+    def _stat(self, what, st):
+        """st as the scaler's statistic type: an int32 (int-like values only) or a float."""
+        who = f"cpd.{self.kind}.{what}"
+        if isinstance(self.identity, int):
+            return _int(who, "the statistic", st, -2**31, 2**31 - 1)
+        if isinstance(st, bool) or not isinstance(st, (int, float, _np.integer, _np.floating)):
+            raise TypeError(f"{who}: the statistic must be a float, not {type(st).__name__}")
+        return float(st)
+
     def combine(self, a, b):
-        return self._native.combine(a, b)
+        return self._native.combine(self._stat("combine", a), self._stat("combine", b))
 
     def select(self, st):
-        return self._native.select(st)
+        return self._native.select(self._stat("select", st))
 
     def __repr__(self):
         return f"cpd.Scaler({self.kind})"
@@ -72,9 +86,7 @@ _seed_state = {"seed": 0, "calls": _itertools.count()}
 def manual_seed(seed):
     """Seeds the stochastic calls that pass no seed: call k after manual_seed(s) draws the
     random bits of (seed s, stream k), so that a program's results repeat run after run."""
-    seed = int(seed)
-    if seed < 0 or seed >= 2**64:
-        raise ValueError(f"cpd.manual_seed: the seed {seed} is outside [0, 2**64)")
+    seed = _int("cpd.manual_seed", "the seed", seed, 0, 2**64 - 1)
     _seed_state["seed"] = seed
     _seed_state["calls"] = _itertools.count()
 
@@ -82,10 +94,7 @@ def manual_seed(seed):
 def _key(rounding, seed, stream, who="cpd"):
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if rounding != "stochastic" or seed is not None:
-        s = 0 if seed is None else seed
-        if isinstance(s, (int, _np.integer)) and not isinstance(s, bool) and not 0 <= int(s) < 2**64:
-            raise ValueError(f"{who}: seed {s} is outside [0, 2**64)")
-        return _int(who, "seed", s, 0, 2**64 - 1), stream
+        return _int(who, "seed", 0 if seed is None else seed, 0, 2**64 - 1), stream
     return _seed_state["seed"], (stream + (next(_seed_state["calls"]) << 32)) % 2**64
 
 
@@ -109,19 +118,57 @@ def _check_str(who, name, value):
 def _threads(threads):
     if threads is None:
         return 0
-    if not isinstance(threads, int) or isinstance(threads, bool) or not 0 <= threads <= 4096:
-        raise ValueError(f"threads must be an int in [0, 4096] (0 or None: every hardware thread), not {threads!r}")
-    return threads
+    try:
+        return _int("cpd", "threads", threads, 0, 4096)
+    except ValueError:
+        raise ValueError(f"threads must be an int in [0, 4096] (0 or None: every hardware thread), not {threads!r}") \
+            from None
 
 
 def _int(who, name, v, lo, hi):
-    """v as an int in [lo, hi], else ValueError (TypeError for a non-integer) naming it."""
-    if isinstance(v, bool) or not isinstance(v, (int, _np.integer)):
-        raise TypeError(f"{who}: {name} must be an int, not {type(v).__name__}")
-    v = int(v)
+    """v as an int in [lo, hi], else ValueError (TypeError for a non-integer) naming it. Takes
+    what indexes a list (int, numpy's integers: operator.index), never a float or a bool."""
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        v = _operator.index(v)
+    except TypeError:
+        raise TypeError(f"{who}: {name} must be an int, not {type(v).__name__} ({v!r})") from None
     if not lo <= v <= hi:
         raise ValueError(f"{who}: {name} {v} is outside [{lo}, {hi}]")
     return v
+
+
+def _distinct_elements(shape, strides, itemsize):
+    """Whether no two elements of an array (shape, strides in bytes) share a byte of memory:
+    a stride 0, or strides that overlap, make an output whose elements alias (the last write
+    would win)."""
+    dims = sorted((abs(st), n) for st, n in zip(strides, shape) if n > 1)
+    if not dims or any(n == 0 for n in shape):
+        return True
+    if dims[0][0] == 0:
+        return False
+    span = itemsize
+    for st, n in dims:
+        if st < span:
+            break  # strides that interleave: settle it element by element below
+        span = st * (n - 1) + span
+    else:
+        return True
+    at = _np.zeros(1, dtype=_np.int64)
+    for st, n in zip(strides, shape):
+        at = (at[:, None] + st * _np.arange(n, dtype=_np.int64)[None, :]).ravel()
+    at.sort()
+    return bool(_np.all(_np.diff(at) >= itemsize))
+
+
+def _check_out(who, o):
+    if not o.flags.writeable:
+        raise ValueError(f"{who}: out is read-only")
+    if not _distinct_elements(o.shape, o.strides, o.itemsize):
+        raise ValueError(f"{who}: out has elements that share memory (shape {tuple(o.shape)}, strides {o.strides} "
+                         "bytes: a stride 0, from expand or as_strided, or overlapping strides); every output element "
+                         "must have its own memory")
 
 
 def _float_input(who, x):
@@ -193,8 +240,7 @@ def _run(who, x, out, body, *, codes_bits=None, codes_in=False):
             raise TypeError(f"{who}: out holds {o.dtype.itemsize * 8}-bit integers; the codes have {codes_bits} bits")
     if o.shape != a.shape:
         raise ValueError(f"{who}: out has shape {tuple(o.shape)}, the input {tuple(a.shape)}")
-    if not o.flags.writeable:
-        raise ValueError(f"{who}: out is read-only")
+    _check_out(who, o)
     if o.flags.c_contiguous:
         body(ain, o)
     else:
@@ -308,7 +354,12 @@ def exchange_formats():
 class finfo:
     """Machine limits of a format, as numpy.finfo: bits, eps, epsneg, max, min, tiny
     (= smallest_normal), smallest_subnormal, maxexp, minexp, nexp, nmant, precision,
-    resolution; and cpd's facts (bias, encoding, has_inf, has_nan, ...)."""
+    resolution; and cpd's facts (bias, encoding, has_inf, has_nan, has_zero, ...).
+
+    As numpy defines them: min is the smallest value (-max with a sign; for E8M0, which has
+    neither sign nor zero, 2^-127); epsneg = 1 - (the value below 1), the subnormal spacing
+    where 1 is the smallest normal (e2m3fn: 0.125; e2m1fn: 0.5); precision = int(-log10(eps));
+    resolution = 10^-precision rounded to the format."""
 
     def __init__(self, format):
         _check_str("cpd.finfo", "format", format)
@@ -320,24 +371,33 @@ class finfo:
         self.bias = d["bias"]
         self.encoding = d["encoding"]
         self.max = d["max"]
-        self.min = -d["max"] if d["has_sign"] else 0.0
+        self.has_zero = d["has_zero"]
+        self.min = -d["max"] if d["has_sign"] else (0.0 if self.has_zero else d["smallest_subnormal"])
         self.smallest_normal = d["smallest_normal"]
         self.tiny = self.smallest_normal
         self.smallest_subnormal = d["smallest_subnormal"]
-        self.eps = 2.0 ** -self.nmant
-        self.epsneg = 2.0 ** -(self.nmant + 1)
-        self.machep = -self.nmant
-        self.negep = -(self.nmant + 1)
         self.maxexp = d["emax"] + 1
         self.minexp = d["emin"]
         self.iexp = self.nexp
+        self.machep = -self.nmant
+        self.eps = 2.0 ** self.machep
+        # below 1: 1 - 2^-(nmant+1) where 1 is above the smallest normal, else the spacing of
+        # the subnormals (1 is the smallest normal in e2m3fn and e2m1fn)
+        self.negep = -(self.nmant + 1) if self.minexp < 0 or not d["has_subnormals"] else self.minexp - self.nmant
+        self.epsneg = 2.0 ** self.negep
         self.precision = int(_math.floor(self.nmant * _math.log10(2))) if self.nmant > 0 else 0
-        self.resolution = 10.0 ** -self.precision
+        self.resolution = self._nearest(10.0 ** -self.precision)
         self.has_sign = d["has_sign"]
         self.has_inf = d["has_inf"]
         self.has_nan = d["has_nan"]
         self.has_negative_zero = d["has_negative_zero"]
         self.has_subnormals = d["has_subnormals"]
+
+    def _nearest(self, x):
+        """The value of the format nearest the positive double x (ties to even), x <= max."""
+        e = max(_math.frexp(x)[1] - 1, self.minexp)
+        ulp = 2.0 ** (e - self.nmant)
+        return max(round(x / ulp) * ulp, 0.0 if self.has_zero else self.smallest_subnormal)
 
     def __repr__(self):
         return (f"finfo(name={self.name}, bits={self.bits}, max={self.max!r}, tiny={self.tiny!r}, "
@@ -347,47 +407,67 @@ class finfo:
 
 # --- scalers ---------------------------------------------------------------------------
 
+def _format_name(who, format):
+    _check_str(who, "format", format)
+    return finfo(format).name  # ValueError for a name cpd::format::parse rejects
+
+
+def _world(who, world_size):
+    return _int(who, "world_size", world_size, 1, 2**31 - 1)
+
+
+def _margin(who, margin):
+    return _int(who, "margin", margin, -2**31, 2**31 - 1)
+
+
 def aps(format, world_size, margin=0):
     """APS (Han et al., PPoPP 2021) for world_size workers summing in `format`:
     statistic(g) = ceil(log2(max|g| * world_size)) (an int), combined by max over the
     workers, select(st) = the power of two 2^(emax - st - margin)."""
-    _check_str("cpd.aps", "format", format)
-    return Scaler(_cpd.make_aps(format, int(world_size), int(margin)))
+    who = "cpd.aps"
+    name, w = _format_name(who, format), _world(who, world_size)
+    return Scaler(_cpd.make_aps(format, w, _margin(who, margin)), name, w)
 
 
 def current_scaling(format, margin=0, epsilon=0.0, power_of_two=False):
     """Transformer Engine's current scaling: max(format) / max(amax, epsilon) / 2^margin."""
-    _check_str("cpd.current_scaling", "format", format)
-    return Scaler(_cpd.make_current(format, int(margin), float(epsilon), bool(power_of_two)))
+    who = "cpd.current_scaling"
+    name = _format_name(who, format)
+    return Scaler(_cpd.make_current(format, _margin(who, margin), float(epsilon), bool(power_of_two)), name)
 
 
 def delayed_scaling(format, history_length=1024, amax_algorithm="max", margin=0):
     """Transformer Engine's delayed scaling: the scale of a step comes from the amax history."""
-    _check_str("cpd.delayed_scaling", "format", format)
-    return Scaler(_cpd.make_delayed(format, int(history_length), amax_algorithm, int(margin)))
+    who = "cpd.delayed_scaling"
+    name = _format_name(who, format)
+    history_length = _int(who, "history_length", history_length, 1, 2**32)
+    return Scaler(_cpd.make_delayed(format, history_length, amax_algorithm, _margin(who, margin)), name)
 
 
 def amax_sqrtw_scaling(format, world_size, margin=0, power_of_two=False):
     """MS-AMP's rule for W workers: max(format) / (amax * sqrt(W)) / 2^margin, a float scale."""
-    _check_str("cpd.amax_sqrtw_scaling", "format", format)
-    return Scaler(_cpd.make_amax_sqrtw(format, int(world_size), int(margin), bool(power_of_two)))
+    who = "cpd.amax_sqrtw_scaling"
+    name, w = _format_name(who, format), _world(who, world_size)
+    return Scaler(_cpd.make_amax_sqrtw(format, w, _margin(who, margin), bool(power_of_two)), name, w)
 
 
 def predivide_scaling(world_size):
     """PyTorch's fp16_compress_hook: every worker multiplies by 1/W before the sum."""
-    return Scaler(_cpd.make_predivide(int(world_size)))
+    w = _world("cpd.predivide_scaling", world_size)
+    return Scaler(_cpd.make_predivide(w), None, w)
 
 
 def dynamic_loss_scaling(init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                          min_scale=2.0**-126):
     """PyTorch GradScaler's dynamic loss scaling: statistic = found_inf (0 or 1)."""
-    return Scaler(_cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor),
-                                 int(growth_interval), float(min_scale)))
+    growth_interval = _int("cpd.dynamic_loss_scaling", "growth_interval", growth_interval, 1, 2**31 - 1)
+    return Scaler(_cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor), growth_interval,
+                                 float(min_scale)))
 
 
 def fixed_scaling(exponent=0):
     """A fixed power-of-two scale 2^exponent (its statistic says whether inf/NaN was seen)."""
-    return Scaler(_cpd.make_fixed(int(exponent)))
+    return Scaler(_cpd.make_fixed(_int("cpd.fixed_scaling", "exponent", exponent, -2**31, 2**31 - 1)))
 
 
 # --- the simulated exchange -------------------------------------------------------------
@@ -400,9 +480,16 @@ def _scaler_for(who, scaler, format, world_size):
             return aps(format, world_size)
         raise ValueError(f"{who}: scaler '{scaler}' is not one of aps, none (or a cpd.Scaler with a "
                          "power-of-two scale)")
-    if isinstance(scaler, Scaler):
-        return scaler
-    raise TypeError(f"{who}: scaler must be 'aps', 'none', None or a cpd.Scaler, not {type(scaler).__name__}")
+    if not isinstance(scaler, Scaler):
+        raise TypeError(f"{who}: scaler must be 'aps', 'none', None or a cpd.Scaler, not {type(scaler).__name__}")
+    name = finfo(format).name
+    if scaler.format is not None and scaler.format != name:
+        raise ValueError(f"{who}: the scaler {scaler.kind} was made for the format {scaler.format}; the exchange "
+                         f"sums in {name}")
+    if scaler.world_size is not None and scaler.world_size != world_size:
+        raise ValueError(f"{who}: the scaler {scaler.kind} was made for {scaler.world_size} workers; the exchange "
+                         f"has {world_size}")
+    return scaler
 
 
 def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
@@ -420,15 +507,16 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise TypeError(f"{who}: tensors must be a non-empty list of float32 arrays or tensors")
-    arrays = []
-    first = None
+    views = []
     for x in tensors:
-        a, t = _float_input(who, x)
-        if first is None:
-            first = (a.shape, t)
-        elif a.shape != first[0]:
-            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(first[0])} and {tuple(a.shape)}")
-        arrays.append(_np.ascontiguousarray(a))
+        a, _ = _float_input(who, x)
+        if views and a.shape != views[0].shape:
+            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(views[0].shape)} and "
+                             f"{tuple(a.shape)}")
+        views.append(a)
+    arrays = [_np.ascontiguousarray(a) for a in views]
+    if out is not None:
+        _out_apart(who, out, views, arrays)
     w = len(arrays)
     sc = _scaler_for(who, scaler, format, w)
     st = sc.identity
@@ -446,3 +534,23 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     info = {"scale": scale}
     result = _run(who, tensors[0], out, body)
     return result, info
+
+
+def _out_apart(who, out, views, arrays):
+    """Checks, on the memory the arrays and tensors use, that out shares none with the workers'
+    tensors, except that out may be one of them exactly (then that worker's values are copied
+    first): a partial overlap would be read after it was written."""
+    o, _ = _float_input(who + " (out)", out)
+    for r, (v, a) in enumerate(zip(views, arrays)):
+        try:
+            if not _np.shares_memory(o, v):
+                continue
+        except _np.TooHardError:
+            pass  # (strides too intricate to tell: treated as overlapping)
+        same = (o.__array_interface__["data"][0] == v.__array_interface__["data"][0] and o.shape == v.shape
+                and o.strides == v.strides)
+        if not same:
+            raise ValueError(f"{who}: out overlaps worker {r}'s tensor (partly: out may be a worker's tensor itself, "
+                             "or memory apart from them)")
+        if _np.may_share_memory(a, v):  # (a strided one was copied already)
+            arrays[r] = a.copy()

@@ -13,8 +13,16 @@
 Stochastic rounding draws the random bits of tensor `position` of bucket `bucket` at step
 `step` from the key (seed, tensor_stream(step, bucket, position, W)); the simulation of the
 same tensor with that seed and stream gives the same bits.
+
+Before any value moves, the ranks check that they agree on the call (format, scaler,
+algorithm, rounding, kahan, mean, seed, tensor sizes, streams) with one all_reduce of a few
+int64: a disagreement raises MismatchError on every rank; a rank that never arrives raises
+AgreementError on the others after `timeout`.
 """
 
+import datetime as _datetime
+import functools as _functools
+import hashlib as _hashlib
 import time as _time
 
 import numpy as _np
@@ -24,16 +32,34 @@ import torch.distributed as _dist
 import cpd as _cpd_pkg
 from . import _cpd
 
-__all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce"]
+__all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce",
+           "MismatchError", "AgreementError"]
 
 _HOOK_ALGORITHMS = ("ring", "pipelined_ring", "all_gather")
 _HOOK_ROUNDINGS = ("nearest_even", "stochastic")
 _SCALERS = ("aps", "none")
 
 
+class MismatchError(RuntimeError):
+    """The ranks of one collective call passed different formats, options or tensor sizes.
+    Raised on every rank alike, before any value moved (as cpd::mpi::mismatch_error); the
+    message names every field that differs: "the ranks disagree on the format (from e4m3fn
+    to e5m2), total elements (from 100 to 101)". The process group stays usable."""
+
+
+class AgreementError(RuntimeError):
+    """The agreement check that starts every collective call did not complete: some rank of the
+    group did not make the same call within the timeout (it failed or exited before, or is in
+    another collective), or the group failed. The process group is not usable after it."""
+
+
 def tensor_stream(step, bucket, position, world_size):
     """The stream of the random bits of tensor `position` of bucket `bucket` at `step`
     (spaced by 8 W^2, the streams one allreduce of W workers uses: docs/reduction.md)."""
+    who = "cpd.torch.tensor_stream"
+    step, bucket, position = (_cpd_pkg._int(who, n, v, -2**63, 2**63)
+                              for n, v in (("step", step), ("bucket", bucket), ("position", position)))
+    world_size = _cpd_pkg._int(who, "world_size", world_size, 1, 2**31 - 1)
     if not (0 <= position < 1024 and 0 <= bucket < 1024 and 0 <= step < 2**24):
         raise ValueError(f"cpd.torch.tensor_stream: step {step}, bucket {bucket}, position {position} out of range "
                          "(step < 2**24, bucket and position < 1024)")
@@ -55,6 +81,83 @@ def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_
         raise ValueError(f"{who}: rounding {rounding!r} is not one of " + ", ".join(_HOOK_ROUNDINGS))
     if kahan and algorithm == "all_gather":
         raise ValueError(f"{who}: Kahan compensation travels with the ring; all_gather sums locally without it")
+
+
+def _timeout(who, timeout):
+    """None (the process group's own timeout) or a positive number of seconds or timedelta."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, _datetime.timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float, _np.integer, _np.floating)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError(f"{who}: timeout must be None, seconds or a datetime.timedelta, not {type(timeout).__name__}")
+    if not 0 < seconds < 1e9:
+        raise ValueError(f"{who}: timeout {timeout!r} must be a positive number of seconds")
+    return _datetime.timedelta(seconds=seconds)
+
+
+def _digest(values):
+    data = _np.asarray(list(values), dtype=_np.uint64).tobytes()
+    return int.from_bytes(_hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _listed(values):
+    shown = ", ".join(str(int(v)) for v in values[:8]) + (", ..." if len(values) > 8 else "")
+    return shown or "none"
+
+
+@_functools.lru_cache(maxsize=None)
+def _exchange_format(format):
+    """(the index of format among the exchange's formats, those formats, whether it has NaN)."""
+    formats = tuple(_cpd_pkg.exchange_formats())
+    f = _cpd_pkg.finfo(format)
+    return formats.index(f.name), formats, f.has_nan
+
+
+def _agreement(o, sizes):
+    """What every rank must pass alike, from the options o and the tensor sizes: (name, value
+    in [0, 2**64), how to show it), `how` being None for a number (shown as its range over
+    the ranks), the names of a choice (the value is an index), or this rank's value as text
+    for a digest (sizes, streams)."""
+    index, formats, _ = _exchange_format(o["format"])
+    return [("the format", index, formats),
+            ("the scaler", _SCALERS.index(o["scaler"]), _SCALERS),
+            ("the algorithm", _HOOK_ALGORITHMS.index(o["algorithm"]), _HOOK_ALGORITHMS),
+            ("the rounding", _HOOK_ROUNDINGS.index(o["rounding"]), _HOOK_ROUNDINGS),
+            ("kahan", int(bool(o["kahan"])), None),
+            ("mean", int(bool(o["mean"])), None),
+            ("the seed", int(o["seed"]), None),
+            ("the tensor count", len(sizes), None),
+            ("total elements", sum(sizes), None),
+            ("the sizes", _digest(sizes), _listed(sizes)),
+            ("the streams", _digest(o["streams"]), _listed(o["streams"]))]
+
+
+def _agree(who, fields, transport, timeout):
+    """Collective: one all_reduce(MAX) of (v, ~v) per field (v - 2^63 as an int64, whose
+    order is v's), after which every rank knows each field's smallest and largest value, and
+    raises the same MismatchError naming the fields that differ. Returns the bytes sent."""
+    words = []
+    for _, v, _ in fields:
+        e = int(v) - 2**63
+        words += [e, ~e]
+    got = transport.all_max(_np.array(words, dtype=_np.int64), who, timeout)
+    differ = []
+    for i, (name, _, how) in enumerate(fields):
+        hi, lo = int(got[2 * i]) + 2**63, ~int(got[2 * i + 1]) + 2**63
+        if lo == hi:
+            continue
+        if how is None:
+            differ.append(f"{name} (from {lo} to {hi})")
+        elif isinstance(how, tuple):
+            differ.append(f"{name} (from {how[lo]} to {how[hi]})")
+        else:
+            differ.append(f"{name} (this rank: {how})")
+    if differ:
+        raise MismatchError(f"{who}: the ranks disagree on " + ", ".join(differ))
+    return 8 * len(words)
 
 
 def _global_rank(group, r):
@@ -100,70 +203,138 @@ class _Transport:
             for r, p in enumerate(parts):
                 recv[r * n:(r + 1) * n] = p.cpu().numpy()
 
-    def max_int32(self, values):
-        t = _torch.tensor(values, dtype=_torch.int32)
+    def all_max(self, values, who=None, timeout=None):
+        """The element-wise MAX over the ranks of the numpy array `values`. With `who` (the
+        agreement check), a failure or a wait past `timeout` raises AgreementError."""
+        t = _torch.from_numpy(_np.ascontiguousarray(values))
         if self.device.type != "cpu":
             t = t.to(self.device)
-        _dist.all_reduce(t, op=_dist.ReduceOp.MAX, group=self.group)
-        return t.cpu().tolist()
+        work = _dist.all_reduce(t, op=_dist.ReduceOp.MAX, group=self.group, async_op=True)
+        if who is None:
+            work.wait()
+        else:
+            self._bounded_wait(who, work, timeout)
+        return t.cpu().numpy()
+
+    def _bounded_wait(self, who, work, timeout):
+        try:
+            if timeout is None:
+                work.wait()  # (bounded by the process group's own timeout)
+            elif self.device.type == "cpu":
+                work.wait(timeout=timeout)
+            else:  # (NCCL's wait returns before the work is done: poll it)
+                deadline = _time.monotonic() + timeout.total_seconds()
+                while not work.is_completed():
+                    if _time.monotonic() > deadline:
+                        raise RuntimeError("Operation timed out!")
+                    _time.sleep(1e-4)
+                work.wait()
+        except RuntimeError as e:
+            bound = "the process group's timeout" if timeout is None else f"{timeout.total_seconds():g} s"
+            raise AgreementError(
+                f"{who}: the agreement check of the {self.world} ranks did not complete within {bound} ({e}); "
+                "some rank did not make this call (it failed or exited before, or is in another collective). "
+                "The process group cannot be used after this") from e
 
 
-def _exchange(flat, sizes, out, format, scaler, algorithm, rounding, kahan, mean, seed, streams, transport):
-    """The exchange of the tensors held back to back in the float32 array `flat` into `out`;
-    returns (scales, statistics bytes, payload bytes sent, nonfinite values in out)."""
+def _exchange(who, flat, sizes, out, o, transport, timeout):
+    """The exchange of the tensors held back to back in the float32 array `flat` into `out`,
+    with the options o (format, scaler, algorithm, rounding, kahan, mean, seed, streams),
+    after the ranks agreed on them; returns (scales, statistics bytes, payload bytes sent,
+    nonfinite values in out)."""
     w, r = transport.world, transport.rank
-    sc = _cpd.make_aps(format, w, 0) if scaler == "aps" else _cpd.make_fixed(0)
+    sb = 0
+    if w > 1:
+        sb += _agree(who, _agreement(o, sizes), transport, timeout)
+    sc = _cpd.make_aps(o["format"], w, 0) if o["scaler"] == "aps" else _cpd.make_fixed(0)
     stats = []
     at = 0
     for n in sizes:
         stats.append(sc.statistic(flat[at:at + n]))
         at += n
     if w > 1:
-        stats = transport.max_int32(stats)
+        stats = transport.all_max(_np.array(stats, dtype=_np.int32)).tolist()
+        sb += 4 * len(sizes)
     scales = [sc.select(s) for s in stats]
-    ex = _cpd.make_exchange(format, rounding, algorithm, list(sizes), [s.exponent for s in scales], int(seed),
-                            list(streams), w, r, bool(kahan), bool(mean), out)
+    ex = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes), [s.exponent for s in scales],
+                            o["seed"], list(o["streams"]), w, r, bool(o["kahan"]), bool(o["mean"]), out)
     ex.load(flat)
     sent = 0
     for step in range(ex.steps()):
         send = _np.frombuffer(ex.send(step), dtype=_np.uint8)
         recv = _np.frombuffer(ex.recv(step), dtype=_np.uint8)
-        if algorithm == "all_gather":
+        if o["algorithm"] == "all_gather":
             transport.all_gather(send, recv)
             sent += send.size * (w - 1)  # (every rank's codes reach the W - 1 others)
         else:
             transport.sendrecv(send, recv)
             sent += send.size
         ex.complete(step)
-    return scales, (4 * len(sizes) if w > 1 else 0), sent, ex.out_nonfinite
+    bad = ex.out_nonfinite
+    if any(s.nonfinite for s in scales) and not _exchange_format(o["format"])[2]:
+        sb += _restore_nans(flat, sizes, scales, out, transport)
+        bad = int(_np.count_nonzero(~_np.isfinite(out)))
+    return scales, sb, sent, bad
+
+
+def _restore_nans(flat, sizes, scales, out, transport):
+    """A format without NaN (e3m2fn, e2m3fn, e2m1fn) cannot carry one on the wire: where some
+    rank's value was NaN, in a tensor whose scale is marked non-finite, the result becomes NaN
+    on every rank, as in cpd.simulate_allreduce (and cpd::mpi's NaN mask: one MAX over a byte
+    per element of the marked tensors). Returns the bytes sent."""
+    marked, at = [], 0
+    for n, s in zip(sizes, scales):
+        if s.nonfinite:
+            marked.append((at, n))
+        at += n
+    mask = _np.concatenate([_np.isnan(flat[a:a + n]) for a, n in marked]).astype(_np.uint8)
+    if transport.world > 1:
+        mask = transport.all_max(mask)
+    b = 0
+    for a, n in marked:
+        out[a:a + n][mask[b:b + n] != 0] = _np.float32(_np.nan)
+        b += n
+    return mask.size if transport.world > 1 else 0
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,
-               seed=0, streams=None, group=None):
+               seed=0, streams=None, group=None, timeout=None):
     """Sums (mean=True: averages) the float32 CPU tensors of every rank of `group` in `format`,
     in place, tensor by tensor with the chunks, order and roundings of
     cpd::simulate_allreduce(algorithm), all tensors in one message per step. APS takes one
     statistic per tensor (one MAX allreduce of int32 for all of them). streams: the stochastic
-    rounding stream of each tensor (default 8 W^2 * index). Returns a dict: scales,
-    statistics_bytes and payload_bytes this rank sent, out_nonfinite."""
+    rounding stream of each tensor (default 8 W^2 * index). First the ranks check that they
+    agree on every option and size (MismatchError on every rank when not); timeout (seconds or
+    a timedelta; None: the group's own) bounds the wait for a rank that does not come
+    (AgreementError). Returns a dict: scales, statistics_bytes (the agreement check's and the
+    statistics') and payload_bytes this rank sent, out_nonfinite."""
     who = "cpd.torch.all_reduce"
     _check_options(who, format, scaler, algorithm, rounding, kahan)
+    timeout = _timeout(who, timeout)
+    seed = _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1)
     if not _dist.is_initialized():
         raise RuntimeError(f"{who}: torch.distributed is not initialized (init_process_group first)")
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise TypeError(f"{who}: tensors must be a non-empty list of float32 tensors")
-    for t in tensors:
+    for i, t in enumerate(tensors):
         if not isinstance(t, _torch.Tensor) or t.dtype != _torch.float32:
             raise TypeError(f"{who}: every tensor must be a float32 torch.Tensor")
+        if not _cpd_pkg._distinct_elements(t.shape, [4 * st for st in t.stride()], 4):
+            raise ValueError(f"{who}: tensor {i} has elements that share memory (shape {tuple(t.shape)}, strides "
+                             f"{t.stride()}: expand or as_strided); the result is written into every tensor")
     device = tensors[0].device
     w = _dist.get_world_size(group)
     if streams is None:
         streams = [8 * w * w * i for i in range(len(tensors))]
+    if not isinstance(streams, (list, tuple)) or len(streams) != len(tensors):
+        raise ValueError(f"{who}: streams must be a list of one stream per tensor ({len(tensors)})")
+    streams = [_cpd_pkg._int(who, "a stream", s, 0, 2**64 - 1) for s in streams]
     sizes = [t.numel() for t in tensors]
     flat = _torch.cat([t.detach().reshape(-1).cpu() for t in tensors])
     out = _torch.empty_like(flat)
-    scales, sb, pb, bad = _exchange(flat.numpy(), sizes, out.numpy(), format, scaler or "none", algorithm, rounding,
-                                    kahan, mean, seed, streams, _Transport(group, device))
+    o = {"format": format, "scaler": scaler or "none", "algorithm": algorithm, "rounding": rounding, "kahan": kahan,
+         "mean": mean, "seed": seed, "streams": streams}
+    scales, sb, pb, bad = _exchange(who, flat.numpy(), sizes, out.numpy(), o, _Transport(group, device), timeout)
     at = 0
     for t, n in zip(tensors, sizes):
         t.copy_(out[at:at + n].view_as(t))
@@ -183,15 +354,20 @@ class CommHook:
     diagnostics=True, `stats` sums what rounding this rank's scaled values to the format
     did (count, underflow, overflow, nan_inputs, ...: cpd::value_stats, nearest-even), as
     EmulatedWorkers.stats does for every worker. The hook's name (DDP logs __name__ and
-    __qualname__) is cpd_comm_hook_<format>_<algorithm>; a wrapper must carry its own."""
+    __qualname__) is cpd_comm_hook_<format>_<algorithm>; a wrapper must carry its own.
+    Every bucket starts with all_reduce's agreement check (the bucket's sizes and streams,
+    the hook's options): MismatchError on every rank when they differ, AgreementError after
+    `timeout` when some rank does not come."""
 
     def __init__(self, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-                 process_group=None, record=False, diagnostics=False):
-        _check_options("cpd.torch.comm_hook", format, scaler, algorithm, rounding, kahan)
+                 process_group=None, record=False, diagnostics=False, timeout=None):
+        who = "cpd.torch.comm_hook"
+        _check_options(who, format, scaler, algorithm, rounding, kahan)
+        self.timeout = _timeout(who, timeout)
         self.diagnostics = bool(diagnostics)
         self.stats = {}
         self.format, self.scaler, self.algorithm = format, scaler or "none", algorithm
-        self.rounding, self.kahan, self.seed = rounding, bool(kahan), int(seed)
+        self.rounding, self.kahan, self.seed = rounding, bool(kahan), _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1)
         self.process_group = process_group
         self.record = record
         self.__name__ = self.__qualname__ = f"cpd_comm_hook_{format}_{algorithm}"  # (DDP logs them)
@@ -224,9 +400,10 @@ class CommHook:
         host = buf.detach().cpu() if buf.device.type != "cpu" else buf.detach()
         host = host.contiguous()
         out = _torch.empty_like(host)
-        scales, sb, pb, bad = _exchange(host.numpy(), sizes, out.numpy(), self.format, self.scaler, self.algorithm,
-                                        self.rounding, self.kahan, True, self.seed, streams,
-                                        _Transport(group, buf.device))
+        o = {"format": self.format, "scaler": self.scaler, "algorithm": self.algorithm, "rounding": self.rounding,
+             "kahan": self.kahan, "mean": True, "seed": self.seed, "streams": streams}
+        scales, sb, pb, bad = _exchange("cpd.torch.comm_hook", host.numpy(), sizes, out.numpy(), o,
+                                        _Transport(group, buf.device), self.timeout)
         if self.record:
             self.records.append({"step": self.steps, "bucket": index, "sizes": sizes, "streams": streams,
                                  "scales": [s.exponent for s in scales]})
@@ -258,13 +435,13 @@ class CommHook:
 
 
 def comm_hook(format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-              process_group=None, record=False, diagnostics=False):
+              process_group=None, record=False, diagnostics=False, timeout=None):
     """A DDP communication hook that exchanges gradients in `format` (see CommHook):
 
         model = DistributedDataParallel(net)
         model.register_comm_hook(None, cpd.torch.comm_hook("e4m3fn", scaler="aps"))
     """
-    return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record, diagnostics)
+    return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record, diagnostics, timeout)
 
 
 def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
@@ -310,13 +487,12 @@ class EmulatedWorkers:
     def __init__(self, model, workers, format="fp32", scaler="aps", algorithm="ring", rounding="nearest_even",
                  kahan=False, seed=0, threads=None):
         who = "cpd.torch.EmulatedWorkers"
-        if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"{who}: workers must be an int >= 1, not {workers!r}")
+        workers = _cpd_pkg._int(who, "workers", workers, 1, 2**31 - 1)
         format = format or "fp32"
         _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
         self.model, self.workers, self.format = model, workers, format
         self.scaler, self.algorithm, self.rounding = scaler or "none", algorithm, rounding
-        self.kahan, self.seed, self.threads = kahan, int(seed), threads
+        self.kahan, self.seed, self.threads = kahan, _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1), threads
         self.steps = 0
         self.values = 0
         self.nonfinite_steps = 0

@@ -210,6 +210,28 @@ void decode_as(const cpd::format& f, const cpd::bulk_options& opt, unsigned thre
   });
 }
 
+/// Decodes to double (every value of the scaled format is one), then rounds each value to
+/// float once, as a conversion does in the default environment: nearest-even, ±inf beyond
+/// float's range, ±0 or a subnormal below it (what quantize gives for the same scale).
+template <class Code>
+void decode_through_double(const cpd::format& f, const cpd::bulk_options& opt, unsigned threads, const view& c,
+                           const view& y) {
+  std::vector<double> wide(c.n);
+  with_policy(threads, [&](auto policy) {
+    cpd::decode(policy, f, static_cast<const Code*>(c.ptr), wide.data(), c.n, opt);
+  });
+  const cpd::detail::default_fp_env fp_env;
+  float* o = static_cast<float*>(y.ptr);
+  for (std::size_t i = 0; i < c.n; ++i) o[i] = static_cast<float>(wide[i]);
+}
+
+template <class Code>
+void decode_codes(bool wide, const cpd::format& f, const cpd::bulk_options& opt, unsigned threads, const view& c,
+                  const view& y) {
+  if (wide) decode_through_double<Code>(f, opt, threads, c, y);
+  else decode_as<Code>(f, opt, threads, c, y);
+}
+
 void decode(const py::buffer& in, const py::buffer& out, const std::string& fmt, int scale_exponent,
             unsigned threads) {
   const view c = code_view(in, false, "cpd.decode", "the codes");
@@ -218,10 +240,14 @@ void decode(const py::buffer& in, const py::buffer& out, const std::string& fmt,
   const cpd::format f = parse_format(fmt);
   cpd::bulk_options opt;
   opt.scale_exponent = scale_exponent;
+  // quantize and encode take every scale_exponent that keeps the scaled format in double's
+  // range; where 2^-k times the format's values leaves float's, decode rounds them to float.
+  const bool wide = scale_exponent != 0 && f.spec().fits_float &&
+                    !cpd::detail::scaled_spec(f.spec(), scale_exponent, "cpd.decode").fits_float;
   py::gil_scoped_release nogil;
-  if (c.itemsize == 1) decode_as<std::uint8_t>(f, opt, threads, c, y);
-  else if (c.itemsize == 2) decode_as<std::uint16_t>(f, opt, threads, c, y);
-  else decode_as<std::uint32_t>(f, opt, threads, c, y);
+  if (c.itemsize == 1) decode_codes<std::uint8_t>(wide, f, opt, threads, c, y);
+  else if (c.itemsize == 2) decode_codes<std::uint16_t>(wide, f, opt, threads, c, y);
+  else decode_codes<std::uint32_t>(wide, f, opt, threads, c, y);
 }
 
 /// Seconds per call of the C++ bulk quantize on the buffer, the best of `repeats` timed
@@ -280,6 +306,7 @@ py::dict format_info(const std::string& name) {
   d["has_nan"] = s.has_nan;
   d["has_negative_zero"] = s.has_neg_zero;
   d["has_subnormals"] = s.has_subnormals;
+  d["has_zero"] = s.has_zero;
   d["fits_float"] = s.fits_float;
   return d;
 }

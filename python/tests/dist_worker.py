@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
 """One rank of the tests' process groups (test_torch.py starts W of them on 127.0.0.1;
 gloo on the CPU, or NCCL on a GPU with --backend nccl --device cuda): DDP with
-cpd.torch.comm_hook, or cpd.torch.all_reduce on tensors that hold NaN, inf, huge and tiny
-values. Writes what it got to --out (a pickle)."""
+cpd.torch.comm_hook, cpd.torch.all_reduce on tensors that hold NaN, inf, huge and tiny
+values, or (--mode agree) ranks that disagree on a call, one case after another in one
+process group, then a rank that never comes. Writes what it got to --out (a pickle)."""
 
 import argparse
 import os
 import pickle
+import time
 
 import numpy as np
 import torch
@@ -39,11 +41,90 @@ def tensors(rank, world):
     return out
 
 
+def last(r, w):
+    return r == w - 1
+
+
+# What rank r of w passes to cpd.torch.all_reduce (sizes: its tensors'), and the fields the
+# MismatchError must name: one case per field, the last rank the odd one out.
+AGREE_CASES = [
+    ("format", lambda r, w: {"format": "e5m2" if last(r, w) else "e4m3fn"}, {"the format"}),
+    ("width", lambda r, w: {"format": "bf16" if last(r, w) else "e4m3fn"}, {"the format"}),
+    ("fp4", lambda r, w: {"format": "e2m1fn" if last(r, w) else "e3m2fn"}, {"the format"}),
+    ("scaler", lambda r, w: {"scaler": "none" if last(r, w) else "aps"}, {"the scaler"}),
+    ("split", lambda r, w: {"sizes": [40, 60] if last(r, w) else [60, 40]}, {"the sizes"}),
+    ("total", lambda r, w: {"sizes": [100 + r]}, {"total elements", "the sizes"}),
+    ("count", lambda r, w: {"sizes": [50, 50] if last(r, w) else [100]},
+     {"the tensor count", "the sizes", "the streams"}),
+    ("mean", lambda r, w: {"mean": not last(r, w)}, {"mean"}),
+    ("rounding", lambda r, w: {"rounding": "stochastic" if last(r, w) else "nearest_even"}, {"the rounding"}),
+    ("seed", lambda r, w: {"seed": 2 if last(r, w) else 1}, {"the seed"}),
+    ("algorithm", lambda r, w: {"algorithm": "all_gather" if last(r, w) else "ring"}, {"the algorithm"}),
+    ("kahan", lambda r, w: {"kahan": last(r, w)}, {"kahan"}),
+    ("streams", lambda r, w: {"streams": [int(last(r, w)), 8]}, {"the streams"}),
+    ("several", lambda r, w: {"format": "e5m2", "mean": False, "sizes": [60, 41]} if last(r, w) else {},
+     {"the format", "mean", "total elements", "the sizes"}),
+]
+# The same for the DDP hook (what rank r passes to comm_hook; the model is the same everywhere).
+HOOK_CASES = [
+    ("format", lambda r, w: {"format": "e2m1fn" if last(r, w) else "e4m3fn"}, {"the format"}),
+    ("scaler", lambda r, w: {"scaler": "none" if last(r, w) else "aps"}, {"the scaler"}),
+    ("rounding", lambda r, w: {"rounding": "stochastic" if last(r, w) else "nearest_even"}, {"the rounding"}),
+    ("seed", lambda r, w: {"seed": 7 if last(r, w) else 5}, {"the seed"}),
+    ("algorithm", lambda r, w: {"algorithm": "all_gather" if last(r, w) else "ring"}, {"the algorithm"}),
+    ("kahan", lambda r, w: {"kahan": last(r, w)}, {"kahan"}),
+]
+
+
+def agree_tensors(rank, sizes):
+    g = np.random.default_rng(1000 + rank)
+    return [torch.from_numpy(g.standard_normal(n).astype(np.float32)) for n in sizes]
+
+
+def run_agree(a):
+    """Every case of AGREE_CASES and HOOK_CASES, then an agreeing call, in one process group;
+    then the last rank stays away from a call the others make with a 2 s timeout."""
+    got = {}
+    for name, opts, _ in AGREE_CASES:
+        o = {"format": "e4m3fn", "sizes": [60, 40], **opts(a.rank, a.world)}
+        ts = agree_tensors(a.rank, o.pop("sizes"))
+        before = [t.clone() for t in ts]
+        try:
+            ct.all_reduce(ts, timeout=60, **o)
+            got[name] = ("returned", "")
+        except Exception as e:  # noqa: BLE001 (what was raised is the result)
+            got[name] = (type(e).__name__, str(e))
+        got[name] += (all(torch.equal(t, b) for t, b in zip(ts, before)),)
+    for name, opts, _ in HOOK_CASES:
+        torch.manual_seed(0)
+        ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(7, 5))
+        ddp.register_comm_hook(None, ct.comm_hook(**{"format": "e4m3fn", "timeout": 60, **opts(a.rank, a.world)}))
+        try:
+            ddp(torch.randn(4, 7)).sum().backward()
+            got["hook " + name] = ("returned", "")
+        except Exception as e:  # noqa: BLE001
+            got["hook " + name] = (type(e).__name__, str(e))
+    ts = agree_tensors(a.rank, [60, 40])
+    ct.all_reduce(ts, "e4m3fn", rounding="stochastic", seed=3)
+    got["agreed"] = [t.numpy().copy() for t in ts]
+    start = time.monotonic()
+    if last(a.rank, a.world):
+        time.sleep(6)  # (alive, elsewhere: the others' timeout must end their wait)
+        got["absent"] = ("absent", "", 0.0)
+    else:
+        try:
+            ct.all_reduce(agree_tensors(a.rank, [10]), "e4m3fn", timeout=2)
+            got["absent"] = ("returned", "", time.monotonic() - start)
+        except Exception as e:  # noqa: BLE001
+            got["absent"] = (type(e).__name__, str(e), time.monotonic() - start)
+    return got
+
+
 def main():
     p = argparse.ArgumentParser()
     for a in ("world", "rank", "port"):
         p.add_argument("--" + a, type=int, required=True)
-    p.add_argument("--mode", choices=["ddp", "allreduce"], required=True)
+    p.add_argument("--mode", choices=["ddp", "allreduce", "agree"], required=True)
     p.add_argument("--format", required=True)
     p.add_argument("--algorithm", default="ring")
     p.add_argument("--rounding", default="nearest_even")
@@ -59,6 +140,11 @@ def main():
     dev = torch.device(a.device)
     dist.init_process_group(a.backend, rank=a.rank, world_size=a.world, timeout=__import__("datetime").timedelta(seconds=60))
     result = {}
+    if a.mode == "agree":
+        result = run_agree(a)
+        with open(a.out, "wb") as f:
+            pickle.dump(result, f)
+        os._exit(0)  # (the group is broken by the absent rank: no destroy_process_group)
     if a.mode == "ddp":
         net = make_model().to(dev)
         ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.05,

@@ -319,12 +319,38 @@ def test_formats_and_finfo():
     assert (f.bits, f.max, f.tiny, f.smallest_subnormal, f.eps, f.epsneg, f.maxexp, f.minexp, f.nmant, f.nexp,
             f.precision) == (h.bits, h.max, h.tiny, h.smallest_subnormal, h.eps, h.epsneg, h.maxexp, h.minexp,
                              h.nmant, h.nexp, h.precision)
-    assert f.resolution == pytest.approx(float(h.resolution), rel=1e-3)  # (numpy's is 0.001 in float16)
+    assert f.resolution == float(h.resolution)  # (10^-3 rounded to float16, as numpy's)
     b, tb = cpd.finfo("bf16"), torch.finfo(torch.bfloat16)
     assert (b.bits, b.max, b.tiny, b.eps) == (tb.bits, tb.max, tb.tiny, tb.eps)
     e = cpd.finfo("e4m3fn")
     assert (e.max, e.tiny, e.smallest_subnormal, e.has_inf, e.has_nan) == (448, 2**-6, 2**-9, False, True)
     assert cpd.finfo("e2m1fn").max == 6 and not cpd.finfo("e2m1fn").has_nan
+
+
+def test_finfo_agrees_with_the_format_values():
+    """Independent of ml_dtypes: min, epsneg, eps, tiny and smallest_subnormal of every named
+    format from the list of its values (every code decoded by cpd.decode)."""
+    for name in cpd.formats():
+        f = cpd.finfo(name)
+        if f.bits > 16 or not f.bits:
+            continue
+        codes = np.arange(2 ** f.bits, dtype=np.uint8 if f.bits <= 8 else np.uint16)
+        if not cpd._cpd.format_info(name)["fits_float"]:
+            continue  # (values that are not floats: the decode to float32 refuses them)
+        v = cpd.decode(codes, name).astype(np.float64)
+        v = np.unique(v[np.isfinite(v)])
+        assert f.min == v[0] and f.max == v[-1], name
+        pos = v[v > 0]
+        assert f.smallest_subnormal == pos[0], name
+        if 1.0 in v and v[0] < 1.0:
+            below, above = v[v < 1.0][-1], v[v > 1.0][0] if f.max > 1 else None
+            assert f.epsneg == 1.0 - below, name
+            if above is not None:
+                assert f.eps == above - 1.0, name
+    # the three the issue found: E8M0 has no zero; 1 is the smallest normal of e2m1fn and e2m3fn
+    assert cpd.finfo("float8_e8m0fnu").min == 2.0**-127 and not cpd.finfo("e8m0fnu").has_zero
+    assert (cpd.finfo("float4_e2m1fn").epsneg, cpd.finfo("float6_e2m3fn").epsneg) == (0.5, 0.125)
+    assert (cpd.finfo("float4_e2m1fn").negep, cpd.finfo("float6_e2m3fn").negep) == (-1, -3)
 
 
 # --- scalers and MX -------------------------------------------------------------------------
@@ -393,3 +419,133 @@ def test_mx_quantize_floor_rule():
         cpd.mx_quantize(x, "e4m3fn", rule="round")
     with pytest.raises(ValueError, match="element"):
         cpd.mx_quantize(x, "bf16")
+
+
+# --- outputs that alias ----------------------------------------------------------------------
+
+def stride0(n, dtype=np.float32):
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape=(n,), strides=(0,))
+
+
+def test_out_whose_elements_share_memory_is_refused():
+    x = RNG.standard_normal(6).astype(np.float32)
+    overlapping = np.lib.stride_tricks.as_strided(np.zeros(8, np.float32), shape=(3, 2), strides=(4, 4))
+    for bad in (stride0(6), torch.zeros(1).expand(6), overlapping):
+        xb = x.reshape(3, 2) if tuple(bad.shape) == (3, 2) else x
+        calls = [lambda o: cpd.quantize(xb, "e4m3fn", out=o), lambda o: cpd.mx_quantize(xb, "e4m3fn", out=o),
+                 lambda o: cpd.decode(cpd.encode(xb, "e4m3fn"), "e4m3fn", out=o),
+                 lambda o: cpd.simulate_allreduce([xb, xb], "e4m3fn", out=o)]
+        for call in calls:
+            with pytest.raises(ValueError, match="share memory"):
+                call(bad)
+    with pytest.raises(ValueError, match="share memory"):
+        cpd.encode(x, "e4m3fn", out=stride0(6, np.uint8))
+    # strides that interleave without sharing a byte are an ordinary output
+    buf = np.zeros(12, np.float32)
+    interleaved = np.lib.stride_tricks.as_strided(buf, shape=(3, 2), strides=(8, 12))
+    cpd.quantize(x.reshape(3, 2), "e4m3fn", out=interleaved)
+    assert same_floats(interleaved, cpd.quantize(x.reshape(3, 2), "e4m3fn"))
+
+
+def test_simulate_allreduce_refuses_out_overlapping_an_input():
+    buf = np.arange(30, dtype=np.float32) / 7 + 1
+    ref, _ = cpd.simulate_allreduce([buf[:10].copy(), buf[10:20].copy()], "e4m3fn")
+    before = buf.copy()
+    with pytest.raises(ValueError, match="out overlaps worker 0"):
+        cpd.simulate_allreduce([buf[:10], buf[10:20]], "e4m3fn", out=buf[5:15])
+    assert np.array_equal(buf, before)  # nothing written
+    t = torch.from_numpy(buf)
+    with pytest.raises(ValueError, match="out overlaps worker 1"):
+        cpd.simulate_allreduce([t[:10], t[10:20]], "e4m3fn", out=t[15:25])
+    with pytest.raises(ValueError, match="out overlaps worker 1"):  # strided views of one buffer
+        cpd.simulate_allreduce([buf[0:20:2], buf[1:20:2]], "e4m3fn", out=buf[3:23:2])
+    assert np.array_equal(buf, before)
+    # out may be a worker's tensor itself (summed in place), or interleave with one
+    xs = [buf[:10].copy(), buf[10:20].copy()]
+    cpd.simulate_allreduce(xs, "e4m3fn", out=xs[1])
+    assert same_floats(xs[1], ref)
+    z = np.zeros(20, np.float32)
+    z[::2] = buf[:10]
+    cpd.simulate_allreduce([z[::2], buf[10:20]], "e4m3fn", out=z[1::2])
+    assert same_floats(z[1::2], ref) and same_floats(z[::2], buf[:10])
+
+
+# --- integer arguments, scalers and scales ---------------------------------------------------
+
+def test_integer_like_arguments_and_non_integers():
+    x = RNG.standard_normal(100).astype(np.float32)
+    n = np.int64
+    assert same_floats(cpd.quantize(x, "e5m2", rounding="stochastic", seed=n(3), stream=np.uint8(2), offset=n(7),
+                                    threads=n(1), scale_exponent=np.int16(4)),
+                       cpd.quantize(x, "e5m2", rounding="stochastic", seed=3, stream=2, offset=7, threads=1,
+                                    scale_exponent=4))
+    aps = cpd.aps("e4m3fn", n(8), margin=np.int32(1))
+    assert aps.world_size == 8 and aps.select(n(3)).exponent == cpd.aps("e4m3fn", 8, 1).select(3).exponent
+    cpd.manual_seed(n(5))
+    for bad in (8.7, 8.0, "8", True):
+        with pytest.raises(TypeError, match="world_size"):
+            cpd.aps("e4m3fn", bad)
+        with pytest.raises(TypeError, match="world_size"):
+            cpd.amax_sqrtw_scaling("e4m3fn", bad)
+    for call in (lambda: cpd.predivide_scaling(2.5), lambda: cpd.fixed_scaling(1.5),
+                 lambda: cpd.quantize(x, "e4m3fn", threads=1.0),
+                 lambda: cpd.delayed_scaling("e4m3fn", history_length=10.5), lambda: cpd.manual_seed(2.5),
+                 lambda: cpd.dynamic_loss_scaling(growth_interval=2.5), lambda: cpd.aps("e4m3fn", 2, margin=0.5)):
+        with pytest.raises(TypeError, match="must be an int"):
+            call()
+    with pytest.raises(ValueError, match="world_size 0"):
+        cpd.aps("e4m3fn", 0)
+
+
+def test_select_and_combine_check_the_statistic():
+    aps, amax = cpd.aps("e4m3fn", 8), cpd.current_scaling("e4m3fn")
+    for st in (2**40, -2**40, 2**31):
+        with pytest.raises(ValueError, match=f"statistic {st} is outside"):
+            aps.select(st)
+        with pytest.raises(ValueError, match="statistic"):
+            aps.combine(st, 0)
+    with pytest.raises(TypeError, match="statistic must be an int"):
+        aps.select(2.5)
+    with pytest.raises(TypeError, match="statistic must be a float"):
+        amax.select("1")
+    assert amax.select(np.float32(2.0)).value == amax.select(2.0).value
+
+
+def test_simulate_allreduce_refuses_a_scaler_made_for_another_exchange():
+    grads = [RNG.standard_normal(50).astype(np.float32) for _ in range(4)]
+    with pytest.raises(ValueError, match="format e5m2; the exchange sums in e4m3fn"):
+        cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.aps("e5m2", 4))
+    with pytest.raises(ValueError, match="8 workers; the exchange has 4"):
+        cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.aps("e4m3fn", 8))
+    with pytest.raises(ValueError, match="2 workers; the exchange has 4"):
+        cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.predivide_scaling(2))
+    # the same format by another name, and scalers that name no format, are fine
+    a, _ = cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.aps("float8_e4m3fn", np.int64(4)))
+    b, _ = cpd.simulate_allreduce(grads, "float8_e4m3fn", scaler="aps")
+    assert same_floats(a, b)
+    cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.fixed_scaling(2))
+
+
+def test_decode_takes_every_scale_exponent_that_quantize_and_encode_take():
+    x = np.concatenate([wide_floats(3000), np.float32([3.4028235e38, -3e38, 1e-45, np.inf, -np.inf, np.nan])])
+    for fmt in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e8m0fnu", "bf16", "fp16"):
+        for k in (0, 30, -30, 141, -120, 200, -200, 1000, -1000, 1100, -1100):
+            try:
+                q = cpd.quantize(x, fmt, scale_exponent=k)
+            except ValueError as e:  # out of double's range: all three refuse alike
+                assert "scale_exponent" in str(e)
+                with pytest.raises(ValueError, match="scale_exponent"):
+                    cpd.encode(x, fmt, scale_exponent=k)
+                with pytest.raises(ValueError, match="scale_exponent"):
+                    cpd.decode(np.zeros(3, np.uint8), fmt, scale_exponent=k)
+                continue
+            got = cpd.decode(cpd.encode(x, fmt, scale_exponent=k), fmt, scale_exponent=k)
+            keep = ~np.isnan(x) | cpd.finfo(fmt).has_nan  # (a NaN has no code in e2m1fn: encode reports it)
+            assert same_floats(got[keep], q[keep]), (fmt, k)
+    # values beyond float's range round as a float conversion does: 448 * 2^120 is inf; 2^-150 a
+    # tie between 0 and 2^-149 (to 0, even), 3 * 2^-150 between 2^-149 and 2^-148 (to 2^-148)
+    assert same_floats(cpd.decode(np.uint8([0x7E, 0xFE, 0x38]), "e4m3fn", scale_exponent=-120),
+                       np.float32([np.inf, -np.inf, 2.0**120]))
+    assert same_floats(cpd.decode(np.uint8([1, 2, 3, 0x81]), "e4m3fn", scale_exponent=141),
+                       np.float32([0.0, 2.0**-149, 2.0**-148, -0.0]))
+    assert same_floats(cpd.decode(np.uint8([0x7F]), "e4m3fn", scale_exponent=141), np.float32([np.nan]))

@@ -5,9 +5,11 @@ gradients (computed here, in one process); the emulation of W workers; bad input
 
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -141,19 +143,63 @@ def test_hook_and_all_reduce_on_a_gpu_with_nccl(tmp_path, fmt, algorithm, roundi
 
 @pytest.mark.parametrize("world,fmt,algorithm,rounding", [(2, "e4m3fn", "ring", "nearest_even"),
                                                           (3, "e5m2", "all_gather", "stochastic"),
-                                                          (4, "e4m3", "ring", "stochastic")])
+                                                          (4, "e4m3", "ring", "stochastic"),
+                                                          # formats without NaN (FP6, FP4): the NaN must survive
+                                                          (2, "e2m1fn", "ring", "nearest_even"),
+                                                          (3, "e3m2fn", "all_gather", "stochastic"),
+                                                          (2, "e2m3fn", "pipelined_ring", "nearest_even"),
+                                                          (1, "e2m1fn", "ring", "nearest_even")])
 def test_all_reduce_with_nan_and_tiny_tensors(tmp_path, world, fmt, algorithm, rounding):
     res = run_ranks(tmp_path, world, "allreduce", fmt, algorithm, rounding)
     local = [dist_worker.tensors(r, world) for r in range(world)]
+    nonfinite = 0
     for i in range(len(local[0])):
         sim, info = cpd.simulate_allreduce([local[r][i] for r in range(world)], fmt, algorithm=algorithm,
                                            rounding=rounding, mean=True, seed=5, stream=8 * world * world * i)
+        nonfinite += info["nonfinite_out"]
         for r in range(world):
             assert same(sim, res[r]["tensors"][i]), (i, r)
             assert res[r]["scales"][i] == (info["scale"].exponent, info["scale"].nonfinite)
-    # the NaN of the last rank: its tensor's scale is marked, the result holds NaN
-    assert res[0]["scales"][4][1] and res[0]["out_nonfinite"] >= 1
+    # the NaN of the last rank: its tensor's scale is marked, the result holds NaN, and it is
+    # counted as the simulation counts it
+    assert res[0]["scales"][4][1] and nonfinite >= 1
     assert np.isnan(res[0]["tensors"][4][100])
+    assert all(r["out_nonfinite"] == nonfinite for r in res)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ranks_that_disagree_raise_the_same_error_everywhere(tmp_path, world):
+    """One case per field of the call (dist_worker.AGREE_CASES, HOOK_CASES), all in one process
+    group: every rank raises MismatchError naming exactly the fields that differ, before its
+    tensors change, and the group goes on working (an agreeing call then gives the simulation's
+    bits); then a rank that never comes: the others raise AgreementError after their timeout."""
+    res = run_ranks(tmp_path, world, "agree", "e4m3fn")
+    for name, _, fields in dist_worker.AGREE_CASES + [("hook " + n, o, f) for n, o, f in dist_worker.HOOK_CASES]:
+        if name.startswith("hook"):  # (DDP hands a hook's exception on as a RuntimeError that quotes it)
+            assert {r[name][0] for r in res} == {"RuntimeError"}, (name, [r[name][:2] for r in res])
+            msgs = [re.search(r"MismatchError: (cpd.torch.comm_hook: the ranks disagree on .*)", r[name][1]).group(1)
+                    for r in res]
+        else:
+            assert {r[name][0] for r in res} == {"MismatchError"}, (name, [r[name][:2] for r in res])
+            msgs = [r[name][1] for r in res]
+        named = {f for f in ("the format", "the scaler", "the algorithm", "the rounding", "kahan", "mean", "the seed",
+                             "the tensor count", "total elements", "the sizes", "the streams") if f + " (" in msgs[0]}
+        assert named == fields, (name, msgs[0])
+        without_this_rank = {re.sub(r"\(this rank: [^)]*\)", "", m) for m in msgs}
+        assert len(without_this_rank) == 1, (name, without_this_rank)
+        if not name.startswith("hook"):
+            assert all(r[name][2] for r in res), name  # nothing written into the tensors
+    assert "total elements (from 100 to %d)" % (100 + world - 1) in res[0]["total"][1]
+    assert "the format (from e4m3fn to e5m2)" in res[0]["format"][1]
+    assert "the algorithm (from ring to all_gather)" in res[0]["algorithm"][1]
+    local = [dist_worker.agree_tensors(r, [60, 40]) for r in range(world)]
+    for i in range(2):
+        sim, _ = cpd.simulate_allreduce([local[r][i] for r in range(world)], "e4m3fn", rounding="stochastic",
+                                        mean=True, seed=3, stream=8 * world * world * i)
+        assert all(same(sim, r["agreed"][i]) for r in res), i
+    for r in res[:-1]:
+        kind, msg, seconds = r["absent"]
+        assert kind == "AgreementError" and "within 2 s" in msg and 1.9 < seconds < 5, r["absent"]
 
 
 def test_emulated_workers_equal_the_simulation():
@@ -217,7 +263,46 @@ def test_bad_input():
         ct.all_reduce([torch.zeros(3)], "e4m3fn")
     with pytest.raises(ValueError, match="workers"):
         ct.EmulatedWorkers(torch.nn.Linear(2, 2), 0)
+    with pytest.raises(TypeError, match="workers must be an int"):
+        ct.EmulatedWorkers(torch.nn.Linear(2, 2), 2.5)
+    assert ct.EmulatedWorkers(torch.nn.Linear(2, 2), np.int64(2)).workers == 2
+    with pytest.raises(TypeError, match="seed must be an int"):
+        ct.comm_hook("e4m3fn", seed=1.5)
+    with pytest.raises(ValueError, match="timeout"):
+        ct.comm_hook("e4m3fn", timeout=0)
     with pytest.raises(ValueError, match="shape"):
         cpd.simulate_allreduce([np.zeros(3, np.float32), np.zeros(4, np.float32)], "e4m3fn")
     with pytest.raises(ValueError, match="algorithm"):
         cpd.simulate_allreduce([np.zeros(3, np.float32)], "e4m3fn", algorithm="tree")
+
+
+def test_the_agreement_wait_is_bounded_on_a_device_too():
+    """A device transport (NCCL, whose wait returns before the work is done) polls the work:
+    one that never completes ends in AgreementError after the timeout. (The gloo path runs in
+    test_ranks_that_disagree_raise_the_same_error_everywhere.)"""
+    class Never:
+        def is_completed(self):
+            return False
+
+        def wait(self, timeout=None):
+            raise AssertionError("wait() is reached only once the work completed")
+
+    t = ct._Transport.__new__(ct._Transport)
+    t.device, t.world = torch.device("cuda"), 2  # (naming a device needs no GPU)
+    start = time.monotonic()
+    with pytest.raises(ct.AgreementError, match="did not complete within 0.3 s"):
+        t._bounded_wait("cpd.torch.all_reduce", Never(), ct._timeout("test", 0.3))
+    assert 0.29 < time.monotonic() - start < 5
+
+
+def test_all_reduce_refuses_tensors_whose_elements_share_memory(tmp_path):
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        t = torch.ones(1).expand(4)
+        with pytest.raises(ValueError, match="tensor 1 has elements that share memory"):
+            ct.all_reduce([torch.ones(3), t], "e4m3fn")
+        x = torch.tensor([1.0, float("nan"), 3.0])
+        info = ct.all_reduce([x], "e2m1fn")  # one rank: the NaN survives a format without NaN
+        assert torch.isnan(x[1]) and info["out_nonfinite"] == 1 and info["statistics_bytes"] == 0
+    finally:
+        torch.distributed.destroy_process_group()

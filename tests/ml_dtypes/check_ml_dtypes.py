@@ -12,7 +12,8 @@ with ml_dtypes' astype for every format both libraries have (numpy's float16 for
 float16). A mismatch on a finite input whose magnitude is within the format's
 range fails the check; where the two differ by convention (what an overflow or a
 NaN becomes), each class is counted and printed, never hidden. Exit 0: no
-mismatch in range; 1: some; 77: ml_dtypes is missing.
+mismatch in range; 1: some, or ml_dtypes missing under CI=true (the CI run installs it:
+scripts/venv.sh); 77: ml_dtypes is missing elsewhere.
 """
 import argparse
 import bisect
@@ -26,8 +27,13 @@ from fractions import Fraction
 try:
     import numpy as np
     import ml_dtypes
-except ImportError as e:  # depends on the machine: CI has neither
-    print(f"SKIPPED: {e.name} is not installed for {sys.executable}; the cross-check did not run")
+except ImportError as e:  # (scripts/venv.sh installs it into build/venv)
+    if os.environ.get("CI") == "true":
+        print(f"FAILED: {e.name} is not installed for {sys.executable}; under CI the oracle must be there "
+              "(scripts/venv.sh makes build/venv, scripts/test.sh runs it before configuring)")
+        sys.exit(1)
+    print(f"SKIPPED: {e.name} is not installed for {sys.executable}; the cross-check did not run "
+          "(scripts/venv.sh installs it)")
     sys.exit(77)
 
 FORMATS = [
