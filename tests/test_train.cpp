@@ -7,6 +7,7 @@
 
 #include "../examples/train/cli.hpp"
 #include "../examples/train/idx.hpp"
+#include "../examples/train/output.hpp"
 #include "train_test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -357,4 +358,32 @@ TEST_CASE("training runs: loss decreases and the hash is the same for any thread
     REQUIRE(l.size() == 3);
     CHECK(l[2] < l[0]);
   }
+}
+
+// Issue 30 item 16: the plot drew every run on one 0..1 axis, where fp32 and the 8-bit
+// curves lie on top of each other; now a second panel zooms in on the runs near the best.
+TEST_CASE("--plot: two panels, the second zoomed on the runs within 3 points of the best") {
+  const double nan = std::nan("");
+  const std::vector<train::plot_curve> curves = {{"fp32", 1, {0.84, 0.85, 0.8607}},
+                                                 {"e4m3, no APS", 2, {0.84, 0.85, 0.855}},
+                                                 {"e3m0, no APS", 2, {0.60, 0.70, 0.7415}},
+                                                 {"e2m1, diverged", 2, {0.1, nan, nan}}};
+  const std::string s = train::plot_script(curves);
+  CHECK(s.find("set multiplot layout 1,2") != std::string::npos);
+  const std::size_t zoom = s.find("set title 'zoom: the runs within 3 points of the best'");
+  REQUIRE(zoom != std::string::npos);
+  const std::string first = s.substr(0, zoom), second = s.substr(zoom);
+  for (const char* run : {"$run0 ", "$run1 ", "$run2 ", "$run3 "}) CHECK(first.find(run) != std::string::npos);
+  CHECK(second.find("set yrange [0.825:0.870]") != std::string::npos);  // 0.8607 - 0.03 and 0.8607 to 0.005, one step out
+  CHECK(second.find("$run0 ") != std::string::npos);
+  CHECK(second.find("$run1 ") != std::string::npos);
+  CHECK(second.find("$run2 ") == std::string::npos);  // 12 points behind
+  CHECK(second.find("$run3 ") == std::string::npos);  // no finite accuracy at the end
+  // A curve keeps its colour in both panels.
+  CHECK(first.find("$run1 with linespoints lw 2 pt 7 ps 0.8 lc 2 ") != std::string::npos);
+  CHECK(second.find("$run1 with linespoints lw 2 pt 7 ps 0.8 lc 2 ") != std::string::npos);
+  // No run with a finite accuracy: the second panel shows them all, on 0..1.
+  const std::string all_nan = train::plot_script({{"a", 1, {nan}}, {"b", 2, {nan}}});
+  CHECK(all_nan.find("set yrange [0.000:1.000]") != std::string::npos);
+  CHECK(all_nan.substr(all_nan.find("zoom")).find("$run1 ") != std::string::npos);
 }

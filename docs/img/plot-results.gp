@@ -1,6 +1,6 @@
 # Test accuracy per epoch from a cpd-train --csv file, in two panels: every run,
-# and the runs near fp32 zoomed in (cpd-train's own --plot uses one 0..1 axis,
-# on which the fp32 and 8-bit curves lie on top of each other).
+# and the runs near fp32 zoomed in (on one axis the fp32 and 8-bit curves lie on top
+# of each other; cpd-train's own --plot has the same two panels).
 # Colour: gradient format; solid: APS on, dashed: APS off. fp32 is drawn once:
 # APS leaves its weights bit for bit unchanged.
 #   gnuplot -e "csv='docs/img/results-long.csv'; png='docs/img/results-long.png'; \

@@ -17,7 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -231,14 +233,32 @@ inline std::string gnuplot_quote(const std::string& s) {
   return q + "'";
 }
 
+/// The last finite value of a curve (NaN when it has none).
+inline double final_value(const plot_curve& c) {
+  for (std::size_t e = c.y.size(); e-- > 0;)
+    if (std::isfinite(c.y[e])) return c.y[e];
+  return std::nan("");
+}
+
 /// The gnuplot script of the test-accuracy plot: the data inline, the PNG to standard output.
+/// Two panels: every run on an axis that holds them all, and the runs whose final accuracy is
+/// within 3 points of the best one's zoomed in (on the first, fp32 and the 8-bit curves lie
+/// on top of each other). A curve keeps its colour in both panels.
 inline std::string plot_script(const std::vector<plot_curve>& curves) {
+  double best = -1;
+  for (const plot_curve& c : curves)
+    if (final_value(c) > best) best = final_value(c);
+  const bool any = best >= 0;  // (no run has a finite accuracy: the second panel shows them all)
+  const double step = 0.005;
+  const double lo = any ? std::floor((best - 0.03) / step) * step - step : 0, hi = any ? std::ceil(best / step) * step + step : 1;
   std::string s =
-      "set terminal pngcairo size 900,600 noenhanced\n"
+      "set terminal pngcairo size 1200,560 noenhanced\n"
       "set output\n"  // standard output
-      "set title 'Fashion-MNIST MLP: test accuracy with low-precision gradient exchange'\n"
-      "set xlabel 'epoch'\nset ylabel 'test accuracy'\nset key outside right\nset grid\n"
-      "set yrange [0:1]\nset xtics 1\n";
+      "set multiplot layout 1,2 title 'Fashion-MNIST MLP: test accuracy with low-precision gradient exchange'\n"
+      "set xlabel 'epoch'\nset ylabel 'test accuracy'\nset grid\nset xtics 1\n";
+  std::size_t epochs = 1;
+  for (const plot_curve& c : curves) epochs = std::max(epochs, c.y.size());
+  s += "set xrange [0.9:" + std::to_string(epochs) + ".1]\n";
   for (std::size_t c = 0; c < curves.size(); ++c) {
     s += "$run" + std::to_string(c) + " << EOD\n";
     for (std::size_t e = 0; e < curves[c].y.size(); ++e) {
@@ -248,11 +268,22 @@ inline std::string plot_script(const std::vector<plot_curve>& curves) {
     }
     s += "EOD\n";
   }
-  s += "plot ";
+  auto line = [&](std::size_t c, bool titled) {
+    return "$run" + std::to_string(c) + " with linespoints lw 2 pt 7 ps 0.8 lc " + std::to_string(c % 8 + 1) +
+           " dt " + std::to_string(curves[c].dash) + (titled ? " title " + gnuplot_quote(curves[c].title) : " notitle");
+  };
+  s += "set title 'all runs'\nset key bottom right\nset yrange [*:*]\nplot ";
+  for (std::size_t c = 0; c < curves.size(); ++c) s += (c ? ", " : "") + line(c, true);
+  char range[96];
+  std::snprintf(range, sizeof range, "set yrange [%.3f:%.3f]\n", lo, hi);
+  s += "\nset title 'zoom: the runs within 3 points of the best'\nunset key\n" + std::string(range) + "plot ";
+  bool first = true;
   for (std::size_t c = 0; c < curves.size(); ++c)
-    s += (c ? ", $run" : "$run") + std::to_string(c) + " with linespoints lw 2 dt " + std::to_string(curves[c].dash) +
-         " title " + gnuplot_quote(curves[c].title);
-  return s + "\n";
+    if (!any || final_value(curves[c]) >= best - 0.03) {
+      s += (first ? "" : ", ") + line(c, false);
+      first = false;
+    }
+  return s + "\nunset multiplot\n";
 }
 
 /// Draws the curves with gnuplot and writes the PNG to out (then closes it); io_error
