@@ -6,15 +6,6 @@
 # `headers.listed` fails when a header under include/ is missing from it.
 
 set(CPD_HEADERS
-  include/cpd/allreduce_sim.hpp
-  include/cpd/bulk.hpp
-  include/cpd/codec.hpp
-  include/cpd/codecs/dettmers.hpp
-  include/cpd/codecs/float_codec.hpp
-  include/cpd/codecs/interface.hpp
-  include/cpd/codecs/onebit.hpp
-  include/cpd/codecs/qsgd.hpp
-  include/cpd/config.hpp
   include/cpd/core/config.hpp
   include/cpd/core/detail/bits.hpp
   include/cpd/core/detail/checks.hpp
@@ -40,7 +31,6 @@ set(CPD_HEADERS
   include/cpd/device/options.hpp
   include/cpd/device/statistics.hpp
   include/cpd/device/thrust.hpp
-  include/cpd/diagnostics.hpp
   include/cpd/exchange/codec.hpp
   include/cpd/exchange/codec_allreduce.hpp
   include/cpd/exchange/codecs/dettmers.hpp
@@ -53,10 +43,6 @@ set(CPD_HEADERS
   include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp
   include/cpd/exchange/simulate.hpp
-  include/cpd/execution.hpp
-  include/cpd/float.hpp
-  include/cpd/format.hpp
-  include/cpd/functors.hpp
   include/cpd/host/bulk.hpp
   include/cpd/host/detail/avx512.hpp
   include/cpd/host/detail/avx512_decode.hpp
@@ -73,11 +59,8 @@ set(CPD_HEADERS
   include/cpd/host/detail/tuning.hpp
   include/cpd/host/execution.hpp
   include/cpd/host/pack.hpp
-  include/cpd/io.hpp
   include/cpd/mpi.hpp
-  include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
-  include/cpd/mpi/codec.hpp
   include/cpd/mpi/codec_allreduce.hpp
   include/cpd/mpi/gather.hpp
   include/cpd/mpi/native_op.hpp
@@ -87,21 +70,12 @@ set(CPD_HEADERS
   include/cpd/mpi/ring.hpp
   include/cpd/mpi/timing.hpp
   include/cpd/mpi/wire.hpp
-  include/cpd/mpi_check.hpp
-  include/cpd/mpi_codec.hpp
-  include/cpd/mx.hpp
   include/cpd/nccl.cuh
-  include/cpd/pack.hpp
   include/cpd/perf_model.hpp
-  include/cpd/random.hpp
-  include/cpd/reduce.hpp
   include/cpd/reduce/gemm.hpp
   include/cpd/reduce/kahan.hpp
   include/cpd/reduce/reduce.hpp
   include/cpd/reduce/sum.hpp
-  include/cpd/rounding.hpp
-  include/cpd/runtime_format.hpp
-  include/cpd/scaling.hpp
   include/cpd/scaling/apply.hpp
   include/cpd/scaling/aps.hpp
   include/cpd/scaling/diagnostics.hpp
@@ -121,9 +95,7 @@ set(CPD_HEADERS
 set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/device/thrust.hpp
   include/cpd/mpi.hpp
-  include/cpd/mpi/allreduce.hpp
   include/cpd/mpi/check.hpp
-  include/cpd/mpi/codec.hpp
   include/cpd/mpi/codec_allreduce.hpp
   include/cpd/mpi/gather.hpp
   include/cpd/mpi/native_op.hpp
@@ -133,7 +105,5 @@ set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi/ring.hpp
   include/cpd/mpi/timing.hpp
   include/cpd/mpi/wire.hpp
-  include/cpd/mpi_check.hpp
-  include/cpd/mpi_codec.hpp
   include/cpd/thrust.hpp
 )

@@ -12,7 +12,6 @@
 
 #include <cpd/cpd.hpp>
 #include <cpd/mpi.hpp>
-#include <cpd/mpi/codec.hpp>
 
 #include <mpi.h>
 

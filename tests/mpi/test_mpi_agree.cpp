@@ -6,7 +6,6 @@
 
 #include <cpd/exchange/codec.hpp>
 #include <cpd/mpi.hpp>
-#include <cpd/mpi/codec.hpp>
 
 #include <doctest/doctest.h>
 #include <mpi.h>

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// <cpd/mpi/codec.hpp> on N ranks: every rank generates every rank's gradients from
+// cpd::mpi::codec_allreduce (<cpd/mpi.hpp>) on N ranks: every rank generates every rank's gradients from
 // (seed, rank), runs cpd::simulate_codec_allreduce of all of them in process, and
 // compares the real exchange with it bit for bit (results and residuals).
 
 #include <cpd/exchange/codec.hpp>
-#include <cpd/mpi/codec.hpp>
+#include <cpd/mpi.hpp>
 
 #include <doctest/doctest.h>
 #include <mpi.h>

@@ -7,7 +7,6 @@
 #include <cpd/exchange/simulate.hpp>
 #include <cpd/exchange/codec.hpp>
 #include <cpd/mpi.hpp>
-#include <cpd/mpi/codec.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <doctest/doctest.h>

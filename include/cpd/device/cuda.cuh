@@ -212,7 +212,7 @@ cudaError_t decode_scaled(const typename F::storage_type* in, float* out, std::s
   return detail::launch_convert(in, out, n, scaled_decoder<F>(exponent), s);
 }
 
-// --- packed 4-bit codes (OCP FP4 E2M1): two per byte, the layout of <cpd/pack.hpp> ----------
+// --- packed 4-bit codes (OCP FP4 E2M1): two per byte, the layout of <cpd/host/pack.hpp> ----------
 
 /// out (ceil(n / 2) bytes) = the codes of in[0, n) rounded to F in mode R, two per byte as
 /// cpd::encode_packed lays them out (F: a 4-bit format; R != stochastic).

@@ -3,7 +3,7 @@
 
 // How an allreduce splits n elements among its ranks: index_range, partition (the
 // block split of Open MPI's ring and MPICH) and floor_pow2 (the power-of-two core of
-// recursive halving). Shared by cpd::simulate_allreduce and <cpd/mpi/allreduce.hpp>.
+// recursive halving). Shared by cpd::simulate_allreduce and <cpd/mpi.hpp>.
 
 #include <cstddef>
 

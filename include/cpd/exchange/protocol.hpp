@@ -3,7 +3,7 @@
 
 // The summation protocol of a low-precision allreduce (docs/reduction.md), written
 // once and followed by cpd::simulate_allreduce (exchange/simulate.hpp) and by every
-// algorithm of <cpd/mpi/allreduce.hpp>, so that MPI gives the simulation's bits by
+// algorithm of <cpd/mpi.hpp>, so that MPI gives the simulation's bits by
 // construction. With W workers, a scale and the options (kahan, mean, key):
 //   load   - worker r's input quantized once, Q(x * scale), as values of F (the
 //            simulation) or as codes of F (a wire); with error feedback, the

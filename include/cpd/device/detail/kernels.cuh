@@ -170,7 +170,7 @@ __global__ void reduce_codes_kernel(const typename F::storage_type* codes, int c
   }
 }
 
-/// Two 4-bit codes per byte (the layout of <cpd/pack.hpp>: element 2j in the low nibble of
+/// Two 4-bit codes per byte (the layout of <cpd/host/pack.hpp>: element 2j in the low nibble of
 /// byte j, 2j + 1 in the high one, a zero high nibble after an odd count):
 /// out = pack(fn(in[i], first_index + i)). With `vector`, a thread turns 8 floats (two
 /// 16-byte loads) into one 4-byte store; the bytes after the last whole octet are scalar.

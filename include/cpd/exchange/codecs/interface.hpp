@@ -6,7 +6,7 @@
 // floats into a packed byte payload of an exact, known size and back. Float
 // formats, Dettmers' 8-bit dynamic tree and linear 8-bit, QSGD and 1-bit SGD all
 // implement it, so that one exchange (cpd::simulate_codec_allreduce, the MPI
-// all-gather of <cpd/mpi/codec.hpp>, cpd-train's --codec) serves them all.
+// all-gather of cpd::mpi::codec_allreduce, cpd-train's --codec) serves them all.
 //
 // Multi-byte header fields of every payload are little-endian.
 //
