@@ -3,6 +3,8 @@
 
 // The command line of cpd-train: every flag, its default, and clear errors.
 
+#include "files.hpp"
+
 #include <cpd/cpd.hpp>
 #include <cpd/exchange/policy.hpp>
 
@@ -12,11 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -155,6 +155,7 @@ struct options {
   bool progress = true;
   bool mpi = false;  // each MPI rank is one worker
   std::optional<std::string> policy;  // --policy: cpd::precision_policy's text form, on every format run
+  std::string policy_file;            // --policy @FILE: the file (no output may be it)
 };
 
 inline std::vector<std::string> split(const std::string& s, char sep) {
@@ -318,14 +319,27 @@ inline std::unique_ptr<cpd::codec> parse_codec(const std::string& spec) {
   }
 }
 
-/// --policy's value: the rules, or @FILE for the rules in a file (one a line, or ';'-separated).
-inline std::string read_policy(const std::string& v) {
+/// The most a --policy @FILE may hold: rules are a few lines.
+constexpr std::size_t max_policy_file = std::size_t(1) << 20;
+
+/// --policy's value: the rules, or @FILE for the rules in a file (one a line, or ';'-separated),
+/// a regular file of at most max_policy_file bytes; *file is set to FILE.
+inline std::string read_policy(const std::string& v, std::string* file) {
   if (v.empty() || v[0] != '@') return v;
-  std::ifstream f(v.substr(1));
-  if (!f) throw usage_error("--policy: cannot read " + v.substr(1));
-  std::ostringstream text;
-  text << f.rdbuf();
-  return text.str();
+  *file = v.substr(1);
+  if (file->empty()) throw usage_error("--policy: '@' names no file");
+  try {
+    return read_bounded(*file, max_policy_file);
+  } catch (const file_error& e) {
+    throw usage_error(std::string("--policy: ") + e.what());
+  }
+}
+
+/// Every choice of --policy, checked as far as it can be before the data is read (the order of
+/// phases in epochs against phases in steps is checked with the real steps of an epoch).
+inline std::vector<cpd::precision_choice> policy_choices(const options& o) {
+  return cpd::precision_policy::parse_choices(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(),
+                                              2 * (o.hidden.size() + 1));
 }
 
 /// Parses argv; throws usage_error with a clear message. Returns nullopt for --help.
@@ -346,7 +360,7 @@ inline std::optional<options> parse(int argc, char** argv) {
     if (a == "--grad-formats") formats = value();
     else if (a == "--aps") aps = value();
     else if (a == "--scaler") scaler_list = value();
-    else if (a == "--policy") o.policy = read_policy(value());
+    else if (a == "--policy") o.policy = read_policy(value(), &o.policy_file);
     else if (a == "--codec") codecs = value();
     else if (a == "--error-feedback") {
       const std::string v = value();
@@ -440,10 +454,7 @@ inline std::optional<options> parse(int argc, char** argv) {
   if (o.policy) {
     if (o.grad_formats.empty()) throw usage_error("--policy: --grad-formats none leaves no format run to apply it to");
     try {  // the tensors are known here (two per layer); the steps of an epoch only with the data
-      for (const cpd::precision_choice& c :
-           cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1), 1)
-               .choices())
-        check_choice(c, o.mpi, o.kahan);
+      for (const cpd::precision_choice& c : policy_choices(o)) check_choice(c, o.mpi, o.kahan);
     } catch (const std::invalid_argument& e) {
       std::string why = e.what();
       const std::string prefix = "cpd::precision_policy: ";
@@ -455,7 +466,6 @@ inline std::optional<options> parse(int argc, char** argv) {
     throw usage_error("--batch " + std::to_string(o.batch) + " is smaller than --workers " + std::to_string(o.workers));
   if (o.update != update_rounding::nearest_even && !o.weights)
     throw usage_error("--update-rounding needs --weights FORMAT (weights are fp32 otherwise)");
-  if (!o.csv.empty() && o.csv == o.plot) throw usage_error("--csv and --plot name the same file " + o.csv);
   if (o.kahan && o.algorithm == cpd::allreduce_algorithm::two_step)
     throw usage_error("--kahan with --algorithm two_step: two_step sums in float32 and rounds once (no Kahan)");
   if (o.mpi && (o.algorithm == cpd::allreduce_algorithm::sequential ||

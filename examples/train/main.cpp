@@ -18,6 +18,7 @@
 
 #include <cpd/cpd.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,11 +57,16 @@ dataset to_floats(const train::image_set& s, std::size_t limit) {
   return d;
 }
 
-/// Finds "<stem>" or "<stem>.gz" in dir.
+/// The stems of the four data files.
+const char* const data_stems[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                   "t10k-labels-idx1-ubyte"};
+
+/// Finds "<stem>.gz" or "<stem>" in dir (by stat: opening a FIFO would block; the reader refuses
+/// what is not a regular file).
 std::string find_file(const std::string& dir, const std::string& stem) {
   for (const std::string& name : {stem + ".gz", stem}) {
-    std::ifstream f(dir + "/" + name);
-    if (f) return dir + "/" + name;
+    struct stat st {};
+    if (::stat((dir + "/" + name).c_str(), &st) == 0) return dir + "/" + name;
   }
   return "";
 }
@@ -273,7 +279,7 @@ void write_csv(train::output_file& f, const std::vector<run_result>& runs) {
   f.close();
 }
 
-void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
+void write_plot(train::output_file& f, const std::vector<run_result>& runs, double gnuplot_seconds) {
   std::vector<train::plot_curve> curves;
   for (const run_result& r : runs) {
     const bool aps = r.scaler == train::scaler_kind::aps;
@@ -284,7 +290,7 @@ void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
     for (const epoch_result& e : r.epochs) c.y.push_back(e.test_accuracy);
     curves.push_back(std::move(c));
   }
-  train::write_plot(f, curves);
+  train::write_plot(f, curves, gnuplot_seconds);
 }
 
 /// The table of runs: one row each, a loss column, and the mark `diverged`.
@@ -319,6 +325,9 @@ void print_table(const std::vector<run_result>& runs) {
                 aps_column(r));
 }
 
+/// One line on standard error: "cpd-train: " and the message, its control bytes escaped.
+void say(const std::string& message) { std::fprintf(stderr, "cpd-train: %s\n", train::escaped(message).c_str()); }
+
 /// The parts of one process's work that can fail, each with an exit status and a message.
 struct failure {
   int status = train::exit_ok;
@@ -338,17 +347,43 @@ int agree(const failure& f, bool mpi, int rank) {
 #else
   (void)mpi;
 #endif
-  if (f.status && first == rank) std::fprintf(stderr, "cpd-train: %s\n", f.message.c_str());
+  if (f.status && first == rank) say(f.message);
   return status;
 }
 
 /// The files --csv and --plot name, opened (rank 0 only) before anything is trained.
 struct outputs {
   train::output_file csv, plot;
+  double gnuplot_seconds = 60;  // CPD_GNUPLOT_TIMEOUT
 };
+
+/// Why the outputs cannot be written as named, or "": both name one file, or one is an input
+/// (a data file, the --policy file), whatever the spelling (symlinks, hard links, ./, ..).
+std::string same_files(const options& o) {
+  if (!o.csv.empty() && !o.plot.empty() && train::same_file(o.csv, o.plot))
+    return "--csv and --plot name the same file " + o.csv + (o.plot == o.csv ? "" : " (--plot " + o.plot + ")");
+  std::vector<std::pair<std::string, std::string>> inputs;  // (what, path)
+  for (const char* stem : data_stems)
+    for (const char* ext : {".gz", ""}) {
+      const std::string path = o.data_dir + "/" + stem + ext;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0) inputs.push_back({"the data file", path});
+    }
+  if (!o.policy_file.empty()) inputs.push_back({"the --policy file", o.policy_file});
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--csv", o.csv}, {"--plot", o.plot}})
+    for (const auto& [what, input] : inputs)
+      if (!path.empty() && train::same_file(path, input)) return flag + " " + path + " is " + what + " " + input;
+  return "";
+}
 
 failure open_outputs(const options& o, bool printer, outputs& out) {
   if (!printer) return {};
+  if (const std::string same = same_files(o); !same.empty()) return {train::exit_usage, same};
+  if (!o.plot.empty()) {
+    std::string bad;
+    out.gnuplot_seconds = train::gnuplot_timeout(&bad);
+    if (!bad.empty()) return {train::exit_usage, bad};
+  }
   try {
     if (!o.plot.empty() && train::find_program("gnuplot").empty())
       return {train::exit_failure, "--plot needs gnuplot, which is not on PATH (Debian: apt-get install gnuplot-nox)"};
@@ -360,12 +395,26 @@ failure open_outputs(const options& o, bool printer, outputs& out) {
   return {};
 }
 
+/// --policy with the real steps of an epoch (known once the data is read): its phases in epochs
+/// ordered against its phases in steps.
+failure check_policy(const options& o, const dataset& tr) {
+  if (!o.policy) return {};
+  try {
+    (void)cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1),
+                                       tr.n / static_cast<std::size_t>(o.batch));
+  } catch (const std::invalid_argument& e) {
+    std::string why = e.what();
+    const std::string prefix = "cpd::precision_policy: ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    return {train::exit_usage, "--policy: " + why};
+  }
+  return {};
+}
+
 failure load_data(const options& o, dataset& tr, dataset& te) {
   try {
-    const std::string files[4] = {find_file(o.data_dir, "train-images-idx3-ubyte"),
-                                  find_file(o.data_dir, "train-labels-idx1-ubyte"),
-                                  find_file(o.data_dir, "t10k-images-idx3-ubyte"),
-                                  find_file(o.data_dir, "t10k-labels-idx1-ubyte")};
+    const std::string files[4] = {find_file(o.data_dir, data_stems[0]), find_file(o.data_dir, data_stems[1]),
+                                  find_file(o.data_dir, data_stems[2]), find_file(o.data_dir, data_stems[3])};
     for (const std::string& f : files)
       if (f.empty())
         return {train::exit_failure, "no Fashion-MNIST data in " + o.data_dir +
@@ -382,7 +431,7 @@ failure load_data(const options& o, dataset& tr, dataset& te) {
   if (tr.n < static_cast<std::size_t>(o.batch))
     return {train::exit_usage,
             "--batch " + std::to_string(o.batch) + " exceeds the " + std::to_string(tr.n) + " training images"};
-  return {};
+  return check_policy(o, tr);
 }
 
 /// Whether the runs that the flags ask for fit in memory (checked before the first allocation).
@@ -418,7 +467,11 @@ void print_setup(const options& o, const dataset& tr, const dataset& te, int thr
   std::printf("-10, %d workers%s%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, activations %s, %d threads\n", o.workers,
               o.mpi ? " (MPI ranks)" : "", algo.c_str(), o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
               o.weights_name.c_str(), o.activations_name.c_str(), threads);
-  if (o.policy) std::printf("precision policy (+policy runs): %s\n", o.policy->c_str());
+  if (o.policy) {  // its rules, one space between words, "; " between rules (no control bytes)
+    std::string rules;
+    for (const std::string& r : cpd::precision_policy::rules(*o.policy)) rules += (rules.empty() ? "" : "; ") + r;
+    std::printf("precision policy (+policy runs): %s\n", train::escaped(rules).c_str());
+  }
 }
 
 int run_main(int argc, char** argv, int& rank) {
@@ -431,22 +484,22 @@ int run_main(int argc, char** argv, int& rank) {
     }
     o = *parsed;
   } catch (const train::usage_error& e) {
-    std::fprintf(stderr, "cpd-train: %s\n", e.what());
+    say(e.what());
     return train::exit_usage;
+  } catch (const std::bad_alloc&) {
+    say("out of memory while reading the command line");
+    return train::exit_failure;
   }
   for (const auto& gf : o.grad_formats)
     if (gf.fmt && !cpd::visit<train::train_formats>(*gf.fmt, [](auto) {})) {
-      std::fprintf(stderr, "cpd-train: gradient format %s is not compiled into cpd-train; use one of %s\n",
-                   gf.name.c_str(), train::train_format_names().c_str());
+      say("gradient format " + gf.name + " is not compiled into cpd-train; use one of " + train::train_format_names());
       return train::exit_usage;
     }
   if (o.policy)  // cli.hpp checked the text; its formats must be compiled in too
-    for (const cpd::format& f :
-         cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1), 1)
-             .formats())
-      if (!cpd::visit<train::train_formats>(f, [](auto) {})) {
-        std::fprintf(stderr, "cpd-train: --policy: gradient format %s is not compiled into cpd-train; use one of %s\n",
-                     f.name().c_str(), train::train_format_names().c_str());
+    for (const cpd::precision_choice& c : train::policy_choices(o))
+      if (!cpd::visit<train::train_formats>(c.fmt, [](auto) {})) {
+        say("--policy: gradient format " + c.fmt.name() + " is not compiled into cpd-train; use one of " +
+            train::train_format_names());
         return train::exit_usage;
       }
 
@@ -513,9 +566,9 @@ int run_main(int argc, char** argv, int& rank) {
   int status = train::exit_ok;
   try {
     if (out.csv.is_open()) write_csv(out.csv, runs);
-    if (out.plot.is_open()) write_plot(out.plot, runs);
+    if (out.plot.is_open()) write_plot(out.plot, runs, out.gnuplot_seconds);
   } catch (const train::io_error& e) {
-    std::fprintf(stderr, "cpd-train: %s\n", e.what());
+    say(e.what());
     status = train::exit_failure;
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
@@ -544,7 +597,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cpd-train: out of memory%s (use fewer --workers, a smaller --batch or --hidden)\n",
                  rank >= 0 ? (" on rank " + std::to_string(rank)).c_str() : "");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cpd-train: %s\n", e.what());
+    say(e.what());
   }
 #if CPD_TRAIN_MPI
   if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, train::exit_failure);  // the other ranks wait in a collective
