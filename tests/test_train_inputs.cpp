@@ -4,16 +4,22 @@
 // hard link is refused), inputs that are not regular files or are too large (a FIFO, /dev/zero,
 // a directory: refused without blocking or reading them), a gnuplot that never exits (killed
 // after CPD_GNUPLOT_TIMEOUT seconds), a policy's phases in epochs and in steps (ordered by the
-// real steps of an epoch), and user text in messages (control bytes and NUL escaped).
+// real steps of an epoch), user text in messages (control bytes and NUL escaped), and what
+// MPI ranks must agree on (every flag of --help changes the computation and is agreed on, or
+// may differ; test_train_mpi runs the ranks).
 
+#include "../examples/train/agreement.hpp"
 #include "../examples/train/cli.hpp"
 #include "../examples/train/files.hpp"
+#include "../examples/train/usage.hpp"
+#include "train_flag_variants.hpp"
 #include "train_test_support.hpp"
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -215,4 +221,53 @@ TEST_CASE("user text in messages: control bytes and NUL escaped, nothing after a
   const run_output lines = run_with(bounded, data + " --policy @" + d + "/lines");
   CHECK(lines.status == 0);
   CHECK(contains(lines.out, "\nprecision policy (+policy runs): tensors 0 e4m3; from step 1 e5m2\n"));
+}
+
+namespace {
+
+/// train::parse of these arguments (as argv), which must succeed.
+train::options parse_args(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"cpd-train"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  const std::optional<train::options> o = train::parse(static_cast<int>(argv.size()), argv.data());
+  REQUIRE(o.has_value());
+  return *o;
+}
+
+bool same_value(const train::agreed_option& a, const train::agreed_option& b) {
+  return a.how == b.how && a.integer == b.integer && a.real == b.real && a.text == b.text;
+}
+
+}  // namespace
+
+TEST_CASE("MPI ranks agree on every flag that changes the computation; the others are listed") {
+  const std::vector<std::string>& local = train::local_flags();
+  const std::vector<flag_variant>& variants = flag_variants(temp_dir() + "/other-data");
+  for (const std::string& flag : help_flags(train::usage_text())) {
+    CAPTURE(flag);
+    const bool is_local = std::find(local.begin(), local.end(), flag) != local.end();
+    const auto v = std::find_if(variants.begin(), variants.end(), [&](const flag_variant& x) { return x.flag == flag; });
+    REQUIRE_MESSAGE(is_local != (v != variants.end()),
+                    "every flag of --help either changes the computation (add it to train::agreement() in "
+                    "examples/train/agreement.hpp and to tests/train_flag_variants.hpp) or may differ between "
+                    "ranks (train::local_flags()), not both");
+    if (is_local || flag == "--data") continue;  // (the data is agreed on by its contents: test_train_mpi)
+    const std::vector<train::agreed_option> a = train::agreement(parse_args(variant_args(*v, false, "d")));
+    const std::vector<train::agreed_option> b = train::agreement(parse_args(variant_args(*v, true, "d")));
+    REQUIRE(a.size() == b.size());
+    std::vector<std::string> differ;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!same_value(a[i], b[i])) differ.push_back(a[i].flags);
+    CAPTURE(differ);
+    REQUIRE(!differ.empty());
+    for (const std::string& d : differ) CHECK(contains(d, flag));
+  }
+  // every agreed option is named by flags of --help, so a mismatch message names a flag
+  const std::vector<std::string> help = help_flags(train::usage_text());
+  for (const train::agreed_option& a : train::agreement(parse_args({}))) {
+    CAPTURE(a.flags);
+    CHECK(std::any_of(help.begin(), help.end(), [&](const std::string& f) { return a.flags.rfind(f, 0) == 0; }));
+  }
 }

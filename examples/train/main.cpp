@@ -6,14 +6,18 @@
 // training still work, and does APS save it?" (docs/results.md).
 
 #include "mlp.hpp"  // first: it sets Eigen's alignment
+#include "agreement.hpp"
 #include "cli.hpp"
 #include "exchange.hpp"
 #include "idx.hpp"
 #include "memory.hpp"
 #include "output.hpp"
 #include "thread_pool.hpp"
+#include "usage.hpp"
 #if CPD_TRAIN_MPI
 #include "mpi_exchange.hpp"
+
+#include <cpd/mpi/check.hpp>
 #endif
 
 #include <cpd/cpd.hpp>
@@ -428,6 +432,11 @@ failure load_data(const options& o, dataset& tr, dataset& te) {
   } catch (const std::bad_alloc&) {
     return {train::exit_failure, "out of memory while reading the data in " + o.data_dir};
   }
+  return {};
+}
+
+/// What the flags need of the data once it is read: a batch, and the policy's phases in order.
+failure check_data(const options& o, const dataset& tr) {
   if (tr.n < static_cast<std::size_t>(o.batch))
     return {train::exit_usage,
             "--batch " + std::to_string(o.batch) + " exceeds the " + std::to_string(tr.n) + " training images"};
@@ -474,6 +483,99 @@ void print_setup(const options& o, const dataset& tr, const dataset& te, int thr
   }
 }
 
+#if CPD_TRAIN_MPI
+/// cpd::mpi's agreement check of `fields` over the ranks (one allreduce): when any differs,
+/// every rank prints "rank R of W: the ranks disagree on <flag> (...)" and gets exit_usage.
+int agree_fields(const std::vector<cpd::mpi::detail::agreed>& fields, int rank) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string who = "rank " + std::to_string(rank) + " of " + std::to_string(size);
+  try {
+    cpd::mpi::detail::agree(MPI_COMM_WORLD, who.c_str(), fields);
+  } catch (const cpd::mpi::mismatch_error& e) {
+    say(e.what());
+    return train::exit_usage;
+  }
+  return train::exit_ok;
+}
+
+/// text for a mismatch message: escaped, at most 60 characters and its length.
+std::string shown(const std::string& text) {
+  const std::string e = train::escaped(text);
+  if (e.size() <= 60) return e.empty() ? "''" : e;
+  return e.substr(0, 60) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+/// Every option that changes what is computed (train::agreement), as cpd::mpi agreement fields.
+std::vector<cpd::mpi::detail::agreed> flag_fields(const options& o) {
+  std::vector<cpd::mpi::detail::agreed> fields;
+  for (const train::agreed_option& a : train::agreement(o)) {
+    if (a.how == train::agreed_option::kind::real) {
+      fields.push_back(cpd::mpi::detail::real_field(a.flags, a.real));
+    } else if (a.how == train::agreed_option::kind::integer) {
+      fields.push_back({a.flags, a.integer, ""});
+    } else {
+      cpd::mpi::detail::fingerprint h;
+      h.add(a.text);
+      fields.push_back({a.flags, h.h, shown(a.text)});
+    }
+  }
+  return fields;
+}
+
+/// The data read, as one agreement field: ranks may read it from different paths, not
+/// different data (the words of the images and labels hashed, with their counts).
+cpd::mpi::detail::agreed data_field(const dataset& tr, const dataset& te) {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  const auto add = [&h](const void* p, std::size_t bytes) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    std::size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, b + i, 8);
+      h = (h ^ w) * 0x100000001B3ull;
+    }
+    for (; i < bytes; ++i) h = (h ^ b[i]) * 0x100000001B3ull;
+  };
+  for (const dataset* d : {&tr, &te}) {
+    const std::uint64_t shape[2] = {d->n, d->dim};
+    add(shape, sizeof shape);
+    add(d->x.data(), d->x.size() * sizeof(float));
+    add(d->y.data(), d->y.size());
+  }
+  char text[96];
+  std::snprintf(text, sizeof text, "%zu training and %zu test images, hash %016llx", tr.n, te.n,
+                static_cast<unsigned long long>(h));
+  return {"--data (the images and labels read)", h, text};
+}
+#endif
+
+/// --mpi: MPI_Init, then every rank's flags agreed on (train::agreement; every rank refuses,
+/// naming the flags, when any differs), then the ranks counted against --workers. A status
+/// other than exit_ok ends the job (MPI finalized).
+int start_mpi(options& o, int& argc, char**& argv, int& rank) {
+#if CPD_TRAIN_MPI
+  MPI_Init(&argc, &argv);
+  int size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int st = agree_fields(flag_fields(o), rank);
+  if (st == train::exit_ok && size != o.workers) {  // (every rank has the same --workers now)
+    if (rank == 0)
+      say("--mpi needs --workers equal to the number of ranks (" + std::to_string(size) + ", not " +
+          std::to_string(o.workers) + ")");
+    st = train::exit_usage;
+  }
+  if (st != train::exit_ok) MPI_Finalize();
+  if (rank != 0) o.progress = false;
+  return st;
+#else
+  (void)o, (void)argc, (void)argv, (void)rank;
+  say("built without MPI (Debian: libopenmpi-dev), so --mpi is not available");
+  return train::exit_usage;
+#endif
+}
+
 int run_main(int argc, char** argv, int& rank) {
   options o;
   try {
@@ -503,25 +605,8 @@ int run_main(int argc, char** argv, int& rank) {
         return train::exit_usage;
       }
 
-  if (o.mpi) {
-#if CPD_TRAIN_MPI
-    MPI_Init(&argc, &argv);
-    int size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != o.workers) {
-      if (rank == 0)
-        std::fprintf(stderr, "cpd-train: --mpi needs --workers equal to the number of ranks (%d, not %d)\n", size,
-                     o.workers);
-      MPI_Finalize();
-      return train::exit_usage;
-    }
-    if (rank != 0) o.progress = false;
-#else
-    std::fprintf(stderr, "cpd-train: built without MPI (Debian: libopenmpi-dev), so --mpi is not available\n");
-    return train::exit_usage;
-#endif
-  }
+  if (o.mpi)
+    if (const int st = start_mpi(o, argc, argv, rank)) return st;
   const bool printer = rank <= 0;
   struct mpi_finalizer {
     bool on;
@@ -536,6 +621,11 @@ int run_main(int argc, char** argv, int& rank) {
   if (const int st = agree(open_outputs(o, printer, out), o.mpi, rank)) return st;
   dataset tr, te;
   if (const int st = agree(load_data(o, tr, te), o.mpi, rank)) return st;
+#if CPD_TRAIN_MPI
+  if (o.mpi)
+    if (const int st = agree_fields({data_field(tr, te)}, rank)) return st;
+#endif
+  if (const int st = agree(check_data(o, tr), o.mpi, rank)) return st;
 
   // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
   std::vector<run_config> configs;
