@@ -251,7 +251,8 @@ void parse_codec_ns(options& o, const std::string& v) {
     const std::string f = canonical(item.substr(0, eq));
     once("--codec-ns", seen, f);
     std::vector<double> ns;
-    for (const std::string& part : split(item.substr(eq + 1), ':')) ns.push_back(parse_number("--codec-ns", part, ns_per_value));
+    for (const std::string& part : split(item.substr(eq + 1), ':'))
+      ns.push_back(parse_number("--codec-ns", part, ns_per_value));
     if (ns.size() == 1) {
       const auto m = measured_for(f);
       const perf::codec_costs base = m ? *m : *measured_for("e4m3fn");  // (the measured split)
@@ -272,7 +273,8 @@ void parse_formats(options& o, const std::string& v) {
     const std::string c = canonical(f);
     for (std::size_t i = 0; i < seen.size(); ++i)
       if (seen[i] == c)
-        throw usage_error("--formats: " + (o.formats[i] == f ? f + " twice" : f + " is the same format as " + o.formats[i]));
+        throw usage_error("--formats: " +
+                          (o.formats[i] == f ? f + " twice" : f + " is the same format as " + o.formats[i]));
     seen.push_back(c);
     o.formats.push_back(f);
   }
@@ -348,8 +350,9 @@ void check_mode(const options& o, const std::set<std::string>& seen) {
   for (const char* flag : {"--bandwidth", "--values", "--workers", "--formats", "--algorithms", "--compute-ms",
                            "--codec-ns", "--float-add-ns", "--tensors", "--no-aps", "--segment-kib", "--plot"})
     if (seen.count(flag))
-      throw usage_error(std::string(flag) + " with --validate: the validation takes W, N, the method and the link from " +
-                        "each measurement, and draws no plot");
+      throw usage_error(std::string(flag) +
+                        " with --validate: the validation takes W, N, the method and the link from each "
+                        "measurement, and draws no plot");
 }
 
 options parse(int argc, char** argv) {
@@ -417,7 +420,8 @@ std::string plot_script(const std::vector<row>& rows, const options& o) {
 /// whatever the spelling, gnuplot on PATH, CPD_GNUPLOT_TIMEOUT valid (returned).
 double open_outputs(const options& o, std::optional<train::output_file>& csv, std::optional<train::output_file>& png) {
   if (!o.csv.empty() && !o.plot.empty() && train::same_file(o.csv, o.plot))
-    throw usage_error("--csv and --plot name the same file " + o.csv + (o.plot == o.csv ? "" : " (--plot " + o.plot + ")"));
+    throw usage_error("--csv and --plot name the same file " + o.csv +
+                      (o.plot == o.csv ? "" : " (--plot " + o.plot + ")"));
   double seconds = 0;
   if (!o.plot.empty()) {
     std::string bad;
@@ -599,7 +603,8 @@ std::optional<perf::estimate> predict_row(const options& o, const measurement& m
   }
   c.float_add = perf::measured_float_add();
   const std::string rate = rate_token(m.label);
-  if (rate.empty()) throw usage_error(m.where + ": no link rate (like 10gbit) in label '" + train::escaped(m.label) + "'");
+  if (rate.empty())
+    throw usage_error(m.where + ": no link rate (like 10gbit) in label '" + train::escaped(m.label) + "'");
   const auto lb = o.lab_gbit.find(rate);
   double gbit = lb != o.lab_gbit.end() ? lb->second : std::strtod(rate.c_str(), nullptr);
   if (rate.find("mbit") != std::string::npos && lb == o.lab_gbit.end()) gbit *= 1e-3;

@@ -164,7 +164,8 @@ inline void exchange_pipes(int in, int out, const std::string& input, const prog
   bool writing = !input.empty();
   if (!writing) ::close(in);
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    using std::chrono::milliseconds;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       r.timed_out = true;
       break;
