@@ -73,7 +73,8 @@ inline const char* usage_text() {
          "NaN or infinite is marked 'diverged' in the table.\n"
          "Exit status: 0 every run trained and every output was written; 1 a file could not be\n"
          "read or written, gnuplot failed, or memory ran out; 2 the command line was rejected (or\n"
-         "asks for more memory than there is); 3 everything was written but a run diverged.\n";
+         "asks for more memory than there is, or MPI ranks were given different flags or data);\n"
+         "3 everything was written but a run diverged.\n";
 }
 
 /// Exit statuses of cpd-train (usage_text and docs/results.md say the same).
