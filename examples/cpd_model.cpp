@@ -13,13 +13,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <fstream>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -61,6 +62,11 @@ const char* help_text =
     "  --csv FILE              every row as CSV\n"
     "  --plot FILE             PNG of the predicted speedup against workers (needs gnuplot)\n"
     "  --help                  this text\n"
+    "Numbers are read whole, each within its range: --bandwidth 1e-6 to 1e6, --latency 0 to\n"
+    "1e9, --values 1 to 1e15, --workers 1 to 1e7, --compute-ms 0 to 1e12, every ns 0 to 1e9,\n"
+    "--tensors 1 to 1e9, --segment-kib 0.001 to 1e12, --cores 1 to 1e7 (no predicted time can\n"
+    "then overflow). A flag given twice, an empty list or path, and with --validate a flag it\n"
+    "does not use are refused.\n"
     "\n"
     "All ranks on one machine (the network lab), here and with --validate:\n"
     "  --cores C               the machine's cores, shared by all ranks: each rank's codec\n"
@@ -83,27 +89,61 @@ const char* help_text =
 
 std::string costs_text();
 
-double parse_number(const std::string& flag, const std::string& v) {
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+/// What each input may be: wide enough for any machine, narrow enough that no quantity of the
+/// model overflows (the largest, all_gather's CPU-bound transfer at the bounds, stays below
+/// 1e31 s) and a --validate row's error stays finite.
+struct bound {
+  double lo, hi;
+  bool integer = false;
+};
+constexpr bound bandwidth_gbit{1e-6, 1e6}, latency_us{0, 1e9}, values_count{1, 1e15}, ranks{1, 1e7, true},
+    compute_ms{0, 1e12}, ns_per_value{0, 1e9}, tensor_count{1, 1e9, true}, segment_kib{1e-3, 1e12}, core_count{1, 1e7},
+    row_bytes{1, 4e15}, row_seconds{1e-9, 1e9};
+
+/// Why v is not a number within b, or "" (then *out is the number): the whole of v is read (no
+/// leading blank, nothing after it), and it must be finite.
+std::string number_problem(const std::string& v, const bound& b, double* out) {
   errno = 0;
   char* end = nullptr;
-  const double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || errno != 0 || !std::isfinite(d))
-    throw usage_error(flag + ": '" + v + "' is not a number");
+  const double d = b.integer ? static_cast<double>(std::strtoll(v.c_str(), &end, 10)) : std::strtod(v.c_str(), &end);
+  const bool whole = !v.empty() && !std::isspace(static_cast<unsigned char>(v[0])) && end == v.c_str() + v.size();
+  if (!whole || !std::isfinite(d) || (errno == ERANGE && std::fabs(d) > 1))
+    return "'" + train::escaped(v) + (b.integer ? "' is not an integer" : "' is not a number");
+  if (!(d >= b.lo && d <= b.hi)) {
+    const char* f = b.integer ? "%.0f" : "%g";
+    return train::escaped(v) + " is out of range [" + fmt(f, b.lo) + ", " + fmt(f, b.hi) + "]";
+  }
+  *out = d;
+  return "";
+}
+
+double parse_number(const std::string& flag, const std::string& v, const bound& b) {
+  double d = 0;
+  const std::string why = number_problem(v, b, &d);
+  if (!why.empty()) throw usage_error(flag + ": " + why);
   return d;
 }
 
 /// 25000000, 25M, 340M, 1.5G, 64K.
-double parse_count(const std::string& flag, std::string v) {
+double parse_count(const std::string& flag, const std::string& v) {
   double mult = 1;
-  if (!v.empty()) {
-    const char last = v.back();
+  std::string digits = v;
+  if (!digits.empty()) {
+    const char last = digits.back();
     if (last == 'K' || last == 'k') mult = 1e3;
     if (last == 'M' || last == 'm') mult = 1e6;
     if (last == 'G' || last == 'g') mult = 1e9;
-    if (mult != 1) v.pop_back();
+    if (mult != 1) digits.pop_back();
   }
-  const double d = parse_number(flag, v) * mult;
-  if (!(d >= 1)) throw usage_error(flag + ": the count must be at least 1");
+  const double d = parse_number(flag, digits, {-DBL_MAX, DBL_MAX}) * mult;
+  if (!(d >= values_count.lo && d <= values_count.hi))
+    throw usage_error(flag + ": " + train::escaped(v) + " is out of range [1, " + fmt("%g", values_count.hi) + "]");
   return std::round(d);
 }
 
@@ -116,14 +156,25 @@ std::vector<std::string> split(const std::string& v, char sep) {
   return out;
 }
 
+/// The items of a comma-separated list: none empty, the list not empty.
+std::vector<std::string> parse_list(const std::string& flag, const std::string& v) {
+  if (v.empty()) throw usage_error(flag + ": empty list");
+  const std::vector<std::string> items = split(v, ',');
+  for (const std::string& i : items)
+    if (i.empty()) throw usage_error(flag + ": empty item in '" + train::escaped(v) + "'");
+  return items;
+}
+
+/// Throws "<flag>: <item> twice" when item is in seen; else adds it.
+void once(const std::string& flag, std::vector<std::string>& seen, const std::string& item) {
+  if (std::find(seen.begin(), seen.end(), item) != seen.end()) throw usage_error(flag + ": " + item + " twice");
+  seen.push_back(item);
+}
+
 std::vector<int> parse_workers(const std::string& v) {
   std::vector<int> w;
   const std::size_t dots = v.find("..");
-  auto one = [&](const std::string& s) {
-    const double d = parse_number("--workers", s);
-    if (d < 1 || d > 1e7 || d != std::floor(d)) throw usage_error("--workers: '" + s + "' is not a count of ranks");
-    return static_cast<int>(d);
-  };
+  auto one = [&](const std::string& s) { return static_cast<int>(parse_number("--workers", s, ranks)); };
   if (dots != std::string::npos) {
     const int a = one(v.substr(0, dots)), b = one(v.substr(dots + 2));
     if (a > b) throw usage_error("--workers: " + v + " is an empty range");
@@ -131,7 +182,11 @@ std::vector<int> parse_workers(const std::string& v) {
       if (x >= a) w.push_back(static_cast<int>(x));
     if (w.empty()) throw usage_error("--workers: no power of two in " + v);
   } else {
-    for (const std::string& s : split(v, ',')) w.push_back(one(s));
+    std::vector<std::string> seen;
+    for (const std::string& s : parse_list("--workers", v)) {
+      w.push_back(one(s));
+      once("--workers", seen, std::to_string(w.back()));
+    }
   }
   return w;
 }
@@ -183,107 +238,140 @@ struct options {
 std::string canonical(const std::string& name) {
   std::string why;
   const auto f = cpd::format::try_parse(name, &why);
-  if (!f) throw usage_error("unknown format '" + name + "': " + why);
+  if (!f) throw usage_error("unknown format " + why);
   return f->name();
+}
+
+/// --codec-ns F=NS,... or F=ENCODE:ADD:ACCUMULATE:FINISH,...
+void parse_codec_ns(options& o, const std::string& v) {
+  std::vector<std::string> seen;
+  for (const std::string& item : parse_list("--codec-ns", v)) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) throw usage_error("--codec-ns: '" + train::escaped(item) + "' is not FORMAT=NS");
+    const std::string f = canonical(item.substr(0, eq));
+    once("--codec-ns", seen, f);
+    std::vector<double> ns;
+    for (const std::string& part : split(item.substr(eq + 1), ':'))
+      ns.push_back(parse_number("--codec-ns", part, ns_per_value));
+    if (ns.size() == 1) {
+      const auto m = measured_for(f);
+      const perf::codec_costs base = m ? *m : *measured_for("e4m3fn");  // (the measured split)
+      o.codec_ns[f] = base.scaled_to(ns[0] * 1e-9);
+    } else if (ns.size() == 4) {
+      o.codec_ns[f] = perf::codec_costs{ns[0] * 1e-9, ns[1] * 1e-9, ns[2] * 1e-9, ns[3] * 1e-9, 0};
+    } else {
+      throw usage_error("--codec-ns: '" + train::escaped(item) +
+                        "' is neither FORMAT=NS nor FORMAT=ENCODE:ADD:ACCUMULATE:FINISH");
+    }
+  }
+}
+
+void parse_formats(options& o, const std::string& v) {
+  o.formats.clear();
+  std::vector<std::string> seen;
+  for (const std::string& f : parse_list("--formats", v)) {
+    const std::string c = canonical(f);
+    for (std::size_t i = 0; i < seen.size(); ++i)
+      if (seen[i] == c)
+        throw usage_error("--formats: " +
+                          (o.formats[i] == f ? f + " twice" : f + " is the same format as " + o.formats[i]));
+    seen.push_back(c);
+    o.formats.push_back(f);
+  }
+}
+
+void parse_algorithms(options& o, const std::string& v) {
+  o.algorithms.clear();
+  std::vector<std::string> seen;
+  for (const std::string& name : parse_list("--algorithms", v)) {
+    try {
+      const perf::algorithm al = perf::parse_algorithm(name);
+      if (al == perf::algorithm::mpi_fp32) throw usage_error("--algorithms: fp32 MPI_Allreduce is always the baseline");
+      once("--algorithms", seen, std::string(perf::name(al)));
+      o.algorithms.push_back(al);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--algorithms: ") + e.what());
+    }
+  }
+}
+
+void parse_lab_bandwidth(options& o, const std::string& v) {
+  for (const std::string& item : parse_list("--lab-bandwidth", v)) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw usage_error("--lab-bandwidth: '" + train::escaped(item) + "' is not RATE=GBIT");
+    const std::string rate = item.substr(0, eq);
+    if (o.lab_gbit.count(rate)) throw usage_error("--lab-bandwidth: " + train::escaped(rate) + " twice");
+    o.lab_gbit[rate] = parse_number("--lab-bandwidth", item.substr(eq + 1), bandwidth_gbit);
+  }
+}
+
+void parse_validate(options& o, const std::string& v) {
+  for (const std::string& path : parse_list("--validate", v)) {
+    for (const std::string& before : o.validate)
+      if (train::same_file(before, path))
+        throw usage_error("--validate: " + before + " and " + path + " are the same file");
+    o.validate.push_back(path);
+  }
+}
+
+/// Flag a (not --help or --no-aps) with its value v into o.
+void apply(options& o, const std::string& a, const std::string& v) {
+  if (a == "--bandwidth") o.gbit = parse_number(a, v, bandwidth_gbit);
+  else if (a == "--latency") o.latency_us = parse_number(a, v, latency_us);
+  else if (a == "--values") o.values = parse_count(a, v);
+  else if (a == "--workers") o.workers = parse_workers(v);
+  else if (a == "--formats") parse_formats(o, v);
+  else if (a == "--algorithms") parse_algorithms(o, v);
+  else if (a == "--compute-ms") o.compute_ms = parse_number(a, v, compute_ms);
+  else if (a == "--codec-ns") parse_codec_ns(o, v);
+  else if (a == "--float-add-ns") o.float_add_ns = parse_number(a, v, ns_per_value);
+  else if (a == "--tensors") o.tensors = static_cast<int>(parse_number(a, v, tensor_count));
+  else if (a == "--segment-kib") o.segment_kib = parse_number(a, v, segment_kib);
+  else if (a == "--validate") parse_validate(o, v);
+  else if (a == "--lab-bandwidth") parse_lab_bandwidth(o, v);
+  else if (a == "--cpu-ns-per-byte") o.cpu_ns_per_byte = parse_number(a, v, ns_per_value);
+  else if (a == "--cores") o.cores = parse_number(a, v, core_count);
+  else if (a == "--csv" || a == "--plot") {
+    if (v.empty()) throw usage_error(a + ": empty path");
+    (a == "--csv" ? o.csv : o.plot) = v;
+  } else {
+    throw usage_error("unknown option '" + a + "' (cpd-model --help)");
+  }
+}
+
+/// The flags that the mode (--validate or the table) uses: the others are refused, not ignored.
+void check_mode(const options& o, const std::set<std::string>& seen) {
+  if (o.validate.empty()) {
+    if (seen.count("--lab-bandwidth"))
+      throw usage_error("--lab-bandwidth without --validate: it only applies to the lab's measurements");
+    return;
+  }
+  for (const char* flag : {"--bandwidth", "--values", "--workers", "--formats", "--algorithms", "--compute-ms",
+                           "--codec-ns", "--float-add-ns", "--tensors", "--no-aps", "--segment-kib", "--plot"})
+    if (seen.count(flag))
+      throw usage_error(std::string(flag) +
+                        " with --validate: the validation takes W, N, the method and the link from each "
+                        "measurement, and draws no plot");
 }
 
 options parse(int argc, char** argv) {
   options o;
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a.rfind("--", 0) == 0 && !seen.insert(a).second) throw usage_error(a + " given twice");
     if (a == "--help" || a == "-h") {
       o.help = true;
-      continue;
-    }
-    if (a == "--no-aps") {
+    } else if (a == "--no-aps") {
       o.aps = false;
-      continue;
-    }
-    if (i + 1 >= argc) throw usage_error(a.rfind("--", 0) == 0 ? a + " needs a value" : "unknown argument '" + a + "'");
-    const std::string v = argv[++i];
-    if (a == "--bandwidth") {
-      o.gbit = parse_number(a, v);
-      if (!(o.gbit > 0)) throw usage_error("--bandwidth must be positive (Gbit/s)");
-    } else if (a == "--latency") {
-      o.latency_us = parse_number(a, v);
-      if (!(o.latency_us >= 0)) throw usage_error("--latency must be non-negative (microseconds)");
-    } else if (a == "--values") {
-      o.values = parse_count(a, v);
-    } else if (a == "--workers") {
-      o.workers = parse_workers(v);
-    } else if (a == "--formats") {
-      o.formats = split(v, ',');
-      for (const std::string& f : o.formats)
-        if (f.empty()) throw usage_error("--formats: an empty name in '" + v + "'");
-    } else if (a == "--algorithms") {
-      o.algorithms.clear();
-      for (const std::string& s : split(v, ',')) {
-        try {
-          const perf::algorithm al = perf::parse_algorithm(s);
-          if (al == perf::algorithm::mpi_fp32) throw usage_error("--algorithms: fp32 MPI_Allreduce is always the baseline");
-          o.algorithms.push_back(al);
-        } catch (const std::invalid_argument& e) {
-          throw usage_error(std::string("--algorithms: ") + e.what());
-        }
-      }
-    } else if (a == "--compute-ms") {
-      o.compute_ms = parse_number(a, v);
-      if (!(o.compute_ms >= 0)) throw usage_error("--compute-ms must be non-negative");
-    } else if (a == "--codec-ns") {
-      for (const std::string& item : split(v, ',')) {
-        const std::size_t eq = item.find('=');
-        if (eq == std::string::npos) throw usage_error("--codec-ns: '" + item + "' is not FORMAT=NS");
-        const std::string f = canonical(item.substr(0, eq));
-        const std::vector<std::string> parts = split(item.substr(eq + 1), ':');
-        std::vector<double> ns;
-        for (const std::string& p : parts) {
-          ns.push_back(parse_number("--codec-ns", p));
-          if (!(ns.back() >= 0)) throw usage_error("--codec-ns: costs must be non-negative");
-        }
-        if (ns.size() == 1) {
-          const auto m = measured_for(f);
-          const perf::codec_costs base = m ? *m : *measured_for("e4m3fn");  // (the measured split)
-          o.codec_ns[f] = base.scaled_to(ns[0] * 1e-9);
-        } else if (ns.size() == 4) {
-          o.codec_ns[f] = perf::codec_costs{ns[0] * 1e-9, ns[1] * 1e-9, ns[2] * 1e-9, ns[3] * 1e-9, 0};
-        } else {
-          throw usage_error("--codec-ns: '" + item + "' is neither FORMAT=NS nor FORMAT=ENCODE:ADD:ACCUMULATE:FINISH");
-        }
-      }
-    } else if (a == "--float-add-ns") {
-      o.float_add_ns = parse_number(a, v);
-      if (!(*o.float_add_ns >= 0)) throw usage_error("--float-add-ns must be non-negative");
-    } else if (a == "--tensors") {
-      const double t = parse_number(a, v);
-      if (t < 1 || t != std::floor(t) || t > 1e9) throw usage_error("--tensors must be a positive integer");
-      o.tensors = static_cast<int>(t);
-    } else if (a == "--segment-kib") {
-      o.segment_kib = parse_number(a, v);
-      if (!(o.segment_kib > 0)) throw usage_error("--segment-kib must be positive");
-    } else if (a == "--validate") {
-      o.validate = split(v, ',');
-    } else if (a == "--lab-bandwidth") {
-      for (const std::string& item : split(v, ',')) {
-        const std::size_t eq = item.find('=');
-        if (eq == std::string::npos || eq == 0) throw usage_error("--lab-bandwidth: '" + item + "' is not RATE=GBIT");
-        const double g = parse_number(a, item.substr(eq + 1));
-        if (!(g > 0)) throw usage_error("--lab-bandwidth: bandwidths must be positive");
-        o.lab_gbit[item.substr(0, eq)] = g;
-      }
-    } else if (a == "--cpu-ns-per-byte") {
-      o.cpu_ns_per_byte = parse_number(a, v);
-      if (!(o.cpu_ns_per_byte >= 0)) throw usage_error("--cpu-ns-per-byte must be non-negative");
-    } else if (a == "--cores") {
-      o.cores = parse_number(a, v);
-      if (!(*o.cores >= 1)) throw usage_error("--cores must be at least 1");
-    } else if (a == "--csv") {
-      o.csv = v;
-    } else if (a == "--plot") {
-      o.plot = v;
+    } else if (i + 1 >= argc) {
+      throw usage_error(a.rfind("--", 0) == 0 ? a + " needs a value" : "unknown argument '" + a + "'");
     } else {
-      throw usage_error("unknown option '" + a + "' (cpd-model --help)");
+      apply(o, a, argv[++i]);
     }
   }
+  check_mode(o, seen);
   return o;
 }
 
@@ -293,12 +381,6 @@ struct row {
   perf::estimate e;
   double speedup, scaling;
 };
-
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 std::string csv_text(const std::vector<row>& rows) {
   std::string s =
@@ -334,6 +416,25 @@ std::string plot_script(const std::vector<row>& rows, const options& o) {
   return s;
 }
 
+/// Opens --csv and --plot before any work, so that a bad path fails at once: not the same file
+/// whatever the spelling, gnuplot on PATH, CPD_GNUPLOT_TIMEOUT valid (returned).
+double open_outputs(const options& o, std::optional<train::output_file>& csv, std::optional<train::output_file>& png) {
+  if (!o.csv.empty() && !o.plot.empty() && train::same_file(o.csv, o.plot))
+    throw usage_error("--csv and --plot name the same file " + o.csv +
+                      (o.plot == o.csv ? "" : " (--plot " + o.plot + ")"));
+  double seconds = 0;
+  if (!o.plot.empty()) {
+    std::string bad;
+    seconds = train::gnuplot_timeout(&bad);
+    if (!bad.empty()) throw usage_error(bad);
+    if (train::find_program("gnuplot").empty())
+      throw train::io_error("--plot needs gnuplot, which is not on PATH (Debian: apt-get install gnuplot-nox)");
+  }
+  if (!o.csv.empty()) csv.emplace("--csv", o.csv);
+  if (!o.plot.empty()) png.emplace("--plot", o.plot);
+  return seconds;
+}
+
 int run(const options& o) {
   std::vector<format_entry> formats;
   for (const std::string& name : o.formats) {
@@ -356,14 +457,8 @@ int run(const options& o) {
     for (const std::string& name : o.formats) used = used || canonical(name) == kv.first;
     if (!used) throw usage_error("--codec-ns names " + kv.first + ", which is not in --formats");
   }
-  // Open the outputs first, so that a bad path fails before any work.
   std::optional<train::output_file> csv, png;
-  if (!o.csv.empty()) csv.emplace("--csv", o.csv);
-  if (!o.plot.empty()) {
-    if (train::find_program("gnuplot").empty())
-      throw train::io_error("--plot needs gnuplot, which is not on PATH (Debian: apt-get install gnuplot-nox)");
-    png.emplace("--plot", o.plot);
-  }
+  const double gnuplot_seconds = open_outputs(o, csv, png);
   const double float_add = o.float_add_ns ? *o.float_add_ns * 1e-9 : perf::measured_float_add();
   std::vector<row> rows;
   for (int w : o.workers) {
@@ -408,10 +503,7 @@ int run(const options& o) {
     csv->close();
   }
   if (png) {
-    const train::program_result r = train::run_program({"gnuplot"}, plot_script(rows, o));
-    if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0 || r.output.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0)
-      throw train::io_error("--plot " + o.plot + ": gnuplot failed; no plot written");
-    png->write(r.output);
+    png->write(train::gnuplot_png("--plot " + train::escaped(o.plot) + ": ", plot_script(rows, o), gnuplot_seconds));
     png->close();
   }
   return 0;
@@ -419,34 +511,56 @@ int run(const options& o) {
 
 /// One measurement of a bench_mpi_allreduce CSV.
 struct measurement {
+  std::string where;  // "--validate FILE:LINE", for messages
   std::string label, method;
   int ranks = 0;
   double bytes = 0, seconds = 0;
 };
 
+/// The most a --validate CSV may hold (the lab's 306 rows take 30 KB).
+constexpr std::size_t max_lab_csv = std::size_t(16) << 20;
+
+/// Field k (1-based) of a --validate row, a number within b: usage_error naming the file, the
+/// line, the field and what is wrong.
+double row_field(const std::string& where, const std::vector<std::string>& c, std::size_t k, const char* name,
+                 const bound& b) {
+  const std::string at = where + ": field " + std::to_string(k) + " (" + name + "): ";
+  double d = 0;
+  std::string why = number_problem(c[k - 1], {-DBL_MAX, DBL_MAX, b.integer}, &d);
+  if (why.empty() && &b == &row_seconds && !(d > 0)) why = train::escaped(c[k - 1]) + " is not a positive, finite time";
+  if (why.empty()) why = number_problem(c[k - 1], b, &d);
+  if (!why.empty()) throw usage_error(at + why);
+  return d;
+}
+
+/// The rows of a bench_mpi_allreduce CSV: a regular file of at most max_lab_csv bytes (io_error
+/// else), every field read whole (usage_error naming the line and the field else).
 std::vector<measurement> read_measurements(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw train::io_error("--validate " + path + ": cannot open");
-  std::string line;
-  if (!std::getline(f, line) || line.rfind("label,ranks,bytes,method,seconds", 0) != 0)
-    throw usage_error("--validate " + path + ": not a bench_mpi_allreduce CSV (no label,ranks,bytes,method,seconds header)");
+  std::string text;
+  try {
+    text = train::read_bounded(path, max_lab_csv);
+  } catch (const train::file_error& e) {
+    throw train::io_error(std::string("--validate ") + e.what());
+  }
+  const std::string file = "--validate " + train::escaped(path);
+  std::vector<std::string> lines = split(text, '\n');
+  for (std::string& l : lines)
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+  if (lines.empty() || lines[0].rfind("label,ranks,bytes,method,seconds", 0) != 0)
+    throw usage_error(file + ": not a bench_mpi_allreduce CSV (no label,ranks,bytes,method,seconds header)");
   std::vector<measurement> rows;
-  int number = 1;
-  while (std::getline(f, line)) {
-    ++number;
-    if (line.empty()) continue;
-    const std::vector<std::string> c = split(line, ',');
-    if (c.size() < 5) throw usage_error("--validate " + path + ":" + std::to_string(number) + ": too few fields");
+  for (std::size_t n = 1; n < lines.size(); ++n) {
+    if (lines[n].empty()) continue;
+    const std::string where = file + ":" + std::to_string(n + 1);
+    const std::vector<std::string> c = split(lines[n], ',');
+    if (c.size() < 5) throw usage_error(where + ": too few fields (" + std::to_string(c.size()) + " of 5)");
     measurement m;
+    m.where = where;
     m.label = c[0];
     m.method = c[3];
-    try {
-      m.ranks = std::stoi(c[1]);
-      m.bytes = std::stod(c[2]);
-      m.seconds = std::stod(c[4]);
-    } catch (const std::exception&) {
-      throw usage_error("--validate " + path + ":" + std::to_string(number) + ": not a number");
-    }
+    m.ranks = static_cast<int>(row_field(where, c, 2, "ranks", ranks));
+    m.bytes = row_field(where, c, 3, "bytes", row_bytes);
+    m.seconds = row_field(where, c, 5, "seconds", row_seconds);
     rows.push_back(m);
   }
   return rows;
@@ -464,58 +578,75 @@ std::string rate_token(const std::string& label) {
   return "";
 }
 
+/// The model's prediction for one measurement, or nothing for a method it does not model
+/// (memcpy, the hand-written fp32 ring, native, a format without measured costs).
+std::optional<perf::estimate> predict_row(const options& o, const measurement& m) {
+  // the method: "fp32 MPI_Allreduce" or "<format> <algorithm>"
+  const std::size_t sp = m.method.find(' ');
+  if (sp == std::string::npos) return std::nullopt;
+  perf::algorithm a = perf::algorithm::mpi_fp32;
+  perf::codec_costs c;
+  perf::problem p;
+  if (m.method == "fp32 MPI_Allreduce") {
+    p.code_bytes = 4;
+  } else {
+    try {
+      a = perf::parse_algorithm(m.method.substr(sp + 1));
+    } catch (const std::invalid_argument&) {
+      return std::nullopt;
+    }
+    const auto f = cpd::format::try_parse(m.method.substr(0, sp));
+    const perf::codec_costs* mc = f ? perf::measured_codec(f->name()) : nullptr;
+    if (!mc) return std::nullopt;
+    c = *mc;
+    p.code_bytes = f->bits() / 8.0;
+  }
+  c.float_add = perf::measured_float_add();
+  const std::string rate = rate_token(m.label);
+  if (rate.empty())
+    throw usage_error(m.where + ": no link rate (like 10gbit) in label '" + train::escaped(m.label) + "'");
+  const auto lb = o.lab_gbit.find(rate);
+  double gbit = lb != o.lab_gbit.end() ? lb->second : std::strtod(rate.c_str(), nullptr);
+  if (rate.find("mbit") != std::string::npos && lb == o.lab_gbit.end()) gbit *= 1e-3;
+  if (!(gbit >= bandwidth_gbit.lo && gbit <= bandwidth_gbit.hi))
+    throw usage_error(m.where + ": link rate " + rate + " is out of range [" + fmt("%g", bandwidth_gbit.lo) + ", " +
+                      fmt("%g", bandwidth_gbit.hi) + "] Gbit/s");
+  p.values = m.bytes / 4;
+  p.workers = m.ranks;
+  p.cpu_share = o.cores ? std::min(1.0, *o.cores / m.ranks) : 1.0;
+  perf::network net = perf::network::link(gbit, o.latency_us);
+  net.cpu_per_byte = o.cpu_ns_per_byte * 1e-9;
+  return perf::predict(a, p, net, c);
+}
+
 int validate(const options& o) {
+  std::vector<measurement> all;  // every file read and checked before any output
+  for (const std::string& path : o.validate) {
+    if (!o.csv.empty() && train::same_file(o.csv, path))
+      throw usage_error("--csv " + o.csv + " is the --validate file " + path);
+    for (const measurement& m : read_measurements(path)) all.push_back(m);
+  }
+  std::vector<std::optional<perf::estimate>> predicted;  // (every row's errors before any output)
+  for (const measurement& m : all) predicted.push_back(predict_row(o, m));
   std::optional<train::output_file> csv;
   if (!o.csv.empty()) csv.emplace("--csv", o.csv);
   std::string out = "label,ranks,mib,method,measured_s,predicted_s,error,link_share\n";
   std::printf("%-24s %5s %6s %-24s %12s %12s %8s %6s\n", "label", "W", "MiB", "method", "measured ms", "model ms",
               "error", "link");
   std::vector<double> link_errors, cpu_errors;
-  for (const std::string& path : o.validate) {
-    for (const measurement& m : read_measurements(path)) {
-      // the method: "fp32 MPI_Allreduce" or "<format> <algorithm>"
-      const std::size_t sp = m.method.find(' ');
-      if (sp == std::string::npos) continue;
-      const std::string fname = m.method.substr(0, sp), aname = m.method.substr(sp + 1);
-      perf::algorithm a;
-      perf::codec_costs c;
-      perf::problem p;
-      if (m.method == "fp32 MPI_Allreduce") {
-        a = perf::algorithm::mpi_fp32;
-        p.code_bytes = 4;
-      } else {
-        try {
-          a = perf::parse_algorithm(aname);
-        } catch (const std::invalid_argument&) {
-          continue;  // memcpy, the hand-written fp32 ring, native: not modelled
-        }
-        const auto f = cpd::format::try_parse(fname);
-        const perf::codec_costs* mc = f ? perf::measured_codec(f->name()) : nullptr;
-        if (!mc) continue;
-        c = *mc;
-        p.code_bytes = f->bits() / 8.0;
-      }
-      c.float_add = perf::measured_float_add();
-      const std::string rate = rate_token(m.label);
-      if (rate.empty()) throw usage_error("--validate " + path + ": no link rate (like 10gbit) in label '" + m.label + "'");
-      double gbit = std::stod(rate) * (rate.find("mbit") != std::string::npos ? 1e-3 : 1.0);
-      const auto lb = o.lab_gbit.find(rate);
-      if (lb != o.lab_gbit.end()) gbit = lb->second;
-      p.values = m.bytes / 4;
-      p.workers = m.ranks;
-      p.cpu_share = o.cores ? std::min(1.0, *o.cores / m.ranks) : 1.0;
-      perf::network net = perf::network::link(gbit, o.latency_us);
-      net.cpu_per_byte = o.cpu_ns_per_byte * 1e-9;
-      const perf::estimate e = perf::predict(a, p, net, c);
-      const double err = (e.allreduce - m.seconds) / m.seconds;
-      const double link_share = e.allreduce > 0 ? (e.latency + e.transfer) / e.allreduce : 0;
-      (link_share >= 0.5 ? link_errors : cpu_errors).push_back(std::fabs(err));
-      std::printf("%-24s %5d %6.0f %-24s %12.2f %12.2f %+7.0f%% %5.0f%%\n", m.label.c_str(), m.ranks,
-                  m.bytes / 1048576, m.method.c_str(), m.seconds * 1e3, e.allreduce * 1e3, err * 100, link_share * 100);
-      out += m.label + "," + std::to_string(m.ranks) + "," + fmt("%.0f", m.bytes / 1048576) + "," + m.method + "," +
-             fmt("%.6g", m.seconds) + "," + fmt("%.6g", e.allreduce) + "," + fmt("%.4f", err) + "," +
-             fmt("%.3f", link_share) + "\n";
-    }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const measurement& m = all[i];
+    const std::optional<perf::estimate>& e = predicted[i];
+    if (!e) continue;
+    const double err = (e->allreduce - m.seconds) / m.seconds;
+    const double link_share = e->allreduce > 0 ? (e->latency + e->transfer) / e->allreduce : 0;
+    (link_share >= 0.5 ? link_errors : cpu_errors).push_back(std::fabs(err));
+    const std::string label = train::escaped(m.label), method = train::escaped(m.method);
+    std::printf("%-24s %5d %6.0f %-24s %12.2f %12.2f %+7.0f%% %5.0f%%\n", label.c_str(), m.ranks, m.bytes / 1048576,
+                method.c_str(), m.seconds * 1e3, e->allreduce * 1e3, err * 100, link_share * 100);
+    out += label + "," + std::to_string(m.ranks) + "," + fmt("%.0f", m.bytes / 1048576) + "," + method + "," +
+           fmt("%.6g", m.seconds) + "," + fmt("%.6g", e->allreduce) + "," + fmt("%.4f", err) + "," +
+           fmt("%.3f", link_share) + "\n";
   }
   auto median = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
@@ -548,11 +679,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     return o.validate.empty() ? run(o) : validate(o);
-  } catch (const usage_error& e) {
-    std::cerr << "cpd-model: " << e.what() << "\n";
+  } catch (const usage_error& e) {  // (control bytes of what the user gave escaped)
+    std::cerr << "cpd-model: " << train::escaped(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "cpd-model: " << e.what() << "\n";
+    std::cerr << "cpd-model: " << train::escaped(e.what()) << "\n";
     return 1;
   }
 }

@@ -7,6 +7,7 @@
 #include <cpd/perf_model.hpp>
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -202,9 +203,9 @@ struct run_result {
   std::string out;
 };
 
-/// Runs cpd-model with the arguments (through the shell; standard error into the output).
-run_result run(const std::string& args) {
-  const std::string cmd = std::string("'") + CPD_MODEL_EXE + "' " + args + " 2>&1";
+/// Runs `<prefix> cpd-model <args>` (through the shell; standard error into the output).
+run_result run_env(const std::string& prefix, const std::string& args) {
+  const std::string cmd = prefix + " '" + CPD_MODEL_EXE + "' " + args + " 2>&1";
   run_result r;
   std::FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -215,6 +216,8 @@ run_result run(const std::string& args) {
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+run_result run(const std::string& args) { return run_env("", args); }
 
 }  // namespace
 
@@ -293,5 +296,155 @@ TEST_CASE("cpd-model: the table, the CSV and clear errors") {
   r = run("--workers 2 --csv /nonexistent-dir/x.csv");
   CHECK(r.status == 1);
   CHECK(r.out.find("/nonexistent-dir/x.csv") != std::string::npos);
+}
+#endif
+
+#ifdef CPD_MODEL_EXE
+namespace {
+
+/// A scratch file name of this process.
+std::string scratch(const std::string& name) { return "/tmp/cpd-model-" + std::to_string(::getpid()) + "-" + name; }
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+}
+
+const char* lab_header = "label,ranks,bytes,method,seconds\n";
+
+}  // namespace
+
+TEST_CASE("cpd-model: inputs that overflow the model are refused, naming the flag and the value") {
+  struct bad {
+    const char* args;
+    const char* message;
+  };
+  const bad cases[] = {
+      {"--values 1e308", "--values: 1e308 is out of range [1, 1e+15]"},
+      {"--float-add-ns 1e308", "--float-add-ns: 1e308 is out of range [0, 1e+09]"},
+      {"--formats e4m3fn --codec-ns e4m3fn=1e308", "--codec-ns: 1e308 is out of range [0, 1e+09]"},
+      {"--cpu-ns-per-byte 1e308", "--cpu-ns-per-byte: 1e308 is out of range [0, 1e+09]"},
+      {"--bandwidth 1e-300", "--bandwidth: 1e-300 is out of range [1e-06, 1e+06]"},
+      {"--latency 1e300", "--latency: 1e300 is out of range [0, 1e+09]"},
+      {"--compute-ms 1e300", "--compute-ms: 1e300 is out of range [0, 1e+12]"},
+      {"--segment-kib 1e300", "--segment-kib: 1e300 is out of range [0.001, 1e+12]"},
+      {"--values ' 5'", "--values: ' 5' is not a number"},
+  };
+  for (const bad& b : cases) {
+    CAPTURE(b.args);
+    const run_result r = run(std::string("--workers 2,1024 ") + b.args);
+    CHECK(r.status == 2);
+    CHECK(r.out == std::string("cpd-model: ") + b.message + "\n");
+  }
+  // the largest of every input still gives finite numbers
+  const run_result big = run("--workers 1024 --values 1e15 --bandwidth 1e-6 --latency 1e9 --compute-ms 1e12 "
+                             "--float-add-ns 1e9 --cpu-ns-per-byte 1e9 --formats e4m3fn --codec-ns e4m3fn=1e9");
+  CHECK(big.status == 0);
+  CHECK(big.out.find("inf") == std::string::npos);
+  CHECK(big.out.find("nan") == std::string::npos);
+}
+
+TEST_CASE("perf model: a prediction that overflows is an error, never inf") {
+  perf::problem p = problem(1e307, 1000);  // all_gather sends 999 x 1e307 bytes at 8 s a byte
+  CHECK_THROWS_WITH_AS((void)perf::predict(perf::algorithm::all_gather, p, perf::network::link(1e-9, 5), costs()),
+                       doctest::Contains("overflow"), std::invalid_argument);
+}
+
+TEST_CASE("cpd-model: empty lists, empty paths and repeated flags are refused") {
+  for (const char* bad : {"--workers ''", "--workers 2,,4", "--formats ''", "--algorithms ''", "--csv ''",
+                          "--plot ''", "--validate ''", "--codec-ns ''", "--lab-bandwidth ''", "--workers 2 --workers 4",
+                          "--no-aps --no-aps", "--workers 2,2", "--formats e4m3fn,float8_e4m3fn",
+                          "--algorithms ring,ring"}) {
+    CAPTURE(bad);
+    const run_result r = run(bad);
+    CHECK(r.status == 2);
+    CHECK(r.out.rfind("cpd-model: --", 0) == 0);
+    CHECK(r.out.find('\n') == r.out.size() - 1);
+  }
+  CHECK(run("--workers 2 --workers 4").out == "cpd-model: --workers given twice\n");
+  CHECK(run("--workers ''").out == "cpd-model: --workers: empty list\n");
+  // flags the validation does not use are refused with it, and --lab-bandwidth without it
+  const std::string lab = scratch("ignored.csv");
+  write_file(lab, std::string(lab_header) + "W=2 10gbit,2,16777216,e4m3fn ring,0.0078\n");
+  for (const char* flag : {"--plot x.png", "--workers 4", "--formats e5m2", "--values 1M", "--no-aps"}) {
+    CAPTURE(flag);
+    const run_result r = run("--validate " + lab + " " + flag);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("with --validate") != std::string::npos);
+  }
+  CHECK(run("--workers 2 --lab-bandwidth 10gbit=9").out ==
+        "cpd-model: --lab-bandwidth without --validate: it only applies to the lab's measurements\n");
+  std::remove(lab.c_str());
+}
+
+TEST_CASE("cpd-model --validate: every field read whole, seconds finite and positive") {
+  struct bad {
+    const char* row;
+    const char* message;
+  };
+  const bad cases[] = {
+      {"W=2 10gbit,2abc,16777216,e4m3fn ring,0.0078", ":2: field 2 (ranks): '2abc' is not an integer"},
+      {"W=2 10gbit,2,12xyz,e4m3fn ring,0.0078", ":2: field 3 (bytes): '12xyz' is not a number"},
+      {"W=2 10gbit,2,16777216,e4m3fn ring,0", ":2: field 5 (seconds): 0 is not a positive, finite time"},
+      {"W=2 10gbit,2,16777216,e4m3fn ring,nan", ":2: field 5 (seconds): 'nan' is not a number"},
+      {"W=2 10gbit,2,16777216,e4m3fn ring,inf", ":2: field 5 (seconds): 'inf' is not a number"},
+      {"W=2 10gbit,0,16777216,e4m3fn ring,0.0078", ":2: field 2 (ranks): 0 is out of range [1, 10000000]"},
+      {"W=2 10gbit,2,1e300,e4m3fn ring,0.0078", ":2: field 3 (bytes): 1e300 is out of range [1, 4e+15]"},
+      {"W=2 10gbit,2,16777216,e4m3fn ring", ":2: too few fields (4 of 5)"},
+  };
+  const std::string lab = scratch("bad.csv");
+  for (const bad& b : cases) {
+    CAPTURE(b.row);
+    write_file(lab, std::string(lab_header) + b.row + "\n");
+    const run_result r = run("--validate " + lab);
+    CHECK(r.status == 2);
+    CHECK(r.out == "cpd-model: --validate " + lab + b.message + "\n");
+  }
+  // a label with control bytes and a NUL: escaped, and the text after the NUL kept
+  const char row[] = "W=2\x1b[2J\0after,2,16777216,e4m3fn ring,0.0078\n";
+  write_file(lab, std::string(lab_header) + std::string(row, sizeof row - 1));
+  const run_result r = run("--validate " + lab);
+  CHECK(r.status == 2);
+  CHECK(r.out == "cpd-model: --validate " + lab + ":2: no link rate (like 10gbit) in label 'W=2\\x1b[2J\\x00after'\n");
+  std::remove(lab.c_str());
+}
+
+TEST_CASE("cpd-model: files by identity, special and oversized inputs, a gnuplot that never exits") {
+  const std::string dir = scratch("dir");
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/bin").c_str()) == 0);
+  // the same file under two spellings, and an output that is the --validate input
+  run_result r = run("--workers 2 --csv " + dir + "/f --plot " + dir + "/../" + dir.substr(5) + "/f");
+  CHECK(r.status == 2);
+  CHECK(r.out.rfind("cpd-model: --csv and --plot name the same file", 0) == 0);
+  const std::string lab = dir + "/lab.csv";
+  write_file(lab, std::string(lab_header) + "W=2 10gbit,2,16777216,e4m3fn ring,0.0078\n");
+  r = run("--validate " + lab + " --csv " + dir + "/./lab.csv");
+  CHECK(r.status == 2);
+  CHECK(r.out == "cpd-model: --csv " + dir + "/./lab.csv is the --validate file " + lab + "\n");
+  std::ifstream kept(lab);
+  std::string header;
+  std::getline(kept, header);
+  CHECK(header + "\n" == lab_header);
+  // not regular files: refused without reading them (or blocking on a FIFO)
+  REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
+  const std::string bounded = "ulimit -v 1000000; timeout -k 5 30";  // (before the fix: all memory, or forever)
+  r = run_env(bounded, "--validate /dev/zero");
+  CHECK(r.status == 1);
+  CHECK(r.out == "cpd-model: --validate /dev/zero: not a regular file (a character device)\n");
+  r = run_env(bounded, "--validate " + dir + "/fifo");
+  CHECK(r.status == 1);
+  CHECK(r.out == "cpd-model: --validate " + dir + "/fifo: not a regular file (a FIFO)\n");
+  write_file(dir + "/big.csv", std::string(lab_header) + std::string(16 << 20, '\n'));
+  r = run_env(bounded, "--validate " + dir + "/big.csv");
+  CHECK(r.status == 1);
+  CHECK(r.out == "cpd-model: --validate " + dir + "/big.csv: larger than 16 MiB, the most read from this file\n");
+  // a gnuplot that never exits: killed after CPD_GNUPLOT_TIMEOUT seconds
+  write_file(dir + "/bin/gnuplot", "#!/bin/sh\nsleep 600\n");
+  REQUIRE(::chmod((dir + "/bin/gnuplot").c_str(), 0755) == 0);
+  r = run_env("PATH=" + dir + "/bin:$PATH CPD_GNUPLOT_TIMEOUT=1 timeout -k 5 60", "--workers 2 --plot " + dir + "/p.png");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("\ncpd-model: --plot " + dir + "/p.png: gnuplot did not finish within 1 s (killed); no plot "
+                   "written\n") != std::string::npos);  // (after the table)
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }
 #endif

@@ -149,3 +149,42 @@ TEST_CASE("policy: a rule may name the scaling rule and the algorithm of its ten
   CHECK(message("adapt e5m2 above 0.1 after 3").find("is not above, below, hold, scaler or algorithm") !=
         std::string::npos);
 }
+
+TEST_CASE("policy: phases in epochs and in steps, ordered by the steps of an epoch") {
+  // epoch 1 is step 16: a phase from step 5 after it is out of order, before it is not
+  CHECK(message("from epoch 1 e4m3fn; from step 5 e5m2", 6, 16) ==
+        "cpd::precision_policy: 'from step 5 e5m2' (step 5) is not after 'from epoch 1 e4m3fn' (step 16): phases must "
+        "come in increasing order of their steps (16 steps an epoch)");
+  const auto p = cpd::precision_policy::parse("from step 5 e5m2; from epoch 1 e4m3fn", e3m0, 6, 16);
+  CHECK(p.at(0, 4) == e3m0);
+  CHECK(p.at(0, 5) == e5m2);
+  CHECK(p.at(0, 16) == e4m3);
+  CHECK(message("from step 9 e5m2; from step 3 e4m3fn") ==
+        "cpd::precision_policy: 'from step 3 e4m3fn' (step 3) is not after 'from step 9 e5m2' (step 9): phases must "
+        "come in increasing order of their steps");
+  CHECK(message("from epoch 100000000000 e5m2", 6, std::uint64_t(1) << 40).find("more than 2^64 steps") !=
+        std::string::npos);
+  // Before the steps of an epoch are known: everything else checked, the choices listed.
+  using choice = cpd::precision_choice;
+  CHECK(cpd::precision_policy::parse_choices("from epoch 1 e4m3fn; from step 5 e5m2 scaler aps", e3m0, 6) ==
+        std::vector<choice>{{e3m0, "", ""}, {e4m3, "", ""}, {e5m2, "aps", ""}});
+  CHECK_THROWS_WITH_AS((void)cpd::precision_policy::parse_choices("from step 9 e5m2; from step 3 e4m3fn", e3m0, 6),
+                       doctest::Contains("'from step 3 e4m3fn' (step 3) is not after 'from step 9 e5m2' (step 9)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)cpd::precision_policy::parse_choices("from epoch 3 e5m2; from epoch 2 e4m3fn", e3m0, 6),
+                       doctest::Contains("'from epoch 2 e4m3fn' (epoch 2) is not after 'from epoch 3 e5m2' (epoch 3)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)cpd::precision_policy::parse_choices("tensors 7 e5m2", e3m0, 6),
+                       doctest::Contains("tensor 7 does not exist"), std::invalid_argument);
+}
+
+TEST_CASE("policy: the rules of a text, and messages that quote them escape control bytes and NUL") {
+  CHECK(cpd::precision_policy::rules("tensors 0 e4m3\r\n\tfrom step 1   e5m2\n\n;") ==
+        std::vector<std::string>{"tensors 0 e4m3", "from step 1 e5m2"});
+  const char text[] = "tensors 0 e4m3\0zz after\n";
+  CHECK(message(std::string(text, sizeof text - 1)) ==
+        "cpd::precision_policy: 'tensors 0 e4m3\\x00zz after': tensors I[,I...] FORMAT [scaler S] [algorithm A]");
+  CHECK(message("tensors 0 e5m2 \x1b[2J x") ==
+        "cpd::precision_policy: 'tensors 0 e5m2 \\x1b[2J x': '\\x1b[2J' is not scaler or algorithm");
+  CHECK(message("from step 1\x7f e5m2").find("'1\\x7f' is not an integer") != std::string::npos);
+}

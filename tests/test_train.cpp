@@ -194,7 +194,7 @@ TEST_CASE("--policy: bad specs are usage errors; a policy of one format is that 
   CHECK(d.out.find("--policy: gradient format e2m9 is not compiled into cpd-train") != std::string::npos);
   const run_output e = run("--policy @/nonexistent/policy.txt");
   CHECK(e.status == 2);
-  CHECK(e.out.find("--policy: cannot read /nonexistent/policy.txt") != std::string::npos);
+  CHECK(e.out.find("--policy: /nonexistent/policy.txt: cannot open (No such file or directory)") != std::string::npos);
 
   const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32 --aps on";
   const run_output plain = run(common + " --grad-formats e4m3,e3m0");

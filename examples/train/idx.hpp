@@ -10,6 +10,8 @@
 // header said. Short data, data after the announced bytes and corrupt or cut
 // gzip streams are errors naming the file.
 
+#include "files.hpp"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -45,11 +47,22 @@ struct idx_array {
 /// Raw bytes from a file or from a buffer.
 class byte_source {
  public:
-  /// The file at path; data_error when it cannot be opened.
+  /// The regular file at path; data_error when it cannot be opened or is not a regular file
+  /// (a FIFO would block, /dev/zero never ends: open_regular refuses them without reading).
   static byte_source file(const std::string& path) {
     byte_source s;
-    s.file_.reset(std::fopen(path.c_str(), "rb"));
-    if (!s.file_) throw data_error(path + ": cannot open (" + std::strerror(errno) + ")");
+    int fd = -1;
+    try {
+      fd = open_regular(path);
+    } catch (const file_error& e) {
+      throw data_error(e.what());
+    }
+    s.file_.reset(::fdopen(fd, "rb"));
+    if (!s.file_) {
+      const int e = errno;
+      ::close(fd);
+      throw data_error(path + ": cannot open (" + std::strerror(e) + ")");
+    }
     return s;
   }
   /// The n bytes at p (not copied: they must outlive the source).

@@ -6,18 +6,23 @@
 // training still work, and does APS save it?" (docs/results.md).
 
 #include "mlp.hpp"  // first: it sets Eigen's alignment
+#include "agreement.hpp"
 #include "cli.hpp"
 #include "exchange.hpp"
 #include "idx.hpp"
 #include "memory.hpp"
 #include "output.hpp"
 #include "thread_pool.hpp"
+#include "usage.hpp"
 #if CPD_TRAIN_MPI
 #include "mpi_exchange.hpp"
+
+#include <cpd/mpi/check.hpp>
 #endif
 
 #include <cpd/cpd.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,11 +61,16 @@ dataset to_floats(const train::image_set& s, std::size_t limit) {
   return d;
 }
 
-/// Finds "<stem>" or "<stem>.gz" in dir.
+/// The stems of the four data files.
+const char* const data_stems[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                   "t10k-labels-idx1-ubyte"};
+
+/// Finds "<stem>.gz" or "<stem>" in dir (by stat: opening a FIFO would block; the reader refuses
+/// what is not a regular file).
 std::string find_file(const std::string& dir, const std::string& stem) {
   for (const std::string& name : {stem + ".gz", stem}) {
-    std::ifstream f(dir + "/" + name);
-    if (f) return dir + "/" + name;
+    struct stat st {};
+    if (::stat((dir + "/" + name).c_str(), &st) == 0) return dir + "/" + name;
   }
   return "";
 }
@@ -273,7 +283,7 @@ void write_csv(train::output_file& f, const std::vector<run_result>& runs) {
   f.close();
 }
 
-void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
+void write_plot(train::output_file& f, const std::vector<run_result>& runs, double gnuplot_seconds) {
   std::vector<train::plot_curve> curves;
   for (const run_result& r : runs) {
     const bool aps = r.scaler == train::scaler_kind::aps;
@@ -284,7 +294,7 @@ void write_plot(train::output_file& f, const std::vector<run_result>& runs) {
     for (const epoch_result& e : r.epochs) c.y.push_back(e.test_accuracy);
     curves.push_back(std::move(c));
   }
-  train::write_plot(f, curves);
+  train::write_plot(f, curves, gnuplot_seconds);
 }
 
 /// The table of runs: one row each, a loss column, and the mark `diverged`.
@@ -319,6 +329,9 @@ void print_table(const std::vector<run_result>& runs) {
                 aps_column(r));
 }
 
+/// One line on standard error: "cpd-train: " and the message, its control bytes escaped.
+void say(const std::string& message) { std::fprintf(stderr, "cpd-train: %s\n", train::escaped(message).c_str()); }
+
 /// The parts of one process's work that can fail, each with an exit status and a message.
 struct failure {
   int status = train::exit_ok;
@@ -338,17 +351,43 @@ int agree(const failure& f, bool mpi, int rank) {
 #else
   (void)mpi;
 #endif
-  if (f.status && first == rank) std::fprintf(stderr, "cpd-train: %s\n", f.message.c_str());
+  if (f.status && first == rank) say(f.message);
   return status;
 }
 
 /// The files --csv and --plot name, opened (rank 0 only) before anything is trained.
 struct outputs {
   train::output_file csv, plot;
+  double gnuplot_seconds = 60;  // CPD_GNUPLOT_TIMEOUT
 };
+
+/// Why the outputs cannot be written as named, or "": both name one file, or one is an input
+/// (a data file, the --policy file), whatever the spelling (symlinks, hard links, ./, ..).
+std::string same_files(const options& o) {
+  if (!o.csv.empty() && !o.plot.empty() && train::same_file(o.csv, o.plot))
+    return "--csv and --plot name the same file " + o.csv + (o.plot == o.csv ? "" : " (--plot " + o.plot + ")");
+  std::vector<std::pair<std::string, std::string>> inputs;  // (what, path)
+  for (const char* stem : data_stems)
+    for (const char* ext : {".gz", ""}) {
+      const std::string path = o.data_dir + "/" + stem + ext;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0) inputs.push_back({"the data file", path});
+    }
+  if (!o.policy_file.empty()) inputs.push_back({"the --policy file", o.policy_file});
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--csv", o.csv}, {"--plot", o.plot}})
+    for (const auto& [what, input] : inputs)
+      if (!path.empty() && train::same_file(path, input)) return flag + " " + path + " is " + what + " " + input;
+  return "";
+}
 
 failure open_outputs(const options& o, bool printer, outputs& out) {
   if (!printer) return {};
+  if (const std::string same = same_files(o); !same.empty()) return {train::exit_usage, same};
+  if (!o.plot.empty()) {
+    std::string bad;
+    out.gnuplot_seconds = train::gnuplot_timeout(&bad);
+    if (!bad.empty()) return {train::exit_usage, bad};
+  }
   try {
     if (!o.plot.empty() && train::find_program("gnuplot").empty())
       return {train::exit_failure, "--plot needs gnuplot, which is not on PATH (Debian: apt-get install gnuplot-nox)"};
@@ -360,12 +399,26 @@ failure open_outputs(const options& o, bool printer, outputs& out) {
   return {};
 }
 
+/// --policy with the real steps of an epoch (known once the data is read): its phases in epochs
+/// ordered against its phases in steps.
+failure check_policy(const options& o, const dataset& tr) {
+  if (!o.policy) return {};
+  try {
+    (void)cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1),
+                                       tr.n / static_cast<std::size_t>(o.batch));
+  } catch (const std::invalid_argument& e) {
+    std::string why = e.what();
+    const std::string prefix = "cpd::precision_policy: ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    return {train::exit_usage, "--policy: " + why};
+  }
+  return {};
+}
+
 failure load_data(const options& o, dataset& tr, dataset& te) {
   try {
-    const std::string files[4] = {find_file(o.data_dir, "train-images-idx3-ubyte"),
-                                  find_file(o.data_dir, "train-labels-idx1-ubyte"),
-                                  find_file(o.data_dir, "t10k-images-idx3-ubyte"),
-                                  find_file(o.data_dir, "t10k-labels-idx1-ubyte")};
+    const std::string files[4] = {find_file(o.data_dir, data_stems[0]), find_file(o.data_dir, data_stems[1]),
+                                  find_file(o.data_dir, data_stems[2]), find_file(o.data_dir, data_stems[3])};
     for (const std::string& f : files)
       if (f.empty())
         return {train::exit_failure, "no Fashion-MNIST data in " + o.data_dir +
@@ -379,10 +432,15 @@ failure load_data(const options& o, dataset& tr, dataset& te) {
   } catch (const std::bad_alloc&) {
     return {train::exit_failure, "out of memory while reading the data in " + o.data_dir};
   }
+  return {};
+}
+
+/// What the flags need of the data once it is read: a batch, and the policy's phases in order.
+failure check_data(const options& o, const dataset& tr) {
   if (tr.n < static_cast<std::size_t>(o.batch))
     return {train::exit_usage,
             "--batch " + std::to_string(o.batch) + " exceeds the " + std::to_string(tr.n) + " training images"};
-  return {};
+  return check_policy(o, tr);
 }
 
 /// Whether the runs that the flags ask for fit in memory (checked before the first allocation).
@@ -418,7 +476,104 @@ void print_setup(const options& o, const dataset& tr, const dataset& te, int thr
   std::printf("-10, %d workers%s%s, batch %d, %d epochs, lr %g, momentum %g%s, weights %s, activations %s, %d threads\n", o.workers,
               o.mpi ? " (MPI ranks)" : "", algo.c_str(), o.batch, o.epochs, o.lr, o.momentum, o.lars ? ", LARS" : "",
               o.weights_name.c_str(), o.activations_name.c_str(), threads);
-  if (o.policy) std::printf("precision policy (+policy runs): %s\n", o.policy->c_str());
+  if (o.policy) {  // its rules, one space between words, "; " between rules (no control bytes)
+    std::string rules;
+    for (const std::string& r : cpd::precision_policy::rules(*o.policy)) rules += (rules.empty() ? "" : "; ") + r;
+    std::printf("precision policy (+policy runs): %s\n", train::escaped(rules).c_str());
+  }
+}
+
+#if CPD_TRAIN_MPI
+/// cpd::mpi's agreement check of `fields` over the ranks (one allreduce): when any differs,
+/// every rank prints "rank R of W: the ranks disagree on <flag> (...)" and gets exit_usage.
+int agree_fields(const std::vector<cpd::mpi::detail::agreed>& fields, int rank) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string who = "rank " + std::to_string(rank) + " of " + std::to_string(size);
+  try {
+    cpd::mpi::detail::agree(MPI_COMM_WORLD, who.c_str(), fields);
+  } catch (const cpd::mpi::mismatch_error& e) {
+    say(e.what());
+    return train::exit_usage;
+  }
+  return train::exit_ok;
+}
+
+/// text for a mismatch message: escaped, at most 60 characters and its length.
+std::string shown(const std::string& text) {
+  const std::string e = train::escaped(text);
+  if (e.size() <= 60) return e.empty() ? "''" : e;
+  return e.substr(0, 60) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+/// Every option that changes what is computed (train::agreement), as cpd::mpi agreement fields.
+std::vector<cpd::mpi::detail::agreed> flag_fields(const options& o) {
+  std::vector<cpd::mpi::detail::agreed> fields;
+  for (const train::agreed_option& a : train::agreement(o)) {
+    if (a.how == train::agreed_option::kind::real) {
+      fields.push_back(cpd::mpi::detail::real_field(a.flags, a.real));
+    } else if (a.how == train::agreed_option::kind::integer) {
+      fields.push_back({a.flags, a.integer, ""});
+    } else {
+      cpd::mpi::detail::fingerprint h;
+      h.add(a.text);
+      fields.push_back({a.flags, h.h, shown(a.text)});
+    }
+  }
+  return fields;
+}
+
+/// The data read, as one agreement field: ranks may read it from different paths, not
+/// different data (the words of the images and labels hashed, with their counts).
+cpd::mpi::detail::agreed data_field(const dataset& tr, const dataset& te) {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  const auto add = [&h](const void* p, std::size_t bytes) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    std::size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, b + i, 8);
+      h = (h ^ w) * 0x100000001B3ull;
+    }
+    for (; i < bytes; ++i) h = (h ^ b[i]) * 0x100000001B3ull;
+  };
+  for (const dataset* d : {&tr, &te}) {
+    const std::uint64_t shape[2] = {d->n, d->dim};
+    add(shape, sizeof shape);
+    add(d->x.data(), d->x.size() * sizeof(float));
+    add(d->y.data(), d->y.size());
+  }
+  char text[96];
+  std::snprintf(text, sizeof text, "%zu training and %zu test images, hash %016llx", tr.n, te.n,
+                static_cast<unsigned long long>(h));
+  return {"--data (the images and labels read)", h, text};
+}
+#endif
+
+/// --mpi: MPI_Init, then every rank's flags agreed on (train::agreement; every rank refuses,
+/// naming the flags, when any differs), then the ranks counted against --workers. A status
+/// other than exit_ok ends the job (MPI finalized).
+int start_mpi(options& o, int& argc, char**& argv, int& rank) {
+#if CPD_TRAIN_MPI
+  MPI_Init(&argc, &argv);
+  int size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int st = agree_fields(flag_fields(o), rank);
+  if (st == train::exit_ok && size != o.workers) {  // (every rank has the same --workers now)
+    if (rank == 0)
+      say("--mpi needs --workers equal to the number of ranks (" + std::to_string(size) + ", not " +
+          std::to_string(o.workers) + ")");
+    st = train::exit_usage;
+  }
+  if (st != train::exit_ok) MPI_Finalize();
+  if (rank != 0) o.progress = false;
+  return st;
+#else
+  (void)o, (void)argc, (void)argv, (void)rank;
+  say("built without MPI (Debian: libopenmpi-dev), so --mpi is not available");
+  return train::exit_usage;
+#endif
 }
 
 int run_main(int argc, char** argv, int& rank) {
@@ -431,44 +586,27 @@ int run_main(int argc, char** argv, int& rank) {
     }
     o = *parsed;
   } catch (const train::usage_error& e) {
-    std::fprintf(stderr, "cpd-train: %s\n", e.what());
+    say(e.what());
     return train::exit_usage;
+  } catch (const std::bad_alloc&) {
+    say("out of memory while reading the command line");
+    return train::exit_failure;
   }
   for (const auto& gf : o.grad_formats)
     if (gf.fmt && !cpd::visit<train::train_formats>(*gf.fmt, [](auto) {})) {
-      std::fprintf(stderr, "cpd-train: gradient format %s is not compiled into cpd-train; use one of %s\n",
-                   gf.name.c_str(), train::train_format_names().c_str());
+      say("gradient format " + gf.name + " is not compiled into cpd-train; use one of " + train::train_format_names());
       return train::exit_usage;
     }
   if (o.policy)  // cli.hpp checked the text; its formats must be compiled in too
-    for (const cpd::format& f :
-         cpd::precision_policy::parse(*o.policy, cpd::format::of<cpd::float_t<8, 23>>(), 2 * (o.hidden.size() + 1), 1)
-             .formats())
-      if (!cpd::visit<train::train_formats>(f, [](auto) {})) {
-        std::fprintf(stderr, "cpd-train: --policy: gradient format %s is not compiled into cpd-train; use one of %s\n",
-                     f.name().c_str(), train::train_format_names().c_str());
+    for (const cpd::precision_choice& c : train::policy_choices(o))
+      if (!cpd::visit<train::train_formats>(c.fmt, [](auto) {})) {
+        say("--policy: gradient format " + c.fmt.name() + " is not compiled into cpd-train; use one of " +
+            train::train_format_names());
         return train::exit_usage;
       }
 
-  if (o.mpi) {
-#if CPD_TRAIN_MPI
-    MPI_Init(&argc, &argv);
-    int size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != o.workers) {
-      if (rank == 0)
-        std::fprintf(stderr, "cpd-train: --mpi needs --workers equal to the number of ranks (%d, not %d)\n", size,
-                     o.workers);
-      MPI_Finalize();
-      return train::exit_usage;
-    }
-    if (rank != 0) o.progress = false;
-#else
-    std::fprintf(stderr, "cpd-train: built without MPI (Debian: libopenmpi-dev), so --mpi is not available\n");
-    return train::exit_usage;
-#endif
-  }
+  if (o.mpi)
+    if (const int st = start_mpi(o, argc, argv, rank)) return st;
   const bool printer = rank <= 0;
   struct mpi_finalizer {
     bool on;
@@ -483,6 +621,11 @@ int run_main(int argc, char** argv, int& rank) {
   if (const int st = agree(open_outputs(o, printer, out), o.mpi, rank)) return st;
   dataset tr, te;
   if (const int st = agree(load_data(o, tr, te), o.mpi, rank)) return st;
+#if CPD_TRAIN_MPI
+  if (o.mpi)
+    if (const int st = agree_fields({data_field(tr, te)}, rank)) return st;
+#endif
+  if (const int st = agree(check_data(o, tr), o.mpi, rank)) return st;
 
   // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
   std::vector<run_config> configs;
@@ -513,9 +656,9 @@ int run_main(int argc, char** argv, int& rank) {
   int status = train::exit_ok;
   try {
     if (out.csv.is_open()) write_csv(out.csv, runs);
-    if (out.plot.is_open()) write_plot(out.plot, runs);
+    if (out.plot.is_open()) write_plot(out.plot, runs, out.gnuplot_seconds);
   } catch (const train::io_error& e) {
-    std::fprintf(stderr, "cpd-train: %s\n", e.what());
+    say(e.what());
     status = train::exit_failure;
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
@@ -544,7 +687,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cpd-train: out of memory%s (use fewer --workers, a smaller --batch or --hidden)\n",
                  rank >= 0 ? (" on rank " + std::to_string(rank)).c_str() : "");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cpd-train: %s\n", e.what());
+    say(e.what());
   }
 #if CPD_TRAIN_MPI
   if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, train::exit_failure);  // the other ranks wait in a collective

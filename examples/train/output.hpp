@@ -7,7 +7,11 @@
 // and the close are checked. gnuplot
 // is started without a shell (posix_spawnp with an argument vector): its script
 // arrives on its standard input and the PNG comes back on its standard output, so
-// no path or name is ever parsed by a shell or by gnuplot.
+// no path or name is ever parsed by a shell or by gnuplot. It runs in a process group
+// of its own, killed with its children after CPD_GNUPLOT_TIMEOUT seconds (60) or once it
+// has written more than 64 MiB.
+
+#include "files.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +23,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -85,7 +90,7 @@ class output_file {
  private:
   [[noreturn]] void fail(const char* what) const {
     const int e = errno;
-    throw io_error(flag_ + " " + path_ + ": " + what + (e ? std::string(" (") + std::strerror(e) + ")" : ""));
+    throw io_error(flag_ + " " + escaped(path_) + ": " + what + (e ? std::string(" (") + std::strerror(e) + ")" : ""));
   }
 
   std::string flag_, path_;
@@ -138,12 +143,85 @@ inline std::string find_program(const std::string& name) {
 /// What a program wrote to its standard output, and how it ended.
 struct program_result {
   std::string output;
-  int status = 0;  ///< as waitpid gives it
+  int status = 0;            ///< as waitpid gives it
+  bool timed_out = false;    ///< killed at program_limits::seconds
+  bool too_much = false;     ///< killed for writing more than program_limits::max_output
 };
 
-/// Runs argv[0] (found on PATH) with `input` on its standard input, without a shell; its
-/// standard error is ours. io_error if it cannot be started.
-inline program_result run_program(const std::vector<std::string>& argv, const std::string& input) {
+/// How long a program may run and how much it may write before it is killed.
+struct program_limits {
+  double seconds = 60;
+  std::size_t max_output = std::size_t(64) << 20;
+};
+
+namespace detail {
+
+/// Feeds `input` to fd `in` and drains fd `out` into r together, so that neither side waits on
+/// a full pipe, until the program closes its output, the deadline passes or it writes too much.
+inline void exchange_pipes(int in, int out, const std::string& input, const program_limits& lim,
+                           std::chrono::steady_clock::time_point deadline, program_result& r) {
+  std::size_t sent = 0;
+  bool writing = !input.empty();
+  if (!writing) ::close(in);
+  for (;;) {
+    using std::chrono::milliseconds;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    pollfd fds[2] = {{out, POLLIN, 0}, {writing ? in : -1, POLLOUT, 0}};
+    const int ready = ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (writing && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t k = ::write(in, input.data() + sent, input.size() - sent);
+      if (k > 0) sent += static_cast<std::size_t>(k);
+      if ((k < 0 && errno != EAGAIN && errno != EINTR) || sent == input.size()) {
+        ::close(in);
+        writing = false;
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[1 << 16];
+      const ssize_t k = ::read(out, buf, sizeof buf);
+      if (k > 0) r.output.append(buf, static_cast<std::size_t>(k));
+      else if (k == 0 || errno != EINTR) break;
+      if (r.output.size() > lim.max_output) {
+        r.too_much = true;
+        break;
+      }
+    }
+  }
+  if (writing) ::close(in);
+  ::close(out);
+}
+
+/// Reaps the program's process group leader pid, killing the group first when r says so or
+/// when it is still running at the deadline.
+inline void reap(pid_t pid, std::chrono::steady_clock::time_point deadline, program_result& r) {
+  bool killed = r.timed_out || r.too_much;
+  if (killed) ::kill(-pid, SIGKILL);
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &r.status, killed ? 0 : WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR)) return;
+    if (!killed && std::chrono::steady_clock::now() >= deadline) {
+      r.timed_out = killed = true;
+      ::kill(-pid, SIGKILL);
+    } else if (!killed) {
+      ::usleep(10000);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Runs argv[0] (found on PATH) with `input` on its standard input, without a shell, in a
+/// process group of its own; its standard error is ours. The whole group is killed when it runs
+/// longer than lim.seconds or writes more than lim.max_output (program_result says which).
+/// io_error if it cannot be started.
+inline program_result run_program(const std::vector<std::string>& argv, const std::string& input,
+                                  const program_limits& lim = {}) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw io_error("cannot create a pipe (" + std::string(std::strerror(errno)) + ")");
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -162,7 +240,8 @@ inline program_result run_program(const std::vector<std::string>& argv, const st
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigdefault(&attr, &defaults);  // the child gets SIGPIPE back, whatever ours is
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);              // a group of its own: a timeout kills its children too
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -177,46 +256,51 @@ inline program_result run_program(const std::vector<std::string>& argv, const st
     ::close(out[0]);
     throw io_error("cannot start " + argv[0] + " (" + std::strerror(rc) + ")");
   }
-  // Feed its input and drain its output together, so that neither side waits on a full pipe;
   // SIGPIPE is ignored meanwhile (a program that exits early gives EPIPE, and its status says why).
   struct sigaction ignore {}, old {};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &old);
   ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                 std::chrono::duration<double>(lim.seconds));
   program_result r;
-  std::size_t sent = 0;
-  bool writing = true;
-  if (input.empty()) {
-    ::close(in[1]);
-    writing = false;
-  }
-  for (;;) {
-    pollfd fds[2] = {{out[0], POLLIN, 0}, {writing ? in[1] : -1, POLLOUT, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (writing && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const ssize_t k = ::write(in[1], input.data() + sent, input.size() - sent);
-      if (k > 0) sent += static_cast<std::size_t>(k);
-      if ((k < 0 && errno != EAGAIN && errno != EINTR) || sent == input.size()) {
-        ::close(in[1]);
-        writing = false;
-      }
-    }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      char buf[1 << 16];
-      const ssize_t k = ::read(out[0], buf, sizeof buf);
-      if (k > 0) r.output.append(buf, static_cast<std::size_t>(k));
-      else if (k == 0 || errno != EINTR) break;
-    }
-  }
-  if (writing) ::close(in[1]);
-  ::close(out[0]);
-  while (::waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
-  }
+  detail::exchange_pipes(in[1], out[0], input, lim, deadline, r);
+  detail::reap(pid, deadline, r);
   sigaction(SIGPIPE, &old, nullptr);
   return r;
+}
+
+/// The seconds gnuplot may take: CPD_GNUPLOT_TIMEOUT (seconds, in (0, 86400]) or 60. A value
+/// that is not such a number gives 0 and sets *error to the message.
+inline double gnuplot_timeout(std::string* error) {
+  const char* env = std::getenv("CPD_GNUPLOT_TIMEOUT");
+  if (!env) return 60;
+  const std::string v = env;
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || v[0] == ' ' || *end != '\0' || !(s > 0 && s <= 86400)) {
+    if (error) *error = "CPD_GNUPLOT_TIMEOUT: '" + escaped(v) + "' is not a number of seconds in (0, 86400]";
+    return 0;
+  }
+  return s;
+}
+
+/// The PNG gnuplot draws from `script`, killed after `seconds`; io_error "<what>gnuplot ...; no
+/// plot written" when it cannot be started, fails, takes too long, writes too much or no PNG.
+inline std::string gnuplot_png(const std::string& what, const std::string& script, double seconds) {
+  program_limits lim;
+  lim.seconds = seconds;
+  const program_result r = run_program({"gnuplot"}, script, lim);
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", seconds);
+  std::string why;
+  if (r.timed_out) why = std::string("did not finish within ") + limit + " s (killed)";
+  else if (r.too_much) why = "wrote more than " + std::to_string(lim.max_output >> 20) + " MiB (killed)";
+  else if (!WIFEXITED(r.status)) why = "was killed by signal " + std::to_string(WTERMSIG(r.status));
+  else if (WEXITSTATUS(r.status) != 0) why = "exited with status " + std::to_string(WEXITSTATUS(r.status));
+  else if (r.output.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) why = "wrote no PNG";
+  if (!why.empty()) throw io_error(what + "gnuplot " + why + "; no plot written");
+  return r.output;
 }
 
 /// One curve of the plot: a title, a gnuplot dash type and a y value per epoch.
@@ -286,17 +370,10 @@ inline std::string plot_script(const std::vector<plot_curve>& curves) {
   return s + "\nunset multiplot\n";
 }
 
-/// Draws the curves with gnuplot and writes the PNG to out (then closes it); io_error
-/// naming what failed when gnuplot cannot be started, fails, or gives no PNG.
-inline void write_plot(output_file& out, const std::vector<plot_curve>& curves) {
-  const program_result r = run_program({"gnuplot"}, plot_script(curves));
-  const std::string what = "--plot " + out.path() + ": gnuplot ";
-  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
-    throw io_error(what + (WIFEXITED(r.status) ? "exited with status " + std::to_string(WEXITSTATUS(r.status))
-                                               : "was killed by signal " + std::to_string(WTERMSIG(r.status))) +
-                   "; no plot written");
-  if (r.output.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) throw io_error(what + "wrote no PNG; no plot written");
-  out.write(r.output);
+/// Draws the curves with gnuplot (killed after `seconds`) and writes the PNG to out (then
+/// closes it); io_error naming what failed (gnuplot_png).
+inline void write_plot(output_file& out, const std::vector<plot_curve>& curves, double seconds) {
+  out.write(gnuplot_png("--plot " + escaped(out.path()) + ": ", plot_script(curves), seconds));
   out.close();
 }
 

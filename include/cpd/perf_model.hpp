@@ -231,6 +231,10 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
     e.allreduce += e.statistics;
   }
   e.step = p.compute + e.allreduce;
+  for (const double v : {e.latency, e.transfer, e.codec, e.statistics, e.allreduce, e.step, e.bytes_sent})
+    if (!std::isfinite(v))
+      cpd::detail::fail_invalid("cpd::perf::predict: the prediction overflows (a time or a byte count is not finite): "
+                                "the problem or the network is too large");
   return e;
 }
 

@@ -126,3 +126,29 @@ TEST_CASE("dynamic_plan: a format compiled into some ranks only: every rank thro
   CHECK(says(what, "disagree on APS (from 0 to 1)"));
   check_still_usable();
 }
+
+TEST_CASE("agree: a double's bits are ordered as the numbers are, and read back") {
+  const double v[] = {-1e300, -2.5, -1e-300, -0.0, 0.0, 1e-310, 0.05, 0.5, 1e300};
+  for (std::size_t i = 0; i + 1 < sizeof v / sizeof v[0]; ++i) {
+    CAPTURE(v[i]);
+    CHECK(cpd::mpi::detail::ordered_bits(v[i]) < cpd::mpi::detail::ordered_bits(v[i + 1]));
+    CHECK(cpd::mpi::detail::from_ordered_bits(cpd::mpi::detail::ordered_bits(v[i])) == v[i]);
+  }
+  CHECK(cpd::mpi::detail::show_real(cpd::mpi::detail::ordered_bits(0.05)) == "0.05");
+  CHECK(cpd::mpi::detail::show_real(cpd::mpi::detail::ordered_bits(-2.5)) == "-2.5");
+}
+
+TEST_CASE("agree: ranks with different doubles all throw, showing the two numbers" * doctest::test_suite("two or more ranks")) {
+  const bool first = rank_of_world() == 0;
+  std::string what;
+  try {
+    cpd::mpi::detail::agree(MPI_COMM_WORLD, "test",
+                            {cpd::mpi::detail::real_field("lr", first ? 0.05 : 0.5),
+                             cpd::mpi::detail::real_field("shift", first ? -2.5 : 1e-300),
+                             cpd::mpi::detail::real_field("same", 0.1)});
+  } catch (const cpd::mpi::mismatch_error& e) {
+    what = e.what();
+  }
+  CHECK(what == "test: the ranks disagree on lr (from 0.05 to 0.5), shift (from -2.5 to 1e-300)");
+  check_still_usable();
+}

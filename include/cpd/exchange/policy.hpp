@@ -15,6 +15,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/stats.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -65,7 +66,8 @@ class precision_policy {
   precision_policy& from_step(std::uint64_t step, format f) { return from_step(step, precision_choice{f, {}, {}}); }
   precision_policy& from_step(std::uint64_t step, precision_choice f) {
     if (!phases_.empty() && step <= phases_.back().step)
-      fail_policy("phases must come in increasing order of their steps");
+      fail_policy("the phase from step " + std::to_string(step) + " is not after the one from step " +
+                  std::to_string(phases_.back().step) + ": phases must come in increasing order of their steps");
     phases_.push_back({step, std::move(f)});
     return *this;
   }
@@ -159,64 +161,31 @@ class precision_policy {
   ///   from step S FORMAT [...] | from epoch E FORMAT [...]   (epochs: steps_per_epoch > 0)
   ///   adapt FORMAT above X [below Y] [hold N] [...]          (below defaults to X, hold to 1)
   /// where [...] is [scaler NAME] [algorithm NAME], names kept for the exchange to check.
-  /// Throws std::invalid_argument naming what is wrong.
+  /// Throws std::invalid_argument naming what is wrong (and quoting the rule, its control
+  /// bytes and NUL escaped as \xNN).
   [[nodiscard]] static precision_policy parse(std::string_view spec, format base, std::size_t tensors,
                                               std::uint64_t steps_per_epoch = 0) {
-    precision_policy p(base, tensors);
-    std::size_t rules = 0;
+    return parse_text(spec, base, tensors, steps_per_epoch, false);
+  }
+
+  /// Every choice of the policy that parse() would build (choices()), before the steps of an
+  /// epoch are known: every rule is checked as parse() checks it, except the order of a phase
+  /// in epochs against one in steps, which parse() checks once it knows the steps of an epoch.
+  [[nodiscard]] static std::vector<precision_choice> parse_choices(std::string_view spec, format base,
+                                                                   std::size_t tensors) {
+    return parse_text(spec, base, tensors, 0, true).choices();
+  }
+
+  /// The rules of a text as parse() reads them: split at ';' and new lines, each rule's words
+  /// (split at blanks, tabs and carriage returns) joined by one space, empty rules left out.
+  [[nodiscard]] static std::vector<std::string> rules(std::string_view spec) {
+    std::vector<std::string> out;
     for (std::string_view rule : split(spec, ";\n")) {
-      std::vector<std::string_view> w = words(rule);
-      if (w.empty()) continue;
-      ++rules;
-      const std::string r(rule);
-      if (w[0] == "tensors") {
-        if (w.size() < 3 || w.size() % 2 == 0)
-          fail_policy("'" + r + "': tensors I[,I...] FORMAT [scaler S] [algorithm A]");
-        const precision_choice f = parse_choice(w, 2, r);
-        for (std::string_view item : split(w[1], ",")) {
-          const std::size_t dots = item.find("..");
-          if (dots == std::string_view::npos) {
-            p.tensor(p.index(parse_int(item, r), r), f);
-            continue;
-          }
-          const long a = p.index(parse_int(item.substr(0, dots), r), r);
-          const long b = p.index(parse_int(item.substr(dots + 2), r), r);
-          if (a > b) fail_policy("'" + r + "': the range " + std::string(item) + " is empty");
-          for (long i = a; i <= b; ++i) p.tensor(i, f);
-        }
-      } else if (w[0] == "from") {
-        if (w.size() < 4 || w.size() % 2 != 0 || (w[1] != "step" && w[1] != "epoch"))
-          fail_policy("'" + r + "': from step S FORMAT, or from epoch E FORMAT (then [scaler S] [algorithm A])");
-        const long v = parse_int(w[2], r);
-        if (v < 0) fail_policy("'" + r + "': a step or an epoch is not negative");
-        std::uint64_t step = static_cast<std::uint64_t>(v);
-        if (w[1] == "epoch") {
-          if (steps_per_epoch == 0) fail_policy("'" + r + "': epochs are not known here; give a step");
-          step *= steps_per_epoch;
-        }
-        p.from_step(step, parse_choice(w, 3, r));
-      } else if (w[0] == "adapt") {
-        if (w.size() < 4 || w.size() % 2 != 0)
-          fail_policy("'" + r + "': adapt FORMAT above X [below Y] [hold N] [scaler S] [algorithm A]");
-        precision_choice f{parse_format(w[1], r), {}, {}};
-        double above = -1, below = -1;
-        long hold = 1;
-        for (std::size_t i = 2; i + 1 < w.size(); i += 2) {
-          if (w[i] == "above") above = parse_fraction(w[i + 1], r);
-          else if (w[i] == "below") below = parse_fraction(w[i + 1], r);
-          else if (w[i] == "hold") hold = parse_int(w[i + 1], r);
-          else if (!parse_option(f, w[i], w[i + 1], r))
-            fail_policy("'" + r + "': '" + std::string(w[i]) + "' is not above, below, hold, scaler or algorithm");
-        }
-        if (above < 0) fail_policy("'" + r + "': adapt needs 'above X'");
-        if (hold < 1) fail_policy("'" + r + "': hold is at least 1 step");
-        p.adaptive(f, above, below < 0 ? above : below, static_cast<std::uint64_t>(hold));
-      } else {
-        fail_policy("'" + r + "': a rule starts with tensors, from or adapt");
-      }
+      std::string r;
+      for (std::string_view w : words(rule)) r += (r.empty() ? "" : " ") + std::string(w);
+      if (!r.empty()) out.push_back(std::move(r));
     }
-    if (rules == 0) fail_policy("the policy has no rule");
-    return p;
+    return out;
   }
 
  private:
@@ -231,6 +200,97 @@ class precision_policy {
     precision_choice c;
   };
 
+  /// A phase rule as parse_text saw it, for the message when the next one is out of order.
+  struct phase_seen {
+    std::string rule;
+    bool epochs = false;  // given in epochs
+    std::uint64_t at = 0;  // its step, or its epoch while the steps of an epoch are unknown
+  };
+
+  /// parse() and parse_choices(): with epochs_unknown, a phase in epochs keeps its epoch as
+  /// its step and is ordered only against the other phases in epochs (its choices are right,
+  /// its steps are not: the policy is only for choices()).
+  static precision_policy parse_text(std::string_view spec, format base, std::size_t tensors,
+                                     std::uint64_t steps_per_epoch, bool epochs_unknown) {
+    precision_policy p(base, tensors);
+    std::vector<phase_seen> seen;  // the last phase in steps, and the last in epochs
+    const std::vector<std::string> all = rules(spec);
+    for (const std::string& r : all) {
+      const std::vector<std::string_view> w = words(r);
+      if (w[0] == "tensors") {
+        if (w.size() < 3 || w.size() % 2 == 0)
+          fail_rule(r, "tensors I[,I...] FORMAT [scaler S] [algorithm A]");
+        const precision_choice f = parse_choice(w, 2, r);
+        for (std::string_view item : split(w[1], ",")) {
+          const std::size_t dots = item.find("..");
+          if (dots == std::string_view::npos) {
+            p.tensor(p.index(parse_int(item, r), r), f);
+            continue;
+          }
+          const long a = p.index(parse_int(item.substr(0, dots), r), r);
+          const long b = p.index(parse_int(item.substr(dots + 2), r), r);
+          if (a > b) fail_rule(r, "the range " + detail::printable(item) + " is empty");
+          for (long i = a; i <= b; ++i) p.tensor(i, f);
+        }
+      } else if (w[0] == "from") {
+        p.parse_phase(w, r, steps_per_epoch, epochs_unknown, seen);
+      } else if (w[0] == "adapt") {
+        if (w.size() < 4 || w.size() % 2 != 0)
+          fail_rule(r, "adapt FORMAT above X [below Y] [hold N] [scaler S] [algorithm A]");
+        precision_choice f{parse_format(w[1], r), {}, {}};
+        double above = -1, below = -1;
+        long hold = 1;
+        for (std::size_t i = 2; i + 1 < w.size(); i += 2) {
+          if (w[i] == "above") above = parse_fraction(w[i + 1], r);
+          else if (w[i] == "below") below = parse_fraction(w[i + 1], r);
+          else if (w[i] == "hold") hold = parse_int(w[i + 1], r);
+          else if (!parse_option(f, w[i], w[i + 1], r))
+            fail_rule(r, "'" + detail::printable(w[i]) + "' is not above, below, hold, scaler or algorithm");
+        }
+        if (above < 0) fail_rule(r, "adapt needs 'above X'");
+        if (hold < 1) fail_rule(r, "hold is at least 1 step");
+        p.adaptive(f, above, below < 0 ? above : below, static_cast<std::uint64_t>(hold));
+      } else {
+        fail_rule(r, "a rule starts with tensors, from or adapt");
+      }
+    }
+    if (all.empty()) fail_policy("the policy has no rule");
+    return p;
+  }
+
+  /// `from step S FORMAT [...]` or `from epoch E FORMAT [...]`, after the phases in `seen`.
+  void parse_phase(const std::vector<std::string_view>& w, const std::string& r, std::uint64_t steps_per_epoch,
+                   bool epochs_unknown, std::vector<phase_seen>& seen) {
+    if (w.size() < 4 || w.size() % 2 != 0 || (w[1] != "step" && w[1] != "epoch"))
+      fail_rule(r, "from step S FORMAT, or from epoch E FORMAT (then [scaler S] [algorithm A])");
+    const long v = parse_int(w[2], r);
+    if (v < 0) fail_rule(r, "a step or an epoch is not negative");
+    phase_seen now{r, w[1] == "epoch", static_cast<std::uint64_t>(v)};
+    const std::string per_epoch = " (" + std::to_string(steps_per_epoch) + " steps an epoch)";
+    if (now.epochs && !epochs_unknown) {
+      if (steps_per_epoch == 0) fail_rule(r, "epochs are not known here; give a step");
+      if (now.at > UINT64_MAX / steps_per_epoch)
+        fail_rule(r, "epoch " + std::to_string(v) + " is more than 2^64 steps" + per_epoch);
+      now.at *= steps_per_epoch;
+    }
+    const bool as_epochs = now.epochs && epochs_unknown;  // then ordered among the epochs only
+    for (const phase_seen& before : seen) {
+      if ((before.epochs && epochs_unknown) != as_epochs || now.at > before.at) continue;
+      const char* unit = as_epochs ? " (epoch " : " (step ";
+      fail_policy("'" + detail::printable(r) + "'" + unit + std::to_string(now.at) + ") is not after '" +
+                  detail::printable(before.rule) + "'" + unit + std::to_string(before.at) +
+                  "): phases must come in increasing order of their steps" +
+                  ((now.epochs || before.epochs) && !epochs_unknown ? per_epoch : ""));
+    }
+    const precision_choice c = parse_choice(w, 3, r);
+    if (epochs_unknown) phases_.push_back({now.at, c});  // (for choices() only)
+    else from_step(now.at, c);
+    seen.erase(std::remove_if(seen.begin(), seen.end(),
+                              [&](const phase_seen& b) { return (b.epochs && epochs_unknown) == as_epochs; }),
+               seen.end());
+    seen.push_back(std::move(now));
+  }
+
   const precision_choice& phase_choice(std::uint64_t step) const {
     const precision_choice* c = &base_;
     for (const phase& p : phases_)
@@ -242,7 +302,7 @@ class precision_policy {
   static bool parse_option(precision_choice& c, std::string_view key, std::string_view value, const std::string& rule) {
     if (key != "scaler" && key != "algorithm") return false;
     std::string& slot = key == "scaler" ? c.scaler : c.algorithm;
-    if (!slot.empty()) fail_policy("'" + rule + "': " + std::string(key) + " twice");
+    if (!slot.empty()) fail_rule(rule, std::string(key) + " twice");
     slot = std::string(value);
     return true;
   }
@@ -252,7 +312,7 @@ class precision_policy {
     precision_choice c{parse_format(w[at], rule), {}, {}};
     for (std::size_t i = at + 1; i + 1 < w.size(); i += 2)
       if (!parse_option(c, w[i], w[i + 1], rule))
-        fail_policy("'" + rule + "': '" + std::string(w[i]) + "' is not scaler or algorithm");
+        fail_rule(rule, "'" + detail::printable(w[i]) + "' is not scaler or algorithm");
     return c;
   }
 
@@ -260,13 +320,18 @@ class precision_policy {
     const long n = static_cast<long>(state_.size());
     const long i = t < 0 ? n + t : t;
     if (i < 0 || i >= n)
-      fail_policy("'" + rule + "': tensor " + std::to_string(t) + " does not exist (the model has " +
-                  std::to_string(n) + " tensors)");
+      fail_rule(rule,
+                "tensor " + std::to_string(t) + " does not exist (the model has " + std::to_string(n) + " tensors)");
     return i;
   }
 
   [[noreturn]] static void fail_policy(const std::string& what) {
     detail::fail_invalid("cpd::precision_policy: " + what);
+  }
+
+  /// "'RULE': what", the rule's control bytes and NUL escaped (a NUL would end what()).
+  [[noreturn]] static void fail_rule(const std::string& rule, const std::string& what) {
+    fail_policy("'" + detail::printable(rule) + "': " + what);
   }
 
   static std::vector<std::string_view> split(std::string_view s, std::string_view seps) {
@@ -296,7 +361,7 @@ class precision_policy {
   static format parse_format(std::string_view name, const std::string& rule) {
     std::string why;
     const auto f = format::try_parse(name, &why);
-    if (!f) fail_policy("'" + rule + "': " + why);
+    if (!f) fail_rule(rule, why);  // (why quotes the name escaped)
     return *f;
   }
 
@@ -304,11 +369,11 @@ class precision_policy {
     std::size_t i = 0;
     const bool neg = !s.empty() && s[0] == '-';
     if (neg) ++i;
-    if (i == s.size()) fail_policy("'" + rule + "': '" + std::string(s) + "' is not an integer");
+    if (i == s.size()) fail_rule(rule, "'" + detail::printable(s) + "' is not an integer");
     long v = 0;
     for (; i < s.size(); ++i) {
       if (s[i] < '0' || s[i] > '9' || v > 100000000000L)
-        fail_policy("'" + rule + "': '" + std::string(s) + "' is not an integer");
+        fail_rule(rule, "'" + detail::printable(s) + "' is not an integer");
       v = v * 10 + (s[i] - '0');
     }
     return neg ? -v : v;
@@ -319,7 +384,7 @@ class precision_policy {
     char* end = nullptr;
     const double v = std::strtod(t.c_str(), &end);
     if (t.empty() || end != t.c_str() + t.size() || !(v >= 0 && v <= 1))
-      fail_policy("'" + rule + "': '" + t + "' is not a fraction in [0, 1]");
+      fail_rule(rule, "'" + detail::printable(t) + "' is not a fraction in [0, 1]");
     return v;
   }
 

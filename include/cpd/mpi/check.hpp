@@ -16,9 +16,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cpd::mpi {
@@ -74,7 +77,40 @@ struct agreed {
   std::string name;    ///< what the message calls it ("n", "the codec")
   std::uint64_t value;  ///< its value, or a fingerprint of it
   std::string shown;   ///< a fingerprint's value as text ("" for a number, shown as its range)
+  /// How a number's range shows its ends (nullptr: as unsigned integers); real_field's shows
+  /// the doubles.
+  std::string (*show)(std::uint64_t) = nullptr;
 };
+
+/// A double's bits ordered as the numbers are (so that the allreduce's largest and smallest
+/// are the largest and smallest number), and back.
+[[nodiscard]] inline std::uint64_t ordered_bits(double d) noexcept {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &d, sizeof b);
+  return b >> 63 ? ~b : b | (std::uint64_t(1) << 63);
+}
+[[nodiscard]] inline double from_ordered_bits(std::uint64_t b) noexcept {
+  b = b >> 63 ? b & ~(std::uint64_t(1) << 63) : ~b;
+  double d = 0;
+  std::memcpy(&d, &b, sizeof d);
+  return d;
+}
+
+/// The shortest decimal that reads back as the double of ordered bits b.
+inline std::string show_real(std::uint64_t b) {
+  const double d = from_ordered_bits(b);
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, d);
+    if (std::strtod(text, nullptr) == d) break;
+  }
+  return text;
+}
+
+/// A double that every rank must pass alike, its range shown as numbers ("from 0.05 to 0.5").
+[[nodiscard]] inline agreed real_field(std::string name, double v) {
+  return {std::move(name), ordered_bits(v), "", show_real};
+}
 
 /// Collective over comm: checks that every rank passes the same value for every field, with one
 /// MPI_Allreduce(MPI_MAX) of (v, ~v) pairs (the largest v, and the complement of the smallest).
@@ -95,7 +131,8 @@ inline void agree(MPI_Comm comm, const char* who, const std::vector<agreed>& fie
     if (lo == hi) continue;
     what += what.empty() ? ": the ranks disagree on " : ", ";
     what += fields[i].name;
-    what += fields[i].shown.empty() ? " (from " + std::to_string(lo) + " to " + std::to_string(hi) + ")"
+    const auto show = [&](std::uint64_t v) { return fields[i].show ? fields[i].show(v) : std::to_string(v); };
+    what += fields[i].shown.empty() ? " (from " + show(lo) + " to " + show(hi) + ")"
                                     : " (this rank: " + fields[i].shown + ")";
   }
   if (!what.empty()) cpd::detail::throw_error<mismatch_error>(who + what);
