@@ -42,7 +42,9 @@ set(CPD_HEADERS
   include/cpd/exchange/partition.hpp
   include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp
+  include/cpd/exchange/schedule.hpp
   include/cpd/exchange/simulate.hpp
+  include/cpd/exchange/wire.hpp
   include/cpd/host/bulk.hpp
   include/cpd/host/detail/avx512.hpp
   include/cpd/host/detail/avx512_decode.hpp
@@ -62,13 +64,11 @@ set(CPD_HEADERS
   include/cpd/mpi.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec_allreduce.hpp
-  include/cpd/mpi/gather.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
-  include/cpd/mpi/pipelined_ring.hpp
   include/cpd/mpi/plan.hpp
-  include/cpd/mpi/ring.hpp
   include/cpd/mpi/timing.hpp
+  include/cpd/mpi/transport.hpp
   include/cpd/mpi/wire.hpp
   include/cpd/nccl.cuh
   include/cpd/perf_model.hpp
@@ -97,13 +97,11 @@ set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/mpi.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec_allreduce.hpp
-  include/cpd/mpi/gather.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
-  include/cpd/mpi/pipelined_ring.hpp
   include/cpd/mpi/plan.hpp
-  include/cpd/mpi/ring.hpp
   include/cpd/mpi/timing.hpp
+  include/cpd/mpi/transport.hpp
   include/cpd/mpi/wire.hpp
   include/cpd/thrust.hpp
 )

@@ -35,7 +35,7 @@ from . import _cpd
 __all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce",
            "MismatchError", "AgreementError"]
 
-_HOOK_ALGORITHMS = ("ring", "pipelined_ring", "all_gather")
+_HOOK_ALGORITHMS = ("ring", "pipelined_ring", "two_step", "all_gather")
 _HOOK_ROUNDINGS = ("nearest_even", "stochastic")
 _SCALERS = ("aps", "none")
 
@@ -79,8 +79,6 @@ def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_
         raise ValueError(f"{who}: algorithm {algorithm!r} is not one of " + ", ".join(algorithms))
     if rounding not in _HOOK_ROUNDINGS:
         raise ValueError(f"{who}: rounding {rounding!r} is not one of " + ", ".join(_HOOK_ROUNDINGS))
-    if kahan and algorithm == "all_gather":
-        raise ValueError(f"{who}: Kahan compensation travels with the ring; all_gather sums locally without it")
 
 
 def _timeout(who, timeout):
@@ -180,28 +178,20 @@ class _Transport:
         t = _torch.from_numpy(a)
         return t if self.device.type == "cpu" else t.to(self.device)
 
-    def sendrecv(self, send, recv):
-        nxt = _global_rank(self.group, (self.rank + 1) % self.world)
-        prv = _global_rank(self.group, (self.rank - 1) % self.world)
+    def sendrecv(self, to, send, frm, recv):
+        """Sends the bytes `send` to rank `to` and receives `recv` from rank `frm` of the group
+        (the transport of the rank schedule: nothing else moves the exchange's messages)."""
         reqs = []
         rt = None
         if send.size:
-            reqs.append(_dist.isend(self._dev(send), nxt, group=self.group))
+            reqs.append(_dist.isend(self._dev(send), _global_rank(self.group, to), group=self.group))
         if recv.size:
             rt = self._dev(recv)
-            reqs.append(_dist.irecv(rt, prv, group=self.group))
+            reqs.append(_dist.irecv(rt, _global_rank(self.group, frm), group=self.group))
         for q in reqs:
             q.wait()
         if rt is not None and self.device.type != "cpu":
             recv[...] = rt.cpu().numpy()
-
-    def all_gather(self, send, recv):
-        n = send.size
-        parts = [self._dev(recv[r * n:(r + 1) * n]) for r in range(self.world)]
-        _dist.all_gather(parts, self._dev(send), group=self.group)
-        if self.device.type != "cpu":
-            for r, p in enumerate(parts):
-                recv[r * n:(r + 1) * n] = p.cpu().numpy()
 
     def all_max(self, values, who=None, timeout=None):
         """The element-wise MAX over the ranks of the numpy array `values`. With `who` (the
@@ -257,44 +247,17 @@ def _exchange(who, flat, sizes, out, o, transport, timeout):
         sb += 4 * len(sizes)
     scales = [sc.select(s) for s in stats]
     ex = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes), [s.exponent for s in scales],
-                            o["seed"], list(o["streams"]), w, r, bool(o["kahan"]), bool(o["mean"]), out)
+                            [s.nonfinite for s in scales], o["seed"], list(o["streams"]), w, r, bool(o["kahan"]),
+                            bool(o["mean"]), out)
     ex.load(flat)
     sent = 0
-    for step in range(ex.steps()):
+    for step in range(ex.steps()):  # the rank schedule of <cpd/exchange/schedule.hpp>, as cpd::mpi runs it
         send = _np.frombuffer(ex.send(step), dtype=_np.uint8)
         recv = _np.frombuffer(ex.recv(step), dtype=_np.uint8)
-        if o["algorithm"] == "all_gather":
-            transport.all_gather(send, recv)
-            sent += send.size * (w - 1)  # (every rank's codes reach the W - 1 others)
-        else:
-            transport.sendrecv(send, recv)
-            sent += send.size
+        transport.sendrecv(ex.send_to(step), send, ex.recv_from(step), recv)
+        sent += send.size
         ex.complete(step)
-    bad = ex.out_nonfinite
-    if any(s.nonfinite for s in scales) and not _exchange_format(o["format"])[2]:
-        sb += _restore_nans(flat, sizes, scales, out, transport)
-        bad = int(_np.count_nonzero(~_np.isfinite(out)))
-    return scales, sb, sent, bad
-
-
-def _restore_nans(flat, sizes, scales, out, transport):
-    """A format without NaN (e3m2fn, e2m3fn, e2m1fn) cannot carry one on the wire: where some
-    rank's value was NaN, in a tensor whose scale is marked non-finite, the result becomes NaN
-    on every rank, as in cpd.simulate_allreduce (and cpd::mpi's NaN mask: one MAX over a byte
-    per element of the marked tensors). Returns the bytes sent."""
-    marked, at = [], 0
-    for n, s in zip(sizes, scales):
-        if s.nonfinite:
-            marked.append((at, n))
-        at += n
-    mask = _np.concatenate([_np.isnan(flat[a:a + n]) for a, n in marked]).astype(_np.uint8)
-    if transport.world > 1:
-        mask = transport.all_max(mask)
-    b = 0
-    for a, n in marked:
-        out[a:a + n][mask[b:b + n] != 0] = _np.float32(_np.nan)
-        b += n
-    return mask.size if transport.world > 1 else 0
+    return scales, sb, sent, ex.out_nonfinite
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,

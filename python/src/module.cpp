@@ -4,9 +4,9 @@
 // the library's own calls, nothing else: the bulk quantize / encode / decode of
 // runtime formats, the formats' facts, the scalers of docs/scaling.md, the in-process
 // simulation of an allreduce (cpd::simulate_allreduce_scaled) and the per-step work of
-// a ring or all-gather exchange whose messages Python moves (cpd.torch.comm_hook), made
-// of exchange/protocol.hpp's load, add and finish as <cpd/mpi/ring.hpp> makes it, so
-// that the same inputs give the bits of the simulation.
+// one rank's side of an exchange whose messages Python moves (cpd.torch.comm_hook): the
+// rank schedule of <cpd/exchange/schedule.hpp>, which cpd::mpi runs too, so that the same
+// inputs give the bits of the simulation.
 //
 // The Python layer (python/cpd/__init__.py) checks dtypes and devices and turns torch
 // tensors into arrays that share their memory; this layer takes C-contiguous buffers
@@ -14,6 +14,7 @@
 
 #include <cpd/cpd.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/schedule.hpp>
 #include <cpd/host/pack.hpp>
 
 #include <pybind11/pybind11.h>
@@ -569,88 +570,42 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
   return d;
 }
 
-/// Codes on the wire: two per byte for codes of at most 4 bits (host/pack.hpp's nibbles),
-/// else the storage type's bytes in host order (as <cpd/mpi/wire.hpp>).
-template <class F>
-struct wire {
-  using storage = typename F::storage_type;
-  static constexpr bool nibbles = F::spec.bits <= 4;
-  [[nodiscard]] static constexpr std::size_t bytes(std::size_t n) noexcept {
-    return nibbles ? (n + 1) / 2 : n * sizeof(storage);
-  }
-  static void pack(const storage* c, std::size_t n, unsigned char* o) noexcept {
-    if constexpr (nibbles) cpd::detail::pack_codes<4>(c, o, n);
-    else if (n) std::memcpy(o, c, n * sizeof(storage));
-  }
-  static void unpack(const unsigned char* p, std::size_t n, storage* c) noexcept {
-    if constexpr (nibbles) cpd::detail::unpack_codes<4>(p, c, n);
-    else if (n) std::memcpy(c, p, n * sizeof(storage));
-  }
-};
-
-/// (a mod w) in [0, w).
-constexpr int wrap(int a, int w) noexcept { return ((a % w) + w) % w; }
-
-/// One rank's side of an exchange of T tensors whose messages the caller moves: the ring
-/// (reduce-scatter, then all-gather, 2(W-1) steps, every step one message to rank + 1 and
-/// one from rank - 1) or the all-gather (one step: every rank's codes to every rank, summed
-/// in rank order). The roundings, chunks and random bits are those of
-/// cpd::simulate_allreduce(ring | all_gather) tensor by tensor.
+/// One rank's side of an exchange of T tensors whose messages the caller moves: the rank
+/// schedule of <cpd/exchange/schedule.hpp> (ring, pipelined_ring, two_step, all_gather), as
+/// cpd::mpi runs it, with the tensors back to back in one float32 array; this binds it and
+/// nothing else. The roundings, chunks and random bits are those of
+/// cpd::simulate_allreduce(algorithm) tensor by tensor.
 class exchange_base {
  public:
   virtual ~exchange_base() = default;
-  virtual void load(const py::buffer& x) = 0;                  // this rank's values, all tensors back to back
-  virtual std::size_t send_bytes(int step) const = 0;
-  virtual std::size_t recv_bytes(int step) const = 0;
-  virtual unsigned char* send_buffer(int step) = 0;
-  virtual unsigned char* recv_buffer(int step) = 0;
-  virtual void complete(int step) = 0;                         // after step's messages arrived
+  virtual void load(const py::buffer& x) = 0;  // this rank's values, all tensors back to back
   virtual int steps() const = 0;
+  virtual int send_to(int step) const = 0;
+  virtual int recv_from(int step) const = 0;
+  virtual py::memoryview send(int step) = 0;
+  virtual py::memoryview recv(int step) = 0;
+  virtual void complete(int step) = 0;  // after step's messages arrived
   std::uint64_t out_nonfinite = 0;
 };
 
+py::memoryview bytes_view(const unsigned char* p, std::size_t n, bool writable) {
+  return py::memoryview::from_memory(const_cast<unsigned char*>(p), static_cast<py::ssize_t>(n), !writable);
+}
+
 template <class F, cpd::rounding R>
 class exchange final : public exchange_base {
-  using protocol = cpd::detail::summation<F, R, cpd::overflow::infinity, cpd::pow2_scale>;
-  using W = wire<F>;
-  using storage = typename F::storage_type;
-
  public:
-  exchange(std::vector<std::size_t> sizes, std::vector<int> scales, std::vector<cpd::random_stream> keys, int world,
-           int rank, bool ring, bool kahan, bool mean, py::buffer out)
-      : sizes_(std::move(sizes)), keys_(std::move(keys)), w_(world), r_(rank), ring_(ring), kahan_(kahan),
-        mean_(mean), out_(std::move(out)) {
-    for (int e : scales) scales_.push_back(cpd::pow2_scale{e});
-    std::size_t total = 0;
-    for (std::size_t s : sizes_) {
-      offset_.push_back(total);
-      total += s;
-    }
-    total_ = total;
+  exchange(std::vector<std::size_t> sizes, std::vector<cpd::pow2_scale> scales, std::vector<cpd::random_stream> keys,
+           int world, int rank, cpd::exchange_options opt, py::buffer out)
+      : x_(world, rank, opt), sizes_(std::move(sizes)), scales_(std::move(scales)), keys_(std::move(keys)),
+        out_(std::move(out)) {
+    for (std::size_t s : sizes_) total_ += s;
     const view y = float_view(out_, true, "cpd exchange", "out");
     if (y.n != total_)
       throw std::invalid_argument("cpd exchange: out has " + std::to_string(y.n) + " values, the tensors " +
                                   std::to_string(total_));
     y_ = static_cast<float*>(y.ptr);
-    mine_.resize(total_);
-    if (ring_) {
-      std::size_t most = 0;
-      for (int c = 0; c < w_; ++c) most = std::max(most, message_bytes(c, arrays()));
-      send_.resize(most);
-      recv_.resize(most);
-      std::size_t max_chunk = 0;
-      for (std::size_t i = 0; i < sizes_.size(); ++i) max_chunk = std::max(max_chunk, chunk(i, 0).size());
-      s_.resize(max_chunk);
-      c_.resize(max_chunk);
-    } else {
-      std::size_t b = 0;
-      for (std::size_t s : sizes_) b += W::bytes(s);
-      send_.resize(b);
-      recv_.resize(b * static_cast<std::size_t>(w_));
-    }
   }
-
-  int steps() const override { return w_ == 1 ? 0 : (ring_ ? 2 * (w_ - 1) : 1); }
 
   void load(const py::buffer& xb) override {
     const view x = float_view(xb, false, "cpd exchange", "the values");
@@ -658,201 +613,82 @@ class exchange final : public exchange_base {
       throw std::invalid_argument("cpd exchange: " + std::to_string(x.n) + " values for tensors of " +
                                   std::to_string(total_));
     const float* xp = static_cast<const float*>(x.ptr);
+    std::vector<cpd::exchange_tensor<cpd::pow2_scale>> ts;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      ts.push_back({xp + at, y_ + at, sizes_[i], nullptr, keys_[i], scales_[i]});
+      at += sizes_[i];
+    }
     py::gil_scoped_release nogil;
-    for (std::size_t i = 0; i < sizes_.size(); ++i) proto(i).load(r_, xp + offset_[i], 0, sizes_[i], &mine_[offset_[i]]);
-    if (w_ == 1) {
-      for (std::size_t i = 0; i < sizes_.size(); ++i) proto(i).finish(&mine_[offset_[i]], sizes_[i], y_ + offset_[i]);
-      count_out();
-      return;
-    }
-    if (ring_) {  // step 0 sends this rank's own chunk r
-      unsigned char* p = send_.data();
-      for (std::size_t i = 0; i < sizes_.size(); ++i) {
-        const cpd::index_range rg = chunk(i, r_);
-        W::pack(&mine_[offset_[i] + rg.begin], rg.size(), p);
-        p += W::bytes(rg.size());
-      }
-    } else {
-      unsigned char* p = send_.data();
-      for (std::size_t i = 0; i < sizes_.size(); ++i) {
-        W::pack(&mine_[offset_[i]], sizes_[i], p);
-        p += W::bytes(sizes_[i]);
-      }
-    }
+    x_.start(ts.data(), ts.size());
+    if (x_.steps() == 0) count_out();
   }
-
-  std::size_t send_bytes(int step) const override {
+  int steps() const override { return x_.steps(); }
+  int send_to(int step) const override { return x_.send_to(check_step(step)); }
+  int recv_from(int step) const override { return x_.recv_from(check_step(step)); }
+  py::memoryview send(int step) override {
     check_step(step);
-    if (!ring_) return send_.size();
-    if (step < w_ - 1) return message_bytes(wrap(r_ - step, w_), step == 0 ? 1 : arrays());
-    return message_bytes(wrap(r_ + 1 - (step - (w_ - 1)), w_), 1);
+    return bytes_view(x_.send_data(step, 0), x_.send_bytes(step, 0), false);
   }
-  std::size_t recv_bytes(int step) const override {
+  py::memoryview recv(int step) override {
     check_step(step);
-    if (!ring_) return recv_.size();
-    if (step < w_ - 1) return message_bytes(wrap(r_ - step - 1, w_), step == 0 ? 1 : arrays());
-    return message_bytes(wrap(r_ - (step - (w_ - 1)), w_), 1);
+    return bytes_view(x_.recv_data(step, 0), x_.recv_bytes(step, 0), true);
   }
-  unsigned char* send_buffer(int step) override {
-    check_step(step);
-    return send_.data();
-  }
-  unsigned char* recv_buffer(int step) override {
-    check_step(step);
-    return recv_.data();
-  }
-
   void complete(int step) override {
     check_step(step);
     py::gil_scoped_release nogil;
-    if (!ring_) {
-      gather_sum();
-      count_out();
-      return;
-    }
-    if (step < w_ - 1) reduce_step(step);
-    else gather_step(step - (w_ - 1));
-    if (step == 2 * (w_ - 1) - 1) count_out();
+    x_.complete(step, 0);
+    if (step == x_.steps() - 1) count_out();
   }
 
  private:
-  void check_step(int step) const {
-    if (step < 0 || step >= steps())
-      throw std::invalid_argument("cpd exchange: step " + std::to_string(step) + " of " + std::to_string(steps()));
+  int check_step(int step) const {
+    if (step < 0 || step >= x_.steps())
+      throw std::invalid_argument("cpd exchange: step " + std::to_string(step) + " of " + std::to_string(x_.steps()));
+    return step;
   }
-  [[nodiscard]] std::size_t arrays() const noexcept { return kahan_ ? 2 : 1; }
-  [[nodiscard]] cpd::index_range chunk(std::size_t i, int c) const noexcept {
-    return cpd::partition(sizes_[i], static_cast<std::size_t>(w_), static_cast<std::size_t>(c));
-  }
-  [[nodiscard]] protocol proto(std::size_t i) const noexcept {
-    return protocol(scales_[i], w_, kahan_, mean_, keys_[i]);
-  }
-  [[nodiscard]] std::size_t message_bytes(int ch, std::size_t a) const noexcept {
-    std::size_t b = 0;
-    for (std::size_t i = 0; i < sizes_.size(); ++i) b += a * W::bytes(chunk(i, ch).size());
-    return b;
-  }
-
-  /// Reduce-scatter step s: add this rank's chunk (r - s - 1) mod W into the received sums;
-  /// the result is the next message (or, after the last step, finished into out).
-  void reduce_step(int step) {
-    const int cr = wrap(r_ - step - 1, w_);
-    const std::size_t in_arrays = step == 0 ? 1 : arrays();
-    const bool last = step == w_ - 2;
-    const unsigned char* p = recv_.data();
-    unsigned char* o = send_.data();
-    for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      const cpd::index_range rg = chunk(i, cr);
-      const std::size_t m = rg.size(), mb = W::bytes(m);
-      W::unpack(p, m, s_.data());
-      p += mb;
-      if (in_arrays == 2) {
-        W::unpack(p, m, c_.data());
-        p += mb;
-      } else if (kahan_) {
-        std::fill(c_.begin(), c_.begin() + static_cast<std::ptrdiff_t>(m),
-                  cpd::detail::format_codes<F>::code_of(0.0f));
-      }
-      const protocol pr = proto(i);
-      pr.add(s_.data(), c_.data(), &mine_[offset_[i] + rg.begin], rg.begin, m, step, r_);
-      W::pack(s_.data(), m, o);
-      o += mb;
-      if (last) {
-        pr.finish(s_.data(), m, y_ + offset_[i] + rg.begin);
-      } else if (kahan_) {
-        W::pack(c_.data(), m, o);
-        o += mb;
-      }
-    }
-  }
-
-  /// All-gather step s: the final codes of chunk (r - s) mod W arrived; finish them and pass
-  /// them on (the received message is the next one sent).
-  void gather_step(int step) {
-    const int cr = wrap(r_ - step, w_);
-    const unsigned char* p = recv_.data();
-    for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      const cpd::index_range rg = chunk(i, cr);
-      W::unpack(p, rg.size(), s_.data());
-      proto(i).finish(s_.data(), rg.size(), y_ + offset_[i] + rg.begin);
-      p += W::bytes(rg.size());
-    }
-    std::swap(send_, recv_);
-  }
-
-  /// All-gather: W messages back to back in rank order; every rank sums them as
-  /// simulate_allreduce(all_gather) does (rank 0's chain: hop j adds worker j at step j - 1).
-  void gather_sum() {
-    const std::size_t msg = send_.size();
-    std::vector<storage> s, c, q;
-    for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      const std::size_t n = sizes_[i];
-      std::size_t at = 0;
-      for (std::size_t j = 0; j < i; ++j) at += W::bytes(sizes_[j]);
-      s.resize(n);
-      c.assign(n, cpd::detail::format_codes<F>::code_of(0.0f));
-      q.resize(n);
-      const protocol pr = proto(i);
-      W::unpack(recv_.data() + at, n, s.data());
-      for (int j = 1; j < w_; ++j) {
-        W::unpack(recv_.data() + static_cast<std::size_t>(j) * msg + at, n, q.data());
-        for (std::size_t b = 0; b < n; b += protocol::block) {
-          const std::size_t m = std::min(protocol::block, n - b);
-          pr.add(s.data() + b, c.data() + b, q.data() + b, b, m, j - 1, 0);
-        }
-      }
-      pr.finish(s.data(), n, y_ + offset_[i]);
-    }
-  }
-
   void count_out() noexcept {
     std::uint64_t k = 0;
     for (std::size_t i = 0; i < total_; ++i) k += (y_[i] - y_[i] == 0) ? 0 : 1;
     out_nonfinite = k;
   }
 
-  std::vector<std::size_t> sizes_, offset_;
+  cpd::rank_exchange<F, R, cpd::overflow::infinity, cpd::pow2_scale> x_;
+  std::vector<std::size_t> sizes_;
   std::vector<cpd::pow2_scale> scales_;
   std::vector<cpd::random_stream> keys_;
-  int w_, r_;
-  bool ring_, kahan_, mean_;
   py::buffer out_;
   float* y_ = nullptr;
   std::size_t total_ = 0;
-  std::vector<storage> mine_, s_, c_;
-  std::vector<unsigned char> send_, recv_;
 };
 
+/// The exchange of one call: per tensor its size, its scale (exponent and whether some rank's
+/// values held inf or NaN: formats without NaN then carry NaN bits) and its stream.
 std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::string& rounding,
                                              const std::string& algorithm, std::vector<std::size_t> sizes,
-                                             std::vector<int> scales, std::uint64_t seed,
-                                             std::vector<std::uint64_t> streams, int world, int rank, bool kahan,
-                                             bool mean, py::buffer out) {
+                                             std::vector<int> exponents, std::vector<bool> nonfinite,
+                                             std::uint64_t seed, std::vector<std::uint64_t> streams, int world,
+                                             int rank, bool kahan, bool mean, py::buffer out) {
   const char* who = "cpd exchange";
-  if (world < 1 || rank < 0 || rank >= world)
-    throw std::invalid_argument("cpd exchange: rank " + std::to_string(rank) + " of " + std::to_string(world));
-  if (scales.size() != sizes.size() || streams.size() != sizes.size())
-    throw std::invalid_argument("cpd exchange: one scale and one stream per tensor");
-  const cpd::allreduce_algorithm a = parse_algorithm(algorithm);
-  bool ring = true;
-  if (a == cpd::allreduce_algorithm::all_gather) ring = false;
-  else if (a != cpd::allreduce_algorithm::ring && a != cpd::allreduce_algorithm::pipelined_ring)
-    throw std::invalid_argument(std::string(who) + ": algorithm " + algorithm +
-                                " is not one the torch hook runs (ring, pipelined_ring, all_gather)");
-  if (kahan && !ring) throw std::invalid_argument(std::string(who) + ": Kahan sums travel with the ring only");
+  if (exponents.size() != sizes.size() || nonfinite.size() != sizes.size() || streams.size() != sizes.size())
+    throw std::invalid_argument("cpd exchange: one scale, one nonfinite flag and one stream per tensor");
+  cpd::exchange_options opt;
+  opt.algorithm = parse_algorithm(algorithm);
+  opt.kahan = kahan;
+  opt.mean = mean;
+  std::vector<cpd::pow2_scale> scales;
   std::vector<cpd::random_stream> keys;
-  for (std::uint64_t s : streams) keys.push_back({seed, s});
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    scales.push_back({exponents[i], nonfinite[i]});
+    keys.push_back({seed, streams[i]});
+  }
   std::unique_ptr<exchange_base> e;
   visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [&](auto tag, auto rc) {
-    e = std::make_unique<exchange<decltype(tag), decltype(rc)::value>>(sizes, scales, keys, world, rank, ring, kahan,
-                                                                       mean, out);
+    e = std::make_unique<exchange<decltype(tag), decltype(rc)::value>>(sizes, scales, keys, world, rank, opt, out);
   });
   return e;
 }
 
-py::memoryview bytes_view(unsigned char* p, std::size_t n, bool writable) {
-  return py::memoryview::from_memory(p, static_cast<py::ssize_t>(n), !writable);
-}
 
 }  // namespace
 
@@ -903,8 +739,10 @@ PYBIND11_MODULE(_cpd, m) {
   py::class_<exchange_base>(m, "Exchange")
       .def("load", &exchange_base::load)
       .def("steps", &exchange_base::steps)
-      .def("send", [](exchange_base& e, int step) { return bytes_view(e.send_buffer(step), e.send_bytes(step), true); })
-      .def("recv", [](exchange_base& e, int step) { return bytes_view(e.recv_buffer(step), e.recv_bytes(step), true); })
+      .def("send_to", &exchange_base::send_to)
+      .def("recv_from", &exchange_base::recv_from)
+      .def("send", &exchange_base::send)
+      .def("recv", &exchange_base::recv)
       .def("complete", &exchange_base::complete)
       .def_readonly("out_nonfinite", &exchange_base::out_nonfinite);
   m.def("make_exchange", &make_exchange);

@@ -320,12 +320,13 @@ class summation {
     }
   }
 
-  /// Error feedback after load: res[j] = x[j] - unscale(q[j]).
+  /// Error feedback after load: res[j] = x[j] - unscale(q[j]); a NaN the canonical +qNaN
+  /// (q as values or as codes: the same bits).
   void feedback(const float* x, const float* q, std::size_t len, float* res) const noexcept {
-    for (std::size_t j = 0; j < len; ++j) res[j] = x[j] - unscale<F, R, O>(q[j], sc_);
+    for (std::size_t j = 0; j < len; ++j) res[j] = canonical_nan(x[j] - unscale<F, R, O>(q[j], sc_));
   }
   void feedback(const float* x, const storage* q, std::size_t len, float* res) const noexcept {
-    for (std::size_t j = 0; j < len; ++j) res[j] = x[j] - unscale<F, R, O>(codes::value_of(q[j]), sc_);
+    for (std::size_t j = 0; j < len; ++j) res[j] = canonical_nan(x[j] - unscale<F, R, O>(codes::value_of(q[j]), sc_));
   }
 
   /// add: (s, c) += q over the elements lo + j, j < len <= block: one rounded addition, or one

@@ -3,8 +3,8 @@
 
 // <cpd/mpi/options.hpp>: the vocabulary of cpd's MPI allreduce (docs/mpi.md): the
 // algorithms, the options of a plan, one tensor of a call and what a call did.
-// Shared by the plan (cpd/mpi/plan.hpp) and its algorithms (cpd/mpi/ring.hpp,
-// cpd/mpi/native_op.hpp, cpd/mpi/gather.hpp).
+// Shared by the plan (cpd/mpi/plan.hpp) and its transports (cpd/mpi/transport.hpp,
+// cpd/mpi/native_op.hpp).
 
 #include <cpd/exchange/simulate.hpp>
 

@@ -11,9 +11,10 @@
 //   3. the scale of each tensor from the combined statistic;
 //   4. each value quantized once as Q(x * scale), packed into codes of F (cpd/mpi/wire.hpp),
 //      the residual updated to x - unscale(Q(x * scale));
-//   5. the codes summed in F, every partial sum rounded, by one of two algorithms:
-//      - algorithm::ring (cpd/mpi/ring.hpp): reduce-scatter then all-gather over
-//        MPI_Sendrecv, in exactly the rounding order of cpd::simulate_allreduce(ring):
+//   5. the codes summed in F, every partial sum rounded:
+//      - algorithm::ring, pipelined_ring, two_step, all_gather: the rank schedule of
+//        cpd/exchange/schedule.hpp, its messages moved by cpd/mpi/transport.hpp, in
+//        exactly the rounding order of cpd::simulate_allreduce with the same algorithm:
 //        the same inputs give the same bits on N ranks and in the simulator;
 //      - algorithm::native (cpd/mpi/native_op.hpp): MPI_Allreduce with a user-defined
 //        MPI_Op that decodes, adds, rounds and re-encodes (MPI's own summation order);
@@ -29,12 +30,10 @@
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/mpi/check.hpp>
-#include <cpd/mpi/gather.hpp>
 #include <cpd/mpi/native_op.hpp>
 #include <cpd/mpi/options.hpp>
-#include <cpd/mpi/pipelined_ring.hpp>
-#include <cpd/mpi/ring.hpp>
 #include <cpd/mpi/timing.hpp>
+#include <cpd/mpi/transport.hpp>
 #include <cpd/mpi/wire.hpp>
 #include <cpd/scaling/scaling.hpp>
 
@@ -46,6 +45,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -199,6 +199,7 @@ class allreduce_plan {
     std::swap(opt_, o.opt_);
     std::swap(bytes_sent_, o.bytes_sent_);
     std::swap(ws_, o.ws_);
+    std::swap(exchanges_, o.exchanges_);
   }
 
   void release() noexcept {
@@ -294,22 +295,20 @@ class allreduce_plan {
     std::vector<const float*> x(sizes_.size(), nullptr);
     scales(t, !matches(t, count), scaler_of, x, res, clock);
 
-    // A format without NaN: its codes cannot carry a NaN, which the simulation keeps (its
-    // quantized values are floats). Where a scale says that some rank's tensor held inf or
-    // NaN, this rank's NaN positions are noted now (out may be in) and OR-ed over the ranks
-    // after the exchange, and those elements of the result become NaN on every rank.
-    std::vector<std::uint64_t> nan_mask;
-    if constexpr (!F::spec.has_nan) nan_mask = local_nan_mask(x.data(), res.scales);
-
-    if (opt_.algo == algorithm::native)
+    if (opt_.algo != algorithm::native) {
+      // The rank schedule (exchange/schedule.hpp): the simulation's bits by construction; for a
+      // format without NaN its messages carry the NaN bits of a tensor marked nonfinite.
+      detail::schedule_allreduce(exchange<Scale>(), g_, sizes_, t, x.data(), res, clock);
+    } else {
+      // A format without NaN: its codes cannot carry a NaN, which the simulation keeps (its
+      // quantized values are floats). Where a scale says that some rank's tensor held inf or
+      // NaN, this rank's NaN positions are noted now (out may be in) and OR-ed over the ranks
+      // after the exchange, and those elements of the result become NaN on every rank.
+      std::vector<std::uint64_t> nan_mask;
+      if constexpr (!F::spec.has_nan) nan_mask = local_nan_mask(x.data(), res.scales);
       detail::native_allreduce<F, R, O>(g_, sizes_, opt_, unit_type_, op_, t, x.data(), res, ws_, clock);
-    else if (opt_.algo == algorithm::ring)
-      detail::ring_allreduce<F, R, O, Scale>(g_, sizes_, opt_, t, res, ws_, clock)(x.data());
-    else if (opt_.algo == algorithm::pipelined_ring)
-      detail::pipelined_ring_allreduce<F, R, O, Scale>(g_, sizes_, opt_, t, res, ws_, clock)(x.data());
-    else
-      detail::gather_allreduce<F, R, O, Scale>(g_, sizes_, opt_, t, res, ws_, clock)(x.data());
-    if (!nan_mask.empty()) apply_nan_mask(t, res, nan_mask, clock);
+      if (!nan_mask.empty()) apply_nan_mask(t, res, nan_mask, clock);
+    }
     bytes_sent_ += res.bytes_sent();
     res.seconds = call.wall();
     res.seconds_codec = res.seconds - clock.wall;
@@ -354,7 +353,18 @@ class allreduce_plan {
     }
   }
 
+  /// The schedule of this rank, one for each kind of scale, kept between calls (its
+  /// buffers only grow).
+  template <class Scale>
+  rank_exchange<F, R, O, Scale>& exchange() {
+    auto& x = std::get<std::unique_ptr<rank_exchange<F, R, O, Scale>>>(exchanges_);
+    if (!x) x = std::make_unique<rank_exchange<F, R, O, Scale>>(g_.size, g_.rank, detail::schedule_options(opt_));
+    return *x;
+  }
+
   detail::group g_;
+  std::tuple<std::unique_ptr<rank_exchange<F, R, O, pow2_scale>>, std::unique_ptr<rank_exchange<F, R, O, float_scale>>>
+      exchanges_;
   MPI_Op op_ = MPI_OP_NULL;
   MPI_Datatype unit_type_ = MPI_DATATYPE_NULL;
   std::vector<std::size_t> sizes_;
