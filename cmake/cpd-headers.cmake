@@ -17,6 +17,7 @@ set(CPD_HEADERS
   include/cpd/core/format.hpp
   include/cpd/core/io.hpp
   include/cpd/core/limits.hpp
+  include/cpd/core/names.hpp
   include/cpd/core/options.hpp
   include/cpd/core/random.hpp
   include/cpd/core/rounding.hpp
@@ -31,6 +32,7 @@ set(CPD_HEADERS
   include/cpd/device/options.hpp
   include/cpd/device/statistics.hpp
   include/cpd/device/thrust.hpp
+  include/cpd/exchange/algorithm.hpp
   include/cpd/exchange/codec.hpp
   include/cpd/exchange/codec_allreduce.hpp
   include/cpd/exchange/codecs/dettmers.hpp

@@ -53,15 +53,20 @@ inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
 /// How the weights are updated when they are kept in a low-precision format.
 enum class update_rounding { nearest_even, stochastic, kahan };
 
+/// The algorithms cpd-train runs: the simulation's (over MPI, cpd::rank_algorithms).
+inline constexpr const auto& train_algorithms = cpd::simulated_algorithms;
+
+/// The value of a command-line name among `accepted` (cpd::from_string), or a usage_error
+/// "FLAG: 'x' is not one of a, b, c".
+template <class E, std::size_t N>
+E parse_name(const std::string& flag, const std::string& v, const E (&accepted)[N]) {
+  if (const auto e = cpd::try_from_string(v, accepted)) return *e;
+  throw usage_error(flag + ": '" + escaped(v) + "' is not one of " + cpd::names_of(accepted));
+}
+
 /// The allreduce_algorithm of a command-line name (its to_string); `flag` names the option.
 inline cpd::allreduce_algorithm parse_algorithm(const std::string& v, const std::string& flag = "--algorithm") {
-  std::string names;
-  for (int k = 0; k < 6; ++k) {
-    const auto a = static_cast<cpd::allreduce_algorithm>(k);
-    if (v == cpd::to_string(a)) return a;
-    names += (k ? ", " : "") + std::string(cpd::to_string(a));
-  }
-  throw usage_error(flag + ": '" + v + "' is not one of " + names);
+  return parse_name(flag, v, train_algorithms);
 }
 
 /// The scaling rule of a gradient format's runs (docs/scaling.md).
@@ -105,7 +110,7 @@ inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
   }
   if (!c.algorithm.empty()) {
     const auto a = parse_algorithm(c.algorithm, "--policy: algorithm");
-    if (mpi && (a == cpd::allreduce_algorithm::sequential || a == cpd::allreduce_algorithm::halving_doubling))
+    if (mpi && !cpd::is_one_of(a, cpd::rank_algorithms))
       throw usage_error("--policy: algorithm " + c.algorithm +
                         " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");
     if (kahan && a == cpd::allreduce_algorithm::two_step)
@@ -398,8 +403,7 @@ inline std::optional<options> parse(int argc, char** argv) {
     throw usage_error("--update-rounding needs --weights FORMAT (weights are fp32 otherwise)");
   if (o.kahan && o.algorithm == cpd::allreduce_algorithm::two_step)
     throw usage_error("--kahan with --algorithm two_step: two_step sums in float32 and rounds once (no Kahan)");
-  if (o.mpi && (o.algorithm == cpd::allreduce_algorithm::sequential ||
-                o.algorithm == cpd::allreduce_algorithm::halving_doubling))
+  if (o.mpi && !cpd::is_one_of(o.algorithm, cpd::rank_algorithms))
     throw usage_error(std::string("--algorithm ") + cpd::to_string(o.algorithm) +
                       " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");
   return o;

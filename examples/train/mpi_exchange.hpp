@@ -54,20 +54,12 @@ class mpi_exchanger {
                 std::optional<cpd::precision_policy> policy = std::nullopt)
       : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
         scaler_(scaler),
-        opt_{mpi_algorithm(algorithm), kahan, /*mean=*/true},
+        opt_{algorithm, kahan, /*mean=*/true},
         tensors_(std::move(tensors)),
         policy_(std::move(policy)) {
     for (const cpd::precision_choice& c :
          policy_ ? policy_->choices() : std::vector<cpd::precision_choice>{{fmt_, {}, {}}})
       loss_.used |= choice_scaler(c, scaler_) == scaler_kind::loss;
-  }
-
-  /// The MPI algorithm with the simulation's roundings (the command line allows only these).
-  static cpd::mpi::algorithm mpi_algorithm(cpd::allreduce_algorithm a) {
-    if (a == cpd::allreduce_algorithm::two_step) return cpd::mpi::algorithm::two_step;
-    if (a == cpd::allreduce_algorithm::all_gather) return cpd::mpi::algorithm::all_gather;
-    if (a == cpd::allreduce_algorithm::pipelined_ring) return cpd::mpi::algorithm::pipelined_ring;
-    return cpd::mpi::algorithm::ring;
   }
 
   /// mean = the mean over all ranks of this rank's gradient `local`, at (global) step `step`.
@@ -142,7 +134,7 @@ class mpi_exchanger {
 
   /// The plan of choice c for these tensors, made the first time they go together (a
   /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps, loss and none
-  /// and the algorithms MPI runs).
+  /// and the algorithms of the rank schedule, whose bits are the simulation's).
   plan_type& plan(const cpd::precision_choice& c, const std::vector<std::size_t>& members) {
     std::string key = c.fmt.name() + "/" + c.scaler + "/" + c.algorithm;
     for (std::size_t j : members) key += "," + std::to_string(j);
@@ -151,7 +143,7 @@ class mpi_exchanger {
       std::vector<std::size_t> sizes;
       for (std::size_t j : members) sizes.push_back(tensors_[j].size());
       cpd::mpi::options o = opt_;
-      if (!c.algorithm.empty()) o.algo = mpi_algorithm(parse_algorithm(c.algorithm));
+      if (!c.algorithm.empty()) o.algo = parse_algorithm(c.algorithm);
       const bool aps = choice_scaler(c, scaler_) == scaler_kind::aps;
       p = std::make_unique<plan_type>(MPI_COMM_WORLD, c.fmt, cpd::rounding::nearest_even, sizes, o, aps);
     }

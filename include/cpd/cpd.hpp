@@ -16,6 +16,7 @@
 #include <cpd/core/float.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/core/io.hpp>
+#include <cpd/core/names.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>

@@ -39,24 +39,9 @@ namespace {
 
 cpd::format parse_format(const std::string& name) { return cpd::format::parse(name); }
 
-cpd::rounding parse_rounding(const std::string& s) {
-  static const std::pair<const char*, cpd::rounding> modes[] = {
-      {"nearest_even", cpd::rounding::nearest_even}, {"nearest_away", cpd::rounding::nearest_away},
-      {"toward_zero", cpd::rounding::toward_zero},   {"upward", cpd::rounding::upward},
-      {"downward", cpd::rounding::downward},         {"stochastic", cpd::rounding::stochastic},
-      {"odd", cpd::rounding::odd}};
-  for (const auto& m : modes)
-    if (s == m.first) return m.second;
-  throw std::invalid_argument("rounding '" + s +
-                              "' is not one of nearest_even, nearest_away, toward_zero, upward, downward, "
-                              "stochastic, odd");
-}
+cpd::rounding parse_rounding(const std::string& s) { return cpd::from_string<cpd::rounding>(s); }
 
-cpd::overflow parse_overflow(const std::string& s) {
-  if (s == "infinity") return cpd::overflow::infinity;
-  if (s == "saturate") return cpd::overflow::saturate;
-  throw std::invalid_argument("overflow '" + s + "' is not one of infinity, saturate");
-}
+cpd::overflow parse_overflow(const std::string& s) { return cpd::from_string<cpd::overflow>(s); }
 
 /// A C-contiguous buffer of `what` (the Python layer makes them so; this is the last check).
 struct view {
@@ -414,10 +399,7 @@ scaler make_current(const std::string& fmt, int margin, float epsilon, bool powe
 scaler make_delayed(const std::string& fmt, std::size_t history_length, const std::string& algorithm, int margin) {
   scaler s;
   s.kind = "delayed_scaling";
-  cpd::amax_algorithm algo = cpd::amax_algorithm::max;
-  if (algorithm == "most_recent") algo = cpd::amax_algorithm::most_recent;
-  else if (algorithm != "max")
-    throw std::invalid_argument("cpd.delayed_scaling: amax_algorithm '" + algorithm + "' is not one of max, most_recent");
+  const cpd::amax_algorithm algo = cpd::from_string<cpd::amax_algorithm>(algorithm);
   visit_exchange(parse_format(fmt), "cpd.delayed_scaling", [&](auto tag) {
     using F = decltype(tag);
     typename cpd::delayed_scaling<F>::options o;
@@ -477,10 +459,7 @@ void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string&
   same_size(x, y, "cpd.mx_quantize");
   cpd::mx_options o;
   o.block_size = block_size;
-  if (rule == "floor") o.rule = cpd::mx_scale_rule::floor;
-  else if (rule == "ceil") o.rule = cpd::mx_scale_rule::ceil;
-  else if (rule == "rceil") o.rule = cpd::mx_scale_rule::rceil;
-  else throw std::invalid_argument("cpd.mx_quantize: rule '" + rule + "' is not one of floor, ceil, rceil");
+  o.rule = cpd::from_string<cpd::mx_scale_rule>(rule);
   o.key = {seed, stream};
   const cpd::rounding r = parse_rounding(rounding);
   if (r != cpd::rounding::nearest_even && r != cpd::rounding::stochastic)
@@ -504,18 +483,7 @@ void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string&
 
 // --- the exchange -------------------------------------------------------------------
 
-cpd::allreduce_algorithm parse_algorithm(const std::string& s) {
-  static const std::pair<const char*, cpd::allreduce_algorithm> names[] = {
-      {"sequential", cpd::allreduce_algorithm::sequential}, {"ring", cpd::allreduce_algorithm::ring},
-      {"halving_doubling", cpd::allreduce_algorithm::halving_doubling},
-      {"pipelined_ring", cpd::allreduce_algorithm::pipelined_ring}, {"two_step", cpd::allreduce_algorithm::two_step},
-      {"all_gather", cpd::allreduce_algorithm::all_gather}};
-  for (const auto& a : names)
-    if (s == a.first) return a.second;
-  throw std::invalid_argument("algorithm '" + s +
-                              "' is not one of sequential, ring, halving_doubling, pipelined_ring, two_step, "
-                              "all_gather");
-}
+cpd::allreduce_algorithm parse_algorithm(const std::string& s) { return cpd::from_string<cpd::allreduce_algorithm>(s); }
 
 /// Calls fn(F{}, integral_constant<rounding, R>{}) for the exchange's compiled (format, mode)
 /// pairs: the exchange formats, nearest_even or stochastic, overflow to infinity.
@@ -546,6 +514,7 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
   }
   cpd::allreduce_options opt;
   opt.algorithm = parse_algorithm(algorithm);
+  cpd::detail::check_one_of(who, "algorithm", opt.algorithm, cpd::simulated_algorithms, "the simulation runs");
   opt.kahan = kahan;
   opt.mean = mean;
   opt.key = {seed, stream};

@@ -117,22 +117,6 @@ class format {
 };
 
 namespace detail {
-/// s for an error message: bytes outside printable ASCII as \xNN (a NUL would end what()).
-inline std::string printable(std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    }
-  }
-  return out;
-}
 
 /// A decimal number of 1 to 6 digits at the front of s (removed), else false.
 inline bool parse_int(std::string_view& s, int& out) noexcept {

@@ -16,6 +16,7 @@
 #include <cpd/core/float.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/exchange/algorithm.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/host/detail/parallel_for.hpp>
@@ -36,30 +37,6 @@
 #include <vector>
 
 namespace cpd {
-
-/// The summation order of a simulated allreduce.
-enum class allreduce_algorithm : unsigned char {
-  sequential,        ///< rank 0 adds ranks 1, 2, ..., W-1 in order (CPD's emulation)
-  ring,              ///< ring reduce-scatter then all-gather, chunk by chunk, every hop rounded to F
-  halving_doubling,  ///< recursive halving reduce-scatter + recursive doubling all-gather (Rabenseifner)
-  pipelined_ring,    ///< ring's roundings; over MPI, segments in flight while others are coded
-  two_step,          ///< reduce-scatter into a wide accumulator, one rounding to F, all-gather
-  all_gather         ///< every rank gathers all quantized vectors and adds them in rank order (CPD's)
-};
-
-/// The name of an algorithm ("sequential", "ring", "halving_doubling", "pipelined_ring",
-/// "two_step", "all_gather").
-constexpr const char* to_string(allreduce_algorithm a) noexcept {
-  switch (a) {
-    case allreduce_algorithm::sequential: return "sequential";
-    case allreduce_algorithm::ring: return "ring";
-    case allreduce_algorithm::halving_doubling: return "halving_doubling";
-    case allreduce_algorithm::pipelined_ring: return "pipelined_ring";
-    case allreduce_algorithm::two_step: return "two_step";
-    case allreduce_algorithm::all_gather: return "all_gather";
-  }
-  return "?";
-}
 
 /// Options of simulate_allreduce.
 struct allreduce_options {
@@ -134,6 +111,7 @@ class allreduce_engine {
           halving_doubling(static_cast<int>(c), a, b, m);
         });
         break;
+      case allreduce_algorithm::native: break;  // (refused by check_allreduce_args)
     }
   }
 
@@ -265,39 +243,16 @@ class allreduce_engine {
   int levels_ = 0;
 };
 
-/// two_step's accumulator: float32, or a format whose float sums can be rounded to odd
-/// and then to it (values that are floats, at most 22 significand bits); no Kahan (the wide
-/// accumulator is two_step's answer to the error that Kahan compensates).
-inline void check_accumulator(const format& acc, bool kahan) {
-  if (kahan)
-    fail_invalid("cpd::simulate_allreduce: two_step adds in a wide accumulator and takes no Kahan "
-                 "compensation; set allreduce_options::kahan to false");
-  const spec& s = acc.spec();
-  if (acc == format::of<float_t<8, 23>>()) return;
-  if (!s.fits_float || s.M > 21)
-    fail_invalid("cpd::simulate_allreduce: the accumulator " + acc.name() +
-                 " must be float32 or a format whose values are floats with at most 22 significand bits");
-}
-
-/// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm that is one of
-/// allreduce_algorithm's enumerators, no null array when n > 0, sizes that fit and no
-/// overlap of a written array with another (detail::check_exchange_arrays).
+/// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm of
+/// simulated_algorithms (not native; two_step with an accumulator it takes), no null array
+/// when n > 0, sizes that fit and no overlap of a written array with another
+/// (detail::check_exchange_arrays).
 inline void check_allreduce_args(const float* const* x, const float* out, std::size_t n, int world_size,
                                  const allreduce_options& opt) {
   if (world_size < 1) fail_invalid("cpd::simulate_allreduce: world_size must be >= 1");
-  switch (opt.algorithm) {
-    case allreduce_algorithm::sequential:
-    case allreduce_algorithm::ring:
-    case allreduce_algorithm::halving_doubling:
-    case allreduce_algorithm::pipelined_ring:
-    case allreduce_algorithm::all_gather: break;
-    case allreduce_algorithm::two_step:
-      check_accumulator(opt.accumulator, opt.kahan);
-      break;
-    default:
-      fail_invalid("cpd::simulate_allreduce: allreduce_options::algorithm " +
-                   std::to_string(static_cast<int>(opt.algorithm)) + " is not a cpd::allreduce_algorithm");
-  }
+  check_one_of("cpd::simulate_allreduce", "allreduce_options::algorithm", opt.algorithm, simulated_algorithms,
+               "the simulation runs");
+  if (opt.algorithm == allreduce_algorithm::two_step) check_accumulator(opt.accumulator, opt.kahan);
   if (n == 0) return;
   if (x == nullptr || out == nullptr) fail_invalid("cpd::simulate_allreduce: null pointer with n > 0");
   for (int r = 0; r < world_size; ++r)

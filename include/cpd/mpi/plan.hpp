@@ -12,11 +12,11 @@
 //   4. each value quantized once as Q(x * scale), packed into codes of F (cpd/mpi/wire.hpp),
 //      the residual updated to x - unscale(Q(x * scale));
 //   5. the codes summed in F, every partial sum rounded:
-//      - algorithm::ring, pipelined_ring, two_step, all_gather: the rank schedule of
+//      - ring, pipelined_ring, two_step, all_gather: the rank schedule of
 //        cpd/exchange/schedule.hpp, its messages moved by cpd/mpi/transport.hpp, in
 //        exactly the rounding order of cpd::simulate_allreduce with the same algorithm:
 //        the same inputs give the same bits on N ranks and in the simulator;
-//      - algorithm::native (cpd/mpi/native_op.hpp): MPI_Allreduce with a user-defined
+//      - native (cpd/mpi/native_op.hpp): MPI_Allreduce with a user-defined
 //        MPI_Op that decodes, adds, rounds and re-encodes (MPI's own summation order);
 //   6. decoded, unscaled (and divided by the number of ranks for a mean).
 // Steps 4 to 6 are the summation protocol of cpd/exchange/protocol.hpp, which
@@ -95,7 +95,7 @@ class allreduce_plan {
       check_options();  // after agree: the same options everywhere, so every rank throws alike
       codes::table();
       cpd::detail::code_sum<F, R, O>::get();
-      if (opt_.algo == algorithm::native) {
+      if (opt_.algo == allreduce_algorithm::native) {
         const detail::native_layout<F> layout{opt_.kahan};
         detail::check(MPI_Type_contiguous(static_cast<int>(layout.unit_bytes()), MPI_BYTE, &unit_type_),
                       "MPI_Type_contiguous");
@@ -135,7 +135,7 @@ class allreduce_plan {
   /// The allreduce of count tensors (count and sizes as at construction) with a scaler shared by
   /// every tensor (e.g. cpd::aps<F>(size())), whose statistics are 32-bit and combine by max.
   /// Collective. Each tensor's out equals simulate_allreduce<F, R, O>(all ranks' in, out, size,
-  /// size(), scaler, {ring, kahan, mean, key, residuals}) for algorithm::ring.
+  /// size(), scaler, {algo, kahan, mean, key, residuals}) for every algorithm but native.
   template <class Scaler>
   auto operator()(const tensor* t, std::size_t count, Scaler&& scaler) {
     return run(t, count, [&](std::size_t) -> decltype(auto) { return (scaler); });
@@ -154,19 +154,11 @@ class allreduce_plan {
   result<pow2_scale> operator()(const std::vector<tensor>& t) { return (*this)(t.data(), t.size()); }
 
  private:
-  /// What every rank must pass alike at construction (checked by detail::agree).
-  /// An algorithm that is one of algorithm's enumerators; two_step's accumulator as
-  /// simulate_allreduce checks it.
+  /// The options every rank passed alike (checked by detail::agree): an algorithm of
+  /// mpi::algorithms, two_step's accumulator as simulate_allreduce checks it.
   void check_options() const {
-    switch (opt_.algo) {
-      case algorithm::ring:
-      case algorithm::native:
-      case algorithm::all_gather:
-      case algorithm::pipelined_ring: return;
-      case algorithm::two_step: cpd::detail::check_accumulator(opt_.accumulator, opt_.kahan); return;
-    }
-    cpd::detail::fail_invalid("cpd::mpi::allreduce_plan: options::algo " + std::to_string(static_cast<int>(opt_.algo)) +
-                              " is not a cpd::mpi::algorithm");
+    cpd::detail::check_one_of("cpd::mpi::allreduce_plan", "options::algo", opt_.algo, algorithms, "cpd::mpi runs");
+    if (opt_.algo == allreduce_algorithm::two_step) cpd::detail::check_accumulator(opt_.accumulator, opt_.kahan);
   }
 
   [[nodiscard]] std::vector<detail::agreed> agreement() const {
@@ -185,7 +177,7 @@ class allreduce_plan {
             detail::format_field(format::of<F>()),
             {"the rounding", static_cast<std::uint64_t>(R), to_string(R)},
             {"the overflow", static_cast<std::uint64_t>(O), to_string(O)},
-            {"the algorithm", static_cast<std::uint64_t>(opt_.algo), to_string(opt_.algo)},
+            {"the algorithm", static_cast<std::uint64_t>(opt_.algo), cpd::detail::name_or_number(opt_.algo)},
             {"kahan", opt_.kahan ? 1u : 0u, ""},
             detail::format_field(opt_.accumulator, "the accumulator"),
             {"mean", opt_.mean ? 1u : 0u, ""}};
@@ -295,7 +287,7 @@ class allreduce_plan {
     std::vector<const float*> x(sizes_.size(), nullptr);
     scales(t, !matches(t, count), scaler_of, x, res, clock);
 
-    if (opt_.algo != algorithm::native) {
+    if (opt_.algo != allreduce_algorithm::native) {
       // The rank schedule (exchange/schedule.hpp): the simulation's bits by construction; for a
       // format without NaN its messages carry the NaN bits of a tensor marked nonfinite.
       detail::schedule_allreduce(exchange<Scale>(), g_, sizes_, t, x.data(), res, clock);

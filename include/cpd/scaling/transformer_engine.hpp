@@ -10,6 +10,7 @@
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/encoding.hpp>
 #include <cpd/core/float.hpp>
+#include <cpd/core/names.hpp>
 #include <cpd/scaling/scale.hpp>
 
 #include <cstddef>
@@ -113,6 +114,17 @@ class current_scaling {
 enum class amax_algorithm : unsigned char {
   max,         ///< the largest amax in the history window
   most_recent  ///< the amax of the last step
+};
+
+/// The name of an amax algorithm ("max", "most_recent": Transformer Engine's amax_compute_algo).
+constexpr const char* to_string(amax_algorithm a) noexcept {
+  return a == amax_algorithm::max ? "max" : a == amax_algorithm::most_recent ? "most_recent" : "?";
+}
+
+template <>
+struct enum_names<amax_algorithm> {
+  static constexpr const char* type = "cpd::amax_algorithm";
+  static constexpr amax_algorithm values[] = {amax_algorithm::max, amax_algorithm::most_recent};
 };
 
 /// Delayed scaling as Transformer Engine's DelayedScaling recipe, for one tensor: the scale used at
