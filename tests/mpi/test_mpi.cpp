@@ -71,7 +71,7 @@ struct inputs {
   }
 };
 
-cpd::mpi::key_type key_of(std::uint64_t step, std::size_t t) { return {0x5EED + step, 1000 * t}; }
+cpd::random_stream key_of(std::uint64_t step, std::size_t t) { return {0x5EED + step, 1000 * t}; }
 
 /// Runs `steps` steps of the real ring allreduce and of the simulation, and checks they agree
 /// bit for bit (outputs, scales, and with error feedback this rank's residuals).

@@ -207,7 +207,7 @@ class summation {
   using storage = typename codes::storage;
   using code_arith = code_sum<F, R, O>;
 
-  summation(Scale scale, int world, bool kahan, bool mean, stream_key key) noexcept
+  summation(Scale scale, int world, bool kahan, bool mean, random_stream key) noexcept
       : sc_(scale), w_(world), kahan_(kahan), mean_(mean), key_(key) {}
 
   [[nodiscard]] bool kahan() const noexcept { return kahan_; }
@@ -586,7 +586,7 @@ class summation {
   int w_;
   bool kahan_;
   bool mean_;
-  stream_key key_;
+  random_stream key_;
 };
 
 }  // namespace cpd::detail

@@ -64,7 +64,7 @@ struct exchange_tensor {
   float* out = nullptr;       ///< the reduced values; may be `in`, never `residual`
   std::size_t size = 0;       ///< the number of values (the same on every rank)
   float* residual = nullptr;  ///< error feedback: overwritten with in - unscale(Q(in * scale)); or nullptr
-  stream_key key{};           ///< random bits of stochastic rounding (allreduce_options::key)
+  random_stream key{};        ///< random bits of stochastic rounding (allreduce_options::key)
   Scale scale{};              ///< the scale every rank selected
 };
 

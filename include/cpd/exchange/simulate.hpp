@@ -43,7 +43,7 @@ struct allreduce_options {
   allreduce_algorithm algorithm = allreduce_algorithm::ring;  ///< the summation order
   bool kahan = false;       ///< Kahan-compensated sums (the compensation travels with the partial sum)
   bool mean = false;        ///< divide the unscaled sum by W (in float)
-  stream_key key{};         ///< random bits for stochastic rounding (docs/reduction.md)
+  random_stream key{};      ///< random bits for stochastic rounding (docs/reduction.md)
   unsigned threads = 0;     ///< worker threads; 0: std::thread::hardware_concurrency()
   /// Error feedback: W arrays of n floats, each worker's rounding residual; read (added to the
   /// gradient before scaling) and overwritten with the new residual. nullptr: none.

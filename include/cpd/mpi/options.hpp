@@ -32,16 +32,13 @@ struct options {
   std::size_t segment_bytes = std::size_t(1) << 18;
 };
 
-/// The (seed, stream) of stochastic rounding: the type of allreduce_options::key.
-using key_type = decltype(allreduce_options{}.key);
-
 /// One tensor of a multi-tensor allreduce, as this rank sees it.
 struct tensor {
   const float* in = nullptr;   ///< this rank's values (e.g. its gradient)
   float* out = nullptr;        ///< the reduced values; may equal in, not residual
   std::size_t size = 0;        ///< the number of values (the same on every rank)
   float* residual = nullptr;   ///< error feedback: this rank's residual, read and overwritten; or nullptr
-  key_type key{};              ///< random bits of stochastic rounding, as allreduce_options::key
+  random_stream key{};         ///< random bits of stochastic rounding, as allreduce_options::key
 };
 
 /// What one call did on this rank.

@@ -64,7 +64,7 @@ struct enum_names<mx_scale_rule> {
 struct mx_options {
   std::size_t block_size = 32;                ///< values per shared scale (k)
   mx_scale_rule rule = mx_scale_rule::floor;  ///< how the shared exponent is chosen
-  stream_key key{};                           ///< random bits of element i: key.bits(0, i) (stochastic)
+  random_stream key{};                        ///< random bits of element i: key.bits(0, i) (stochastic)
 };
 
 /// The e8m0 code NaN (0xFF) of a block holding inf or NaN.
