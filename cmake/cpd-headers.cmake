@@ -44,6 +44,7 @@ set(CPD_HEADERS
   include/cpd/exchange/partition.hpp
   include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp
+  include/cpd/exchange/scales.hpp
   include/cpd/exchange/schedule.hpp
   include/cpd/exchange/simulate.hpp
   include/cpd/exchange/wire.hpp
@@ -84,6 +85,7 @@ set(CPD_HEADERS
   include/cpd/scaling/exchange_rules.hpp
   include/cpd/scaling/loss.hpp
   include/cpd/scaling/mx.hpp
+  include/cpd/scaling/registry.hpp
   include/cpd/scaling/scale.hpp
   include/cpd/scaling/scaling.hpp
   include/cpd/scaling/transformer_engine.hpp

@@ -27,6 +27,7 @@
 
 #include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/mx.hpp>
+#include <cpd/scaling/registry.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <cpd/reduce/reduce.hpp>

@@ -19,6 +19,7 @@
 #include <cpd/exchange/algorithm.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/scales.hpp>
 #include <cpd/host/detail/parallel_for.hpp>
 #include <cpd/host/detail/tuning.hpp>
 #include <cpd/host/execution.hpp>
@@ -299,31 +300,24 @@ allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* 
   return result;
 }
 
-/// The whole protocol for W workers: with error feedback, x_r += residual_r (in float, into the
-/// residual arrays); st_r = scaler.statistic(x_r); st = combine over r = 0..W-1 in rank order;
+/// The whole protocol for W workers, the first steps by exchange_scales (exchange/scales.hpp):
+/// with error feedback, x_r = g_r + residual_r (in float, into the residual arrays);
+/// st_r = scaler.statistic(x_r); st = combine over r = 0..W-1 in rank order;
 /// scale = scaler.select(st); then simulate_allreduce_scaled.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scaler,
           class = std::enable_if_t<!std::is_same_v<std::decay_t<Scaler>, allreduce_options>>>
 auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size, Scaler&& scaler,
                         const allreduce_options& opt = {}) {
-  using S = std::decay_t<Scaler>;
   const detail::default_fp_env fp_env;
   detail::check_allreduce_args(g, out, n, world_size, opt);
-  const float* const* x = g;
-  std::vector<const float*> xs;
-  if (opt.residuals) {
-    xs.resize(static_cast<std::size_t>(world_size));
-    for (int r = 0; r < world_size; ++r) {
-      float* e = opt.residuals[r];
-      const float* gr = g[r];
-      for (std::size_t i = 0; i < n; ++i) e[i] = gr[i] + e[i];
-      xs[static_cast<std::size_t>(r)] = e;
-    }
-    x = xs.data();
-  }
-  typename S::statistic_type st = S::identity;
-  for (int r = 0; r < world_size; ++r) st = S::combine(st, detail::exchange_statistic(scaler, x[r], n));
-  return simulate_allreduce_scaled<F, R, O>(x, out, n, world_size, scaler.select(st), opt);
+  std::vector<const float*> x(static_cast<std::size_t>(world_size));
+  const auto scales = exchange_scales(
+      x.size(), 1,
+      [&](std::size_t r, std::size_t) {
+        return exchange_input{g[r], opt.residuals ? opt.residuals[r] : nullptr, n};
+      },
+      [&](std::size_t) -> auto& { return scaler; }, local_combine{}, x.data());
+  return simulate_allreduce_scaled<F, R, O>(x.data(), out, n, world_size, scales[0], opt);
 }
 
 /// simulate_allreduce without a scale (each value quantized as it is).

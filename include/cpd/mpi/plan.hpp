@@ -29,6 +29,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/scales.hpp>
 #include <cpd/mpi/check.hpp>
 #include <cpd/mpi/native_op.hpp>
 #include <cpd/mpi/options.hpp>
@@ -217,28 +218,16 @@ class allreduce_plan {
     return true;
   }
 
-  /// Steps 1-3 of a call: error feedback into x, the statistics and check words combined over
-  /// the ranks in one MPI_Allreduce(MPI_MAX), then every tensor's scale. A bad call is reported
-  /// on every rank (mismatch_error), through that same allreduce.
+  /// Steps 1-3 of a call by exchange_scales (exchange/scales.hpp): error feedback into x, the
+  /// statistics combined over the ranks in one MPI_Allreduce(MPI_MAX) that also carries check
+  /// words, then every tensor's scale. A bad call is reported on every rank (mismatch_error),
+  /// through that same allreduce, which this rank then enters without statistics.
   template <class Scale, class ScalerOf>
   void scales(const tensor* t, bool bad, ScalerOf& scaler_of, std::vector<const float*>& x, result<Scale>& res,
               detail::comm_clock& clock) {
-    using St = typename std::decay_t<decltype(scaler_of(std::size_t(0)))>::statistic_type;
-    const std::size_t tn = sizes_.size();
-    std::vector<std::int32_t> stats(3 + tn, 0);
     detail::fingerprint f;
     f.add(bad ? 1 : 0);
-    for (std::size_t i = 0; !bad && i < tn; ++i) {
-      x[i] = t[i].in;
-      if (t[i].residual) {
-        float* e = t[i].residual;
-        for (std::size_t j = 0; j < t[i].size; ++j) e[j] = t[i].in[j] + e[j];
-        x[i] = e;
-      }
-      const St st = cpd::detail::exchange_statistic(scaler_of(i), x[i], t[i].size);
-      std::int32_t word;
-      std::memcpy(&word, &st, 4);
-      stats[3 + i] = word;
+    for (std::size_t i = 0; !bad && i < sizes_.size(); ++i) {
       f.add(t[i].residual != nullptr ? 1 : 0);
       if (sr) {
         f.add(t[i].key.seed);
@@ -246,29 +235,43 @@ class allreduce_plan {
       }
     }
     const auto h = static_cast<std::int32_t>(static_cast<std::uint32_t>(f.h ^ (f.h >> 32)));
-    stats[0] = h;
-    stats[1] = ~h;
-    stats[2] = bad ? 1 : 0;
-    res.statistics_bytes = stats.size() * 4;
+    auto combine = [&](auto* st, std::size_t tn) { combine_over_ranks(st, tn, h, bad, res.statistics_bytes, clock); };
+    if (bad) {
+      combine(static_cast<std::int32_t*>(nullptr), 0);  // (throws mismatch_error on every rank)
+      return;
+    }
+    res.scales = exchange_scales(
+        1, sizes_.size(), [&](std::size_t, std::size_t i) { return exchange_input{t[i].in, t[i].residual, t[i].size}; },
+        scaler_of, combine, x.data());
+  }
+
+  /// The statistics st[0..tn) of this rank (bits of 32-bit values) combined by max over the
+  /// ranks in place, in one MPI_Allreduce(MPI_MAX) of int32 that leads with three check words:
+  /// h and ~h (the ranks agree on error feedback and keys when the max of ~h is ~ the max of
+  /// h) and whether some rank's call is bad (then mismatch_error on every rank).
+  template <class St>
+  void combine_over_ranks(St* st, std::size_t tn, std::int32_t h, bool bad, std::uint64_t& statistics_bytes,
+                          detail::comm_clock& clock) {
+    std::vector<std::int32_t> words(3 + sizes_.size(), 0);
+    for (std::size_t i = 0; i < tn; ++i) std::memcpy(&words[3 + i], &st[i], 4);
+    words[0] = h;
+    words[1] = ~h;
+    words[2] = bad ? 1 : 0;
+    statistics_bytes = words.size() * 4;
     clock.time([&] {
-      detail::check(MPI_Allreduce(MPI_IN_PLACE, stats.data(), static_cast<int>(stats.size()), MPI_INT32_T, MPI_MAX,
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()), MPI_INT32_T, MPI_MAX,
                                   g_.comm),
                     "MPI_Allreduce (statistics)");
     });
-    if (stats[2] != 0)
+    if (words[2] != 0)
       cpd::detail::throw_error<mismatch_error>(
           bad ? "cpd::mpi::allreduce_plan: this rank passed tensors that do not match the plan "
                 "(count, sizes, null pointers, or residual == out)"
               : "cpd::mpi::allreduce_plan: another rank passed tensors that do not match the plan");
-    if (stats[1] != ~stats[0])
+    if (words[1] != ~words[0])
       cpd::detail::throw_error<mismatch_error>(
           "cpd::mpi::allreduce_plan: the ranks disagree on error feedback or the random keys");
-    res.scales.resize(tn);
-    for (std::size_t i = 0; i < tn; ++i) {
-      St st;
-      std::memcpy(&st, &stats[3 + i], 4);
-      res.scales[i] = scaler_of(i).select(st);
-    }
+    for (std::size_t i = 0; i < tn; ++i) std::memcpy(&st[i], &words[3 + i], 4);
   }
 
   template <class ScalerOf>

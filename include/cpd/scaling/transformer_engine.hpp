@@ -61,7 +61,7 @@ inline float te_scale_from_amax(float amax, float max_f, float eps, int margin, 
 /// Per-tensor current scaling as Transformer Engine's Float8CurrentScaling:
 /// scale = max(F) / max(amax, epsilon) / 2^margin, optionally truncated to a power of two.
 template <class F>
-class current_scaling {
+class current_scaling : public tensor_statistics<current_scaling<F>> {
   static_assert(is_float_format_v<F>, "cpd::current_scaling: F must be a cpd::float_t");
 
  public:
@@ -88,9 +88,6 @@ class current_scaling {
   /// max|g| (+NaN when any element is NaN).
   [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
     return detail::bit_cast<float>(detail::amax_bits(g, n));
-  }
-  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
   }
   /// NaN-propagating max.
   [[nodiscard]] static statistic_type combine(statistic_type a, statistic_type b) noexcept {
@@ -131,7 +128,7 @@ struct enum_names<amax_algorithm> {
 /// a step comes from the amaxes of earlier steps, scale = max(F) / amax / 2^margin, kept unchanged
 /// while that amax is 0, inf or NaN.
 template <class F>
-class delayed_scaling {
+class delayed_scaling : public tensor_statistics<delayed_scaling<F>> {
   static_assert(is_float_format_v<F>, "cpd::delayed_scaling: F must be a cpd::float_t");
 
  public:
