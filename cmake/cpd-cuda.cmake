@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 #
-# CUDA for cpd's own tests and benchmarks (never for the cpd::cpd target, which
-# is header-only and imposes nothing). Included at the top level, since CUDA is
+# CUDA for cpd's own tests and benchmarks and for the Python package's CUDA module
+# (python/src/cuda_module.cu, once it exists), never for the cpd::cpd target, which
+# is header-only and imposes nothing. Included at the top level, since CUDA is
 # enabled for the whole tree. Sets:
 #   CPD_CUDA_ENABLED   ON when nvcc was found and CUDA is enabled
 #   cpd_nccl           an imported target for nccl.h + libnccl, when found
@@ -15,10 +16,14 @@
 
 include_guard(GLOBAL)
 
-option(CPD_ENABLE_CUDA "Build cpd's CUDA tests and benchmarks when nvcc is found" ON)
+option(CPD_ENABLE_CUDA "Build cpd's CUDA tests and benchmarks, and the Python package's CUDA module, when nvcc is found" ON)
 set(CPD_CUDA_ENABLED OFF)
 
-if(NOT CPD_ENABLE_CUDA OR NOT (CPD_BUILD_TESTS OR CPD_BUILD_BENCHMARKS))
+set(cpd_cuda_for_python OFF)
+if(CPD_BUILD_PYTHON AND EXISTS "${PROJECT_SOURCE_DIR}/python/src/cuda_module.cu")
+  set(cpd_cuda_for_python ON)
+endif()
+if(NOT CPD_ENABLE_CUDA OR NOT (CPD_BUILD_TESTS OR CPD_BUILD_BENCHMARKS OR cpd_cuda_for_python))
   return()
 endif()
 if(CPD_ENABLE_SANITIZERS)
