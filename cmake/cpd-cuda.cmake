@@ -66,9 +66,17 @@ else()
   message(STATUS "cpd: NCCL not found (nccl.h and libnccl; Debian: libnccl-dev); skipping test_nccl")
 endif()
 
-# cpd_target_cuda(<target>): C++17 for nvcc, -Wall -Wextra for the host pass.
+# cpd_target_cuda(<target> [STATIC_RUNTIME]): C++17 for nvcc, -Wall -Wextra for the host
+# pass, the CUDA runtime as a shared library, or linked in with STATIC_RUNTIME (the Python
+# package's module, which must load where libcudart is not on the loader's path).
 function(cpd_target_cuda target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "STATIC_RUNTIME" "" "")
   set_target_properties(${target} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")
-  target_link_libraries(${target} PRIVATE CUDA::cudart)
+  if(arg_STATIC_RUNTIME)
+    set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+    target_link_libraries(${target} PRIVATE CUDA::cudart_static)
+  else()
+    target_link_libraries(${target} PRIVATE CUDA::cudart)
+  endif()
 endfunction()
