@@ -9,8 +9,8 @@
 2. --hook: the DDP step of an MLP on --ranks gloo processes with cpd.torch.comm_hook
    against torch's default allreduce and its fp16_compress_hook on the same buckets.
 
-Ratios > 1 mean cpd is faster. Run: PYTHONPATH=build/ci/python /usr/bin/python3
-bench/bench_python.py [--hook]."""
+Ratios > 1 mean cpd is faster. Run: .venv/bin/python bench/bench_python.py [--hook], with cpd
+pip-installed into .venv (docs/python.md#getting-it)."""
 
 import argparse
 import csv

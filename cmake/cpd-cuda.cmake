@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 #
-# CUDA for cpd's own tests and benchmarks (never for the cpd::cpd target, which
-# is header-only and imposes nothing). Included at the top level, since CUDA is
+# CUDA for cpd's own tests and benchmarks and for the Python package's CUDA module
+# (python/src/cuda_module.cu, once it exists), never for the cpd::cpd target, which
+# is header-only and imposes nothing. Included at the top level, since CUDA is
 # enabled for the whole tree. Sets:
 #   CPD_CUDA_ENABLED   ON when nvcc was found and CUDA is enabled
 #   cpd_nccl           an imported target for nccl.h + libnccl, when found
@@ -15,10 +16,14 @@
 
 include_guard(GLOBAL)
 
-option(CPD_ENABLE_CUDA "Build cpd's CUDA tests and benchmarks when nvcc is found" ON)
+option(CPD_ENABLE_CUDA "Build cpd's CUDA tests and benchmarks, and the Python package's CUDA module, when nvcc is found" ON)
 set(CPD_CUDA_ENABLED OFF)
 
-if(NOT CPD_ENABLE_CUDA OR NOT (CPD_BUILD_TESTS OR CPD_BUILD_BENCHMARKS))
+set(cpd_cuda_for_python OFF)
+if(CPD_BUILD_PYTHON AND EXISTS "${PROJECT_SOURCE_DIR}/python/src/cuda_module.cu")
+  set(cpd_cuda_for_python ON)
+endif()
+if(NOT CPD_ENABLE_CUDA OR NOT (CPD_BUILD_TESTS OR CPD_BUILD_BENCHMARKS OR cpd_cuda_for_python))
   return()
 endif()
 if(CPD_ENABLE_SANITIZERS)
@@ -61,9 +66,17 @@ else()
   message(STATUS "cpd: NCCL not found (nccl.h and libnccl; Debian: libnccl-dev); skipping test_nccl")
 endif()
 
-# cpd_target_cuda(<target>): C++17 for nvcc, -Wall -Wextra for the host pass.
+# cpd_target_cuda(<target> [STATIC_RUNTIME]): C++17 for nvcc, -Wall -Wextra for the host
+# pass, the CUDA runtime as a shared library, or linked in with STATIC_RUNTIME (the Python
+# package's module, which must load where libcudart is not on the loader's path).
 function(cpd_target_cuda target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "STATIC_RUNTIME" "" "")
   set_target_properties(${target} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")
-  target_link_libraries(${target} PRIVATE CUDA::cudart)
+  if(arg_STATIC_RUNTIME)
+    set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+    target_link_libraries(${target} PRIVATE CUDA::cudart_static)
+  else()
+    target_link_libraries(${target} PRIVATE CUDA::cudart)
+  endif()
 endfunction()

@@ -208,21 +208,22 @@ elseif(MODE STREQUAL "shell")
     set(target_${name}_deps "${deps}")
   endforeach()
   # Names that CMake files of the project define in another configuration (e.g.
-  # bench_cuda without nvcc): the literal name in an add_executable-like call.
+  # bench_cuda without nvcc, cpd_python_native without CPD_BUILD_PYTHON): the literal
+  # name in an add_executable-like call.
   set(cmake_files "${SOURCE_DIR}/CMakeLists.txt")
-  foreach(dir IN ITEMS tests examples bench cmake)
+  foreach(dir IN ITEMS tests examples bench cmake python)
     file(GLOB_RECURSE more "${SOURCE_DIR}/${dir}/*.txt" "${SOURCE_DIR}/${dir}/*.cmake")
     list(FILTER more INCLUDE REGEX "(/CMakeLists\\.txt|\\.cmake)$")
     list(APPEND cmake_files ${more})
   endforeach()
-  # The first argument of every add_executable/add_library/add_custom_target and of
-  # cpd's helpers, as a regex (${name} matches any identifier).
+  # The first argument of every add_executable/add_library/add_custom_target/
+  # pybind11_add_module and of cpd's helpers, as a regex (${name} matches any identifier).
   set(defined_patterns "")
   foreach(f IN LISTS cmake_files)
-    file(STRINGS "${f}" calls REGEX "(add_executable|add_library|add_custom_target|cpd_add_example|cpd_add_test)\\(")
+    file(STRINGS "${f}" calls REGEX "(add_executable|add_library|add_custom_target|pybind11_add_module|cpd_add_example|cpd_add_test)\\(")
     foreach(call IN LISTS calls)
       set(tname "")
-      if(call MATCHES "(add_executable|add_library|add_custom_target|cpd_add_example)\\(([^ )]+)")
+      if(call MATCHES "(add_executable|add_library|add_custom_target|pybind11_add_module|cpd_add_example)\\(([^ )]+)")
         set(tname "${CMAKE_MATCH_2}")
       elseif(call MATCHES "cpd_add_test\\(NAME ([^ )]+)")
         set(tname "${CMAKE_MATCH_1}")

@@ -41,6 +41,7 @@ set(CPD_HEADERS
   include/cpd/exchange/codecs/make_codec.hpp
   include/cpd/exchange/codecs/onebit.hpp
   include/cpd/exchange/codecs/qsgd.hpp
+  include/cpd/exchange/codes.hpp
   include/cpd/exchange/partition.hpp
   include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp

@@ -21,7 +21,10 @@ import re
 import sys
 from collections import defaultdict
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError:
+    sys.exit(f"{sys.argv[0]}: needs matplotlib (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 

@@ -14,7 +14,10 @@
 # not a default stage: CI must finish in 45 minutes on 2 cores, and the quick
 # tests compile for ~15 CPU minutes per preset. Run it by name.
 # Before configuring, scripts/venv.sh makes build/venv: Debian's python3 with the pinned test
-# oracles from PyPI (scripts/oracles.txt), the Python of the tests that compare with them.
+# oracles from PyPI (scripts/oracles.txt) and the build backend scikit-build-core
+# (scripts/python-build.txt), the Python of the tests. The Python package is built once, by
+# pip: ci's ctest python.install pip-installs it into build/venv (first, while other tests
+# run), and the python tests import it from there (docs/python.md).
 # usage: scripts/test.sh [preset...]     (default: ci asan fuzz)
 # env:   CPD_JOBS (default 2), CPD_SKIP_DEPS=1 to skip the dependency check
 set -euo pipefail

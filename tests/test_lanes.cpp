@@ -324,7 +324,7 @@ TEST_CASE("lanes: the generic loops and the AVX-512 bodies give the element-by-e
   }
   for (std::size_t len : {std::size_t(0), std::size_t(3), std::size_t(16), std::size_t(999), n}) {
     CAPTURE(len);
-    const unsigned f = cd::lanes<cd::odd_sum_loop>(static_cast<const float*>(a.data()),
+    const unsigned f = cd::lanes<cd::odd_sum_loop>(cd::active_isa(), static_cast<const float*>(a.data()),
                                                    static_cast<const float*>(b.data()), t.data(), len);
     bool over = false, nan = false;
     for (std::size_t i = 0; i < len; ++i) {
@@ -338,10 +338,10 @@ TEST_CASE("lanes: the generic loops and the AVX-512 bodies give the element-by-e
     CHECK(((f & cd::odd_sum_nan) != 0) == nan);
     std::uint32_t m = 0;
     for (std::size_t i = 0; i < len; ++i) m = std::max(m, bits(a[i]) & 0x7FFFFFFFu);
-    CHECK(cd::lanes<cd::amax_loop>(static_cast<const float*>(a.data()), len) == m);
+    CHECK(cd::lanes<cd::amax_loop>(cd::active_isa(), static_cast<const float*>(a.data()), len) == m);
     for (int k : {3, -20, 130, -140}) {
       const int k1 = std::clamp(k, -126, 127);
-      const bool exact = cd::lanes<cd::scale_pow2_loop>(static_cast<const float*>(b.data()), cd::pow2<float>(k1),
+      const bool exact = cd::lanes<cd::scale_pow2_loop>(cd::active_isa(), static_cast<const float*>(b.data()), cd::pow2<float>(k1),
                                                          cd::pow2<float>(k - k1), y.data(), len);
       bool all = true;
       for (std::size_t i = 0; i < len; ++i) {

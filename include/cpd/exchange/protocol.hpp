@@ -27,9 +27,12 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/exchange/codes.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/detail/avx512_hop.hpp>
+#include <cpd/host/detail/decode.hpp>
 #include <cpd/host/detail/lanes.hpp>
+#include <cpd/host/detail/select.hpp>
 #include <cpd/host/execution.hpp>
 #include <cpd/reduce/kahan.hpp>
 #include <cpd/reduce/sum.hpp>
@@ -37,6 +40,7 @@
 #include <cpd/scaling/scaling.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -73,126 +77,20 @@ template <class S>
 [[nodiscard]] typename S::statistic_type exchange_statistic(const S& scaler, const float* g, std::size_t n) noexcept {
   if constexpr (statistic_from_amax<S>::value) {
     if (n >= 256) {
-      const std::uint32_t m = lanes<amax_loop>(g, n);
+      const std::uint32_t m = amax_bits_of(g, n);
       return scaler.statistic_of_amax(bit_cast<float>(m > 0x7F800000u ? 0x7FC00000u : m));
     }
   }
   return scaler.statistic(g, n);
 }
 
-/// Values of F as codes: the code of a value, the value of a code (NaN: the canonical +qNaN,
-/// as every sum's), through a table for codes of at most 16 bits.
-template <class F>
-struct format_codes {
-  using storage = typename F::storage_type;
-  static constexpr int width = F::spec.bits;
-
-  /// The code of v, a value of F (exact: any rounding mode gives the same code).
-  [[nodiscard]] static CPD_ALWAYS_INLINE storage code_of(float v) noexcept {
-    constexpr spec s = F::spec;
-    return static_cast<storage>(round_bits<rounding::nearest_even, overflow::infinity, float>(s, bit_cast<std::uint32_t>(v)).code);
-  }
-
-  /// The value of a code.
-  [[nodiscard]] static CPD_ALWAYS_INLINE float value_of(storage c) noexcept {
-    if constexpr (width <= 16) {
-      return table()[c];
-    } else {
-      return decoded(c);
-    }
-  }
-
-  [[nodiscard]] static float decoded(std::uint64_t c) noexcept {
-    constexpr spec s = F::spec;
-    return canonical_nan(bit_cast<float>(decode_bits<float>(s, c)));
-  }
-
-  /// Every code's value (codes of at most 16 bits).
-  static const float* table() noexcept {
-    static const std::vector<float> t = [] {
-      std::vector<float> v(std::size_t(1) << (width <= 16 ? width : 0));
-      for (std::size_t c = 0; c < v.size(); ++c) v[c] = decoded(c);
-      return v;
-    }();
-    return t.data();
-  }
-
-  /// The codes of n values of F (through the bulk kernel: exact values, any mode).
-  static void encode(const float* v, std::size_t n, storage* out) {
-    if constexpr (width <= 16) {
-      cpd::encode<F, rounding::nearest_even, overflow::infinity>(execution::seq, v, out, n);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) out[i] = code_of(v[i]);
-    }
-  }
-
-  /// The values of n codes.
-  static void decode(const storage* c, std::size_t n, float* out) noexcept {
-    for (std::size_t i = 0; i < n; ++i) out[i] = value_of(c[i]);
-  }
-};
-
-/// Rounded addition and subtraction of codes of F. For formats of at most 8 bits and a
-/// deterministic mode Q(a + b) depends on the codes alone, so one table of every pair (built
-/// once from cpd::rounded_add, 64 KiB at most) replaces decode, round and encode.
-template <class F, rounding R, overflow O>
-struct code_sum {
-  using codes = format_codes<F>;
-  using storage = typename codes::storage;
-  static constexpr bool tabled = codes::width <= 8 && R != rounding::stochastic;
-  static constexpr int w = tabled ? codes::width : 0;
-
-  std::vector<storage> add, sub;  ///< [(a << width) | b]
-
-  static const code_sum& get() {
-    static const code_sum t = [] {
-      code_sum a;
-      const std::size_t k = std::size_t(1) << w;
-      a.add.resize(k * k);
-      a.sub.resize(k * k);
-      for (std::size_t x = 0; x < k; ++x)
-        for (std::size_t y = 0; y < k; ++y) {
-          const float vx = codes::value_of(static_cast<storage>(x)), vy = codes::value_of(static_cast<storage>(y));
-          a.add[(x << w) | y] = codes::code_of(rounded_add<F, R, O>(vx, vy));
-          a.sub[(x << w) | y] = codes::code_of(rounded_sub<F, R, O>(vx, vy));
-        }
-      return a;
-    }();
-    return t;
-  }
-  [[nodiscard]] CPD_ALWAYS_INLINE storage plus(storage a, storage b) const noexcept { return add[(a << w) | b]; }
-  [[nodiscard]] CPD_ALWAYS_INLINE storage minus(storage a, storage b) const noexcept { return sub[(a << w) | b]; }
-
-  /// Q(a + b) on codes; rb(k, x, y) gives the random bits of rounding k of operands x, y.
-  template <class RandomBits>
-  [[nodiscard]] static CPD_ALWAYS_INLINE storage add_codes(storage a, storage b, RandomBits&& rb) noexcept {
-    if constexpr (tabled) {
-      return get().plus(a, b);
-    } else {
-      const float x = codes::value_of(a), y = codes::value_of(b);
-      return codes::code_of(rounded_add_in_default_env<F, R, O>(x, y, rb(0, x, y)));
-    }
-  }
-
-  /// The compensated combine (s1, c1) += (s2, c2) on codes (kahan_merge_step's roundings).
-  template <class RandomBits>
-  static CPD_ALWAYS_INLINE void merge_codes(storage s1, storage c1, storage s2, storage c2, storage& s, storage& c,
-                                            RandomBits&& rb) noexcept {
-    if constexpr (tabled) {
-      const code_sum& a = get();
-      const storage u = a.plus(c1, c2), y = a.minus(s2, u), t = a.plus(s1, y);
-      c = a.minus(a.minus(t, s1), y);
-      s = t;
-    } else {
-      float fs = codes::value_of(s1), fc = codes::value_of(c1);
-      kahan_merge_step<F, R, O>(fs, fc, codes::value_of(s2), codes::value_of(c2), rb);
-      s = codes::code_of(fs);
-      c = codes::code_of(fc);
-    }
-  }
-};
-
 /// The protocol's steps for one tensor of an allreduce among `world` workers with a known scale.
+/// How each verb runs — the fused AVX-512 pass, the float sums rounded to odd and then by a
+/// bulk kernel, the double sum, the code tables, or element by element — is decided once, at
+/// construction, from F, R, Scale, Kahan and the selector's hop_choice (the instruction set,
+/// the fused passes, the kernels of the block calls: host/detail/select.hpp); the block loops
+/// call those kernels directly, not the public bulk calls. A data-dependent fallback (a
+/// product outside float's range, a float sum that overflows) stays a branch in the loop.
 template <class F, rounding R, overflow O, class Scale>
 class summation {
  public:
@@ -208,9 +106,13 @@ class summation {
   using code_arith = code_sum<F, R, O>;
 
   summation(Scale scale, int world, bool kahan, bool mean, random_stream key) noexcept
-      : sc_(scale), w_(world), kahan_(kahan), mean_(mean), key_(key) {}
+      : sc_(scale), w_(world), kahan_(kahan), mean_(mean), key_(key), c_(choose_hop<F, R, block>()) {
+    if constexpr (std::is_same_v<Scale, pow2_scale>) pow2_ok_ = scale_factors(f1_, f2_);
+  }
 
   [[nodiscard]] bool kahan() const noexcept { return kahan_; }
+  /// The instruction set of this summation's loops (the selector's choice).
+  [[nodiscard]] isa where() const noexcept { return c_.where; }
 
   /// The random bits of rounding k of the hop of `rank` at `step`, for element i.
   [[nodiscard]] std::uint32_t bits(int step, int rank, int k, std::size_t i) const noexcept {
@@ -218,33 +120,20 @@ class summation {
   }
 
   /// load: q[j] = Q(x[j] * scale) for the elements lo + j, j < len, of worker `rank` (x points
-  /// at element lo). A power-of-two scale and a deterministic mode: the fused pass of
-  /// cpd/host/detail/avx512_hop.hpp where it runs; else the bulk kernels (vectorized,
-  /// dispatched at run time).
+  /// at element lo): the fused pass (a power-of-two scale, a deterministic mode), else the
+  /// product and a bulk kernel.
   void load(int rank, const float* x, std::size_t lo, std::size_t len, float* q) const {
-    if constexpr (!sr && std::is_same_v<Scale, pow2_scale>) {
-      float f1 = 0, f2 = 0;
-      if (scale_factors(f1, f2)) {
-        if (hop_with_fallback(
-                len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1, f2, q + at, m); },
-                [&](std::size_t at, std::size_t m) { load_bulk(rank, x + at, lo + at, m, q + at); }))
-          return;
-      }
-    }
+    if (fused_scale(c_.fused_values) &&
+        hop_with_fallback(
+            len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1_, f2_, q + at, m); },
+            [&](std::size_t at, std::size_t m) { load_bulk(rank, x + at, lo + at, m, q + at); }))
+      return;
     load_bulk(rank, x, lo, len, q);
   }
 
-  /// The power-of-two scale 2^k as two float factors f1 * f2, so that k may leave float's
-  /// exponent range (false where k is outside [-252, 254]).
-  [[nodiscard]] bool scale_factors(float& f1, float& f2) const noexcept {
-    if (sc_.exponent < -252 || sc_.exponent > 254) return false;
-    const int k1 = std::clamp(sc_.exponent, -126, 127);
-    f1 = pow2<float>(k1);
-    f2 = pow2<float>(sc_.exponent - k1);
-    return true;
-  }
-
-  /// load through the bulk kernels.
+  /// load through a bulk kernel: the product (exact for a power-of-two scale within float's
+  /// range; in float by definition for a float scale), rounded by the kernel; a product that
+  /// leaves float's normal range is rounded from double, element by element.
   void load_bulk(int rank, const float* x, std::size_t lo, std::size_t len, float* q) const {
     bulk_options bo;
     bo.offset = lo;
@@ -252,40 +141,36 @@ class summation {
       bo.seed = key_.seed;
       bo.stream = allreduce_stream(key_, w_, -1, rank, 0);
     }
-    bool exact = true;  // q[j] = x[j] * scale exactly (float_scale: by definition, in float)
+    bool exact = true;
     if constexpr (std::is_same_v<Scale, float_scale>) {
       const float v = sc_.value;
       for (std::size_t j = 0; j < len; ++j) q[j] = x[j] * v;
     } else {
-      float f1 = 0, f2 = 0;
-      exact = scale_factors(f1, f2) && lanes<scale_pow2_loop>(x, f1, f2, q, len);
+      exact = pow2_ok_ && lanes<scale_pow2_loop>(c_.where, x, f1_, f2_, q, len);
     }
     if (exact) {
-      cpd::quantize<F, R, O>(execution::seq, q, q, len, bo);
-    } else {  // a product left float's normal range: round x * 2^k from double, element by element
+      round_block(q, q, len, bo);
+    } else {
       for (std::size_t j = 0; j < len; ++j) q[j] = scaled_quantize<F, R, O>(x[j], sc_, bits(-1, rank, 0, lo + j));
     }
   }
 
-  /// load as codes: q[j] = the code of Q(x[j] * scale), the same values as load. A power-of-two
-  /// scale in [-64, 64] rounds in the bulk encode kernel (x * 2^k exact, rounded once).
+  /// load as codes: q[j] = the code of Q(x[j] * scale), the same values as load: the fused pass,
+  /// or the encode kernel with the scale in the spec (a power of two in [-64, 64]: x * 2^k
+  /// exact, rounded once), else values block by block, encoded.
   void load(int rank, const float* x, std::size_t lo, std::size_t len, storage* q) const {
     if constexpr (!sr && std::is_same_v<Scale, pow2_scale> && codes::width <= 16) {
-      float f1 = 0, f2 = 0;
-      if (scale_factors(f1, f2)) {  // the fused pass, as load on values
-        if (hop_with_fallback(
-                len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1, f2, q + at, m); },
-                [&](std::size_t at, std::size_t m) {
-                  float v[16];
-                  load_bulk(rank, x + at, lo + at, m, v);
-                  codes::encode(v, m, q + at);
-                }))
-          return;
-      }
+      if (fused_scale(c_.fused_codes) &&
+          hop_with_fallback(
+              len, [&](std::size_t at, std::size_t m) { return hop_scale_round<F, R, O>(x + at, f1_, f2_, q + at, m); },
+              [&](std::size_t at, std::size_t m) {
+                float v[16];
+                load_bulk(rank, x + at, lo + at, m, v);
+                encode_values(v, m, q + at);
+              }))
+        return;
       if (sc_.exponent >= -64 && sc_.exponent <= 64) {
-        bulk_options o;
-        o.scale_exponent = sc_.exponent;
-        cpd::encode<F, R, O>(execution::seq, x, q, len, o);
+        encode_scaled(x, q, len);
         return;
       }
     }
@@ -293,7 +178,7 @@ class summation {
     for (std::size_t b = 0; b < len; b += block) {
       const std::size_t m = std::min(block, len - b);
       load(rank, x + b, lo + b, m, v);
-      codes::encode(v, m, q + b);
+      encode_values(v, m, q + b);
     }
   }
 
@@ -306,13 +191,14 @@ class summation {
   template <class Slow>
   bool chain(const float* const* x, int w, std::size_t len, float* out, Slow&& slow) const {
     if constexpr (!sr && float_sum_path<F, R> && std::is_same_v<Scale, pow2_scale>) {
-      float f1 = 0, f2 = 0;
-      if (kahan_ || !scale_factors(f1, f2)) return false;
+      if (kahan_ || !fused_scale(c_.fused_values)) return false;
       const double inverse = sc_.inverse();
       const float mean_w = mean_ ? static_cast<float>(w_) : 1.0f;
       return hop_with_fallback(
           len,
-          [&](std::size_t at, std::size_t m) { return hop_chain_round<F, R, O>(x, w, at, f1, f2, inverse, mean_w, out, m); },
+          [&](std::size_t at, std::size_t m) {
+            return hop_chain_round<F, R, O>(x, w, at, f1_, f2_, inverse, mean_w, out, m);
+          },
           std::forward<Slow>(slow));
     } else {
       (void)x, (void)w, (void)len, (void)out, (void)slow;
@@ -333,82 +219,84 @@ class summation {
   /// Kahan step (four roundings; c unused without Kahan). s and q hold values of F (or inf
   /// and NaN), as every load and add makes them.
   void add(float* s, float* c, const float* q, std::size_t lo, std::size_t len, int step, int rank) const {
-    if (!kahan_) {
-      if constexpr (sr && exact_float_sum) {
-        // Stochastic rounding where every sum of two values of F is a float: the float sums
-        // (exact; odd_sum_loop's rounding to odd never acts), rounded by the bulk kernel with
-        // this hop's stream, element lo + j drawing bits(step, rank, 0, lo + j).
-        static thread_local float t[block];
-        lanes<odd_sum_loop>(static_cast<const float*>(s), q, +t, len);
-        bulk_options bo;
-        bo.offset = lo;
-        bo.seed = key_.seed;
-        bo.stream = allreduce_stream(key_, w_, step, rank, 0);
-        cpd::quantize<F, R, O>(execution::seq, t, s, len, bo);
-        lanes<canonical_nan_loop>(s, len);
-        return;
-      }
-      if constexpr (float_sum_path<F, R>) {
-        // The fused pass; the 16 values where it stops, element by element.
-        if (hop_with_fallback(
-                len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(s + at, q + at, m); },
-                [&](std::size_t at, std::size_t m) {
-                  for (std::size_t j = at; j < at + m; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], 0);
-                }))
-          return;
-        // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does).
-        static thread_local float t[block];
-        const unsigned flags = lanes<odd_sum_loop>(static_cast<const float*>(s), q, +t, len);
-        if ((flags & odd_sum_overflow) == 0) {
-          cpd::quantize<F, R, O>(execution::seq, t, s, len);
-          if ((flags & odd_sum_nan) != 0) lanes<canonical_nan_loop>(s, len);
-          return;
-        }
-      }
-      if constexpr (sr && exact_double_sum) {
-        // (the double sum is the exact sum: the core rounds it with no rounding to odd first)
-        hop_random r0(*this, step, rank, 0);
-        for (std::size_t j = 0; j < len; ++j)
-          s[j] = canonical_nan(
-              round_to<F, R, O>(static_cast<double>(s[j]) + static_cast<double>(q[j]), r0(lo + j)));
-      } else if constexpr (sr) {
-        hop_random r0(*this, step, rank, 0);
-        for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], r0(lo + j));
-      } else {
-        for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], 0);
-      }
+    if (kahan_) {
+      add_kahan(s, c, q, lo, len, step, rank);
       return;
     }
-    if constexpr (float_sum_path<F, R>) {
-      // Deterministic Kahan as four rounded adds over the block, each the fused pass (the
-      // 16 values where it stops, element by element): kahan_step's operations, in its order.
-      static thread_local float y[block], t[block], neg[block];
-      const auto round_add = [len](float* a, const float* b) {  // a = Q(a + b)
-        const auto slow = [&](std::size_t at, std::size_t m) {
-          for (std::size_t j = at; j < at + m; ++j) a[j] = rounded_add_in_default_env<F, R, O>(a[j], b[j], 0);
-        };
-        if (!hop_with_fallback(
-                len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(a + at, b + at, m); }, slow))
-          slow(0, len);
-      };
-      for (std::size_t j = 0; j < len; ++j) y[j] = q[j], neg[j] = -c[j];
-      round_add(y, neg);  // y = Q(x - c)
-      std::copy(s, s + len, t);
-      round_add(t, y);  // t = Q(s + y)
-      for (std::size_t j = 0; j < len; ++j) c[j] = t[j], neg[j] = -s[j];  // (c is read: free)
-      round_add(c, neg);  // Q(t - s)
-      for (std::size_t j = 0; j < len; ++j) neg[j] = -y[j];
-      round_add(c, neg);  // c = Q(Q(t - s) - y)
-      std::copy(t, t + len, s);
-    } else if constexpr (sr) {
-      hop_random r0(*this, step, rank, 0), r1(*this, step, rank, 1), r2(*this, step, rank, 2),
-          r3(*this, step, rank, 3);
-      for (std::size_t j = 0; j < len; ++j) {
-        const std::size_t i = lo + j;
-        kahan_step<F, R, O, true>(s[j], c[j], q[j], r0(i), r1(i), r2(i), r3(i));
+    if constexpr (sr && exact_float_sum) {
+      // Stochastic rounding where every sum of two values of F is a float: the float sums
+      // (exact; odd_sum_loop's rounding to odd never acts), rounded by the kernel with this
+      // hop's stream, element lo + j drawing bits(step, rank, 0, lo + j).
+      static thread_local float t[block];
+      lanes<odd_sum_loop>(c_.where, static_cast<const float*>(s), q, +t, len);
+      round_block(t, s, len, hop_options(step, rank, lo));
+      lanes<canonical_nan_loop>(c_.where, s, len);
+      return;
+    } else if constexpr (float_sum_path<F, R>) {
+      if (c_.fused_values &&
+          hop_with_fallback(
+              len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(s + at, q + at, m); },
+              [&](std::size_t at, std::size_t m) { add_elements(s + at, q + at, lo + at, m, step, rank); }))
+        return;
+      // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does); a
+      // float sum that overflowed: element by element.
+      static thread_local float t[block];
+      const unsigned flags = lanes<odd_sum_loop>(c_.where, static_cast<const float*>(s), q, +t, len);
+      if ((flags & odd_sum_overflow) == 0) {
+        round_block(t, s, len, {});
+        if ((flags & odd_sum_nan) != 0) lanes<canonical_nan_loop>(c_.where, s, len);
+        return;
       }
+    }
+    add_elements(s, q, lo, len, step, rank);
+  }
+
+  /// add on codes, any len: the fused pass on codes, code_sum's tables, the float sums rounded
+  /// to odd then by the encode kernel, or decoded, added as values and encoded again.
+  void add(storage* s, storage* c, const storage* q, std::size_t lo, std::size_t len, int step, int rank) const {
+    if constexpr (float_sum_path<F, R> && codes::width <= 16) {
+      if (!kahan_ && c_.fused_codes &&
+          hop_with_fallback(
+              len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(s + at, q + at, m); },
+              [&](std::size_t at, std::size_t m) {
+                for (std::size_t j = at; j < at + m; ++j)
+                  s[j] = codes::code_of(
+                      rounded_add_in_default_env<F, R, O>(codes::value_of(s[j]), codes::value_of(q[j]), 0));
+              }))
+        return;
+    }
+    if constexpr (code_arith::tabled) {
+      add_tabled(s, c, q, len);
+      return;
     } else {
-      for (std::size_t j = 0; j < len; ++j) kahan_step<F, R, O, true>(s[j], c[j], q[j], 0, 0, 0, 0);
+      static thread_local float fs[block], fc[block], fq[block];
+      for (std::size_t b = 0; b < len; b += block) {
+        const std::size_t m = std::min(block, len - b);
+        if constexpr (float_sum_path<F, R> && codes::width <= 16) {
+          // Decoded by the kernel (a NaN keeps its payload; the odd sum makes it canonical),
+          // summed to odd, rounded and encoded by the kernel in one step: the code of Q(t).
+          if (!kahan_) {
+            decode_block(s + b, m, fs);
+            decode_block(q + b, m, fq);
+            const unsigned flags = lanes<odd_sum_loop>(c_.where, static_cast<const float*>(fs),
+                                                       static_cast<const float*>(fq), +fc, m);
+            if ((flags & odd_sum_overflow) == 0) {
+              encode_rounded(fc, s + b, m);
+            } else {
+              for (std::size_t j = 0; j < m; ++j) fs[j] = canonical_nan(fs[j]), fq[j] = canonical_nan(fq[j]);
+              add(fs, fc, fq, lo + b, m, step, rank);
+              encode_values(fs, m, s + b);
+            }
+            continue;
+          }
+        }
+        codes::decode(s + b, m, fs);  // (through the table: a NaN the canonical one)
+        codes::decode(q + b, m, fq);
+        if (kahan_) codes::decode(c + b, m, fc);
+        add(fs, fc, fq, lo + b, m, step, rank);
+        encode_values(fs, m, s + b);
+        if (kahan_) encode_values(fc, m, c + b);
+      }
     }
   }
 
@@ -434,67 +322,6 @@ class summation {
     std::uint32_t hi_ = 0;
     bool ready_ = false;
   };
-
-  /// add on codes, any len: through code_sum's tables where they exist, else decoded, added as
-  /// values and encoded again.
-  void add(storage* s, storage* c, const storage* q, std::size_t lo, std::size_t len, int step, int rank) const {
-    if constexpr (float_sum_path<F, R> && codes::width <= 16) {
-      if (!kahan_) {
-        if (hop_with_fallback(  // as on values
-                len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(s + at, q + at, m); },
-                [&](std::size_t at, std::size_t m) {
-                  for (std::size_t j = at; j < at + m; ++j)
-                    s[j] = codes::code_of(
-                        rounded_add_in_default_env<F, R, O>(codes::value_of(s[j]), codes::value_of(q[j]), 0));
-                }))
-          return;
-      }
-    }
-    if constexpr (code_arith::tabled) {
-      const code_arith& a = code_arith::get();
-      if (!kahan_) {
-        for (std::size_t j = 0; j < len; ++j) s[j] = a.plus(s[j], q[j]);
-      } else {  // y = Q(q - c), t = Q(s + y), c = Q(Q(t - s) - y), s = t
-        for (std::size_t j = 0; j < len; ++j) {
-          const storage y = a.minus(q[j], c[j]), u = a.plus(s[j], y);
-          c[j] = a.minus(a.minus(u, s[j]), y);
-          s[j] = u;
-        }
-      }
-      return;
-    }
-    static thread_local float fs[block], fc[block], fq[block];
-    if constexpr (float_sum_path<F, R> && codes::width <= 16) {
-      // Decoded by the bulk kernel (a NaN keeps its payload; the odd sum makes it canonical),
-      // summed to odd, rounded and encoded by the bulk kernel in one step: the code of Q(t).
-      if (!kahan_) {
-        for (std::size_t b = 0; b < len; b += block) {
-          const std::size_t m = std::min(block, len - b);
-          cpd::decode<F>(execution::seq, s + b, fs, m);
-          cpd::decode<F>(execution::seq, q + b, fq, m);
-          const unsigned flags = lanes<odd_sum_loop>(static_cast<const float*>(fs), static_cast<const float*>(fq),
-                                                     +fc, m);
-          if ((flags & odd_sum_overflow) == 0) {
-            cpd::encode<F, R, O>(execution::seq, fc, s + b, m);
-          } else {
-            for (std::size_t j = 0; j < m; ++j) fs[j] = canonical_nan(fs[j]), fq[j] = canonical_nan(fq[j]);
-            add(fs, fc, fq, lo + b, m, step, rank);
-            codes::encode(fs, m, s + b);
-          }
-        }
-        return;
-      }
-    }
-    for (std::size_t b = 0; b < len; b += block) {
-      const std::size_t m = std::min(block, len - b);
-      codes::decode(s + b, m, fs);
-      codes::decode(q + b, m, fq);
-      if (kahan_) codes::decode(c + b, m, fc);
-      add(fs, fc, fq, lo + b, m, step, rank);
-      codes::encode(fs, m, s + b);
-      if (kahan_) codes::encode(fc, m, c + b);
-    }
-  }
 
   /// merge: (s1, c1) += (s2, c2) at a tree node over the elements lo + j, j < len <= block:
   /// plain Q(s1 + s2), or the compensated combine of kahan_merge_step.
@@ -524,21 +351,20 @@ class summation {
         t = t > 0 ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::max();
       s[j] = t;
     }
-    round_runtime<rounding::nearest_even, overflow::infinity, float, float, bulk_op::quantize>(execution::seq, acc.spec(),
-                                                                                             s, s, len, {});
+    const spec a = acc.spec();
+    with_encoding(a.enc, [&](auto kc) {
+      constexpr encoding_kind K = decltype(kc)::value;
+      round_with<rounding::nearest_even, overflow::infinity, float, float, bulk_op::quantize>(
+          choose_rounding<rounding::nearest_even, K, float, float>(c_.where, a, len, {}), execution::seq,
+          encoding_spec<K, float>{a}, s, s, len, {});
+    });
     for (std::size_t j = 0; j < len; ++j) s[j] = canonical_nan(s[j]);
   }
 
   /// two_step's one rounding of the accumulated sums s (elements lo + j) to F, made by the
   /// rank that owns the chunk: step 0, rank `owner`, k = 0 for stochastic rounding.
   void round_sum(float* s, std::size_t lo, std::size_t len, int owner) const {
-    bulk_options bo;
-    bo.offset = lo;
-    if constexpr (sr) {
-      bo.seed = key_.seed;
-      bo.stream = allreduce_stream(key_, w_, 0, owner, 0);
-    }
-    cpd::quantize<F, R, O>(execution::seq, s, s, len, bo);
+    round_block(s, s, len, hop_options(0, owner, lo));
     for (std::size_t j = 0; j < len; ++j) s[j] = canonical_nan(s[j]);
   }
 
@@ -550,15 +376,19 @@ class summation {
   }
   void finish(const float* s, std::size_t len, float* out) const noexcept {
     if constexpr (std::is_same_v<Scale, pow2_scale>) {
-      lanes<unscale_loop>(s, sc_.inverse(), mean_ ? static_cast<float>(w_) : 1.0f, out, len);
+      lanes<unscale_loop>(c_.where, s, sc_.inverse(), mean_ ? static_cast<float>(w_) : 1.0f, out, len);
     } else {
       for (std::size_t j = 0; j < len; ++j) out[j] = finish(s[j]);
     }
   }
-  /// finish of codes (through a table of every code's result when that is shorter).
-  void finish(const storage* s, std::size_t len, float* out) const noexcept {
+  /// finish of codes: the fused pass, a table of every code's result when that is shorter, or
+  /// decoded and finished.
+  void finish(const storage* s, std::size_t len, float* out) const {
     if constexpr (std::is_same_v<Scale, pow2_scale> && codes::width <= 16) {
-      if (hop_finish<F>(s, sc_.inverse(), mean_ ? static_cast<float>(w_) : 1.0f, out, len)) return;
+      if (c_.fused_finish) {
+        hop_finish<F>(s, sc_.inverse(), mean_ ? static_cast<float>(w_) : 1.0f, out, len);
+        return;
+      }
     }
     if constexpr (codes::width <= 8) {
       constexpr std::size_t all = std::size_t(1) << codes::width;
@@ -573,7 +403,7 @@ class summation {
       static thread_local float v[block];
       for (std::size_t b = 0; b < len; b += block) {
         const std::size_t m = std::min(block, len - b);
-        cpd::decode<F>(execution::seq, s + b, v, m);  // a NaN's payload: made canonical by finish
+        decode_block(s + b, m, v);  // a NaN's payload: made canonical by finish
         finish(v, m, out + b);
       }
     } else {
@@ -581,12 +411,164 @@ class summation {
     }
   }
 
+  /// The codes of n values of F (exact: any mode gives them), through the encode kernel the
+  /// selector chose for this summation.
+  void encode_values(const float* v, std::size_t n, storage* out) const {
+    if constexpr (codes::width <= 16) {
+      round_with<rounding::nearest_even, overflow::infinity, float, storage, bulk_op::encode>(
+          c_.encode_exact, execution::seq, spec_provider{F::spec}, v, out, n, {});
+    } else {
+      codes::encode(v, n, out);
+    }
+  }
+
  private:
+  using spec_provider = encoding_spec<F::encoding::kind, float>;
+
+  /// Whether a power-of-two scale goes through a fused pass that `taken` (the selector's
+  /// answer for values or codes) allows: deterministic mode, scale factors in range.
+  [[nodiscard]] bool fused_scale(bool taken) const noexcept {
+    if constexpr (!sr && std::is_same_v<Scale, pow2_scale>) return taken && pow2_ok_;
+    else return (void)taken, false;
+  }
+
+  /// The power-of-two scale 2^k as two float factors f1 * f2, so that k may leave float's
+  /// exponent range (false where k is outside [-252, 254]).
+  [[nodiscard]] bool scale_factors(float& f1, float& f2) const noexcept {
+    if (sc_.exponent < -252 || sc_.exponent > 254) return false;
+    const int k1 = std::clamp(sc_.exponent, -126, 127);
+    f1 = pow2<float>(k1);
+    f2 = pow2<float>(sc_.exponent - k1);
+    return true;
+  }
+
+  /// The bulk options of the hop of `rank` at `step` over the elements lo..: the offset, and
+  /// the seed and stream of stochastic rounding.
+  [[nodiscard]] bulk_options hop_options(int step, int rank, std::size_t lo) const noexcept {
+    bulk_options bo;
+    bo.offset = lo;
+    if constexpr (sr) {
+      bo.seed = key_.seed;
+      bo.stream = allreduce_stream(key_, w_, step, rank, 0);
+    } else {
+      (void)step, (void)rank;
+    }
+    return bo;
+  }
+
+  /// out[0..n) = in[0..n) rounded to F in mode R (in == out allowed) by the kernel the
+  /// selector chose for this summation.
+  void round_block(const float* in, float* out, std::size_t n, const bulk_options& bo) const {
+    round_with<R, O, float, float, bulk_op::quantize>(c_.quantize, execution::seq, spec_provider{F::spec}, in, out, n,
+                                                      bo);
+  }
+
+  /// out[0..n) = the codes of in[0..n) rounded to F in mode R (the odd sums of add on codes).
+  void encode_rounded(const float* in, storage* out, std::size_t n) const {
+    round_with<R, O, float, storage, bulk_op::encode>(
+        choose_rounding<R, F::encoding::kind, float, storage>(c_.where, F::spec, n, {}), execution::seq,
+        spec_provider{F::spec}, in, out, n, {});
+  }
+
+  /// q[0..n) = the codes of x[0..n) * 2^k rounded to F in mode R, k the scale's exponent in
+  /// [-64, 64] (the scale in the spec: one rounding of the exact product).
+  void encode_scaled(const float* x, storage* q, std::size_t n) const {
+    if constexpr (std::is_same_v<Scale, pow2_scale>) {
+      bulk_options o;
+      o.scale_exponent = sc_.exponent;
+      const spec_provider sp{scaled_spec(F::spec, sc_.exponent, "cpd exchange")};
+      round_with<R, O, float, storage, bulk_op::encode>(
+          choose_rounding<R, F::encoding::kind, float, storage>(c_.where, sp.raw(), n, o), execution::seq, sp, x, q, n,
+          o);
+    }
+  }
+
+  /// out[0..n) = the values of the codes c[0..n) by the decode kernel the selector chose; a
+  /// code with bits above the format's width (a corrupt message) is std::invalid_argument.
+  void decode_block(const storage* c, std::size_t n, float* out) const {
+    const storage stray = stray_bits<storage>(F::spec);
+    std::atomic<std::uint64_t> seen{0};
+    const uint_of<float>* table = nullptr;
+    if constexpr (sizeof(storage) <= 2) table = decode_table<F, float>();
+    decode_with(c_.decode, execution::seq, F::spec, c, out, n, {}, table, stray, &seen);
+    if (seen.load(std::memory_order_relaxed) != 0) check_codes("cpd exchange", F::spec, c, n, stray);
+  }
+
+  /// s[j] = Q(s[j] + q[j]) element by element (the random bits of the hop of rank at step).
+  void add_elements(float* s, const float* q, std::size_t lo, std::size_t len, int step, int rank) const {
+    if constexpr (sr && exact_double_sum) {
+      // (the double sum is the exact sum: the core rounds it with no rounding to odd first)
+      hop_random r0(*this, step, rank, 0);
+      for (std::size_t j = 0; j < len; ++j)
+        s[j] = canonical_nan(round_to<F, R, O>(static_cast<double>(s[j]) + static_cast<double>(q[j]), r0(lo + j)));
+    } else if constexpr (sr) {
+      hop_random r0(*this, step, rank, 0);
+      for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], r0(lo + j));
+    } else {
+      (void)lo, (void)step, (void)rank;
+      for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], 0);
+    }
+  }
+
+  /// add with Kahan: kahan_step's four roundings, deterministically as four rounded adds over
+  /// the block, each the fused pass where the selector took it.
+  void add_kahan(float* s, float* c, const float* q, std::size_t lo, std::size_t len, int step, int rank) const {
+    if constexpr (float_sum_path<F, R>) {
+      static thread_local float y[block], t[block], neg[block];
+      const auto round_add = [&](float* a, const float* b) {  // a = Q(a + b)
+        const auto slow = [&](std::size_t at, std::size_t m) {
+          for (std::size_t j = at; j < at + m; ++j) a[j] = rounded_add_in_default_env<F, R, O>(a[j], b[j], 0);
+        };
+        if (!c_.fused_values ||
+            !hop_with_fallback(
+                len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(a + at, b + at, m); }, slow))
+          slow(0, len);
+      };
+      (void)lo, (void)step, (void)rank;
+      for (std::size_t j = 0; j < len; ++j) y[j] = q[j], neg[j] = -c[j];
+      round_add(y, neg);  // y = Q(x - c)
+      std::copy(s, s + len, t);
+      round_add(t, y);  // t = Q(s + y)
+      for (std::size_t j = 0; j < len; ++j) c[j] = t[j], neg[j] = -s[j];  // (c is read: free)
+      round_add(c, neg);  // Q(t - s)
+      for (std::size_t j = 0; j < len; ++j) neg[j] = -y[j];
+      round_add(c, neg);  // c = Q(Q(t - s) - y)
+      std::copy(t, t + len, s);
+    } else if constexpr (sr) {
+      hop_random r0(*this, step, rank, 0), r1(*this, step, rank, 1), r2(*this, step, rank, 2),
+          r3(*this, step, rank, 3);
+      for (std::size_t j = 0; j < len; ++j) {
+        const std::size_t i = lo + j;
+        kahan_step<F, R, O, true>(s[j], c[j], q[j], r0(i), r1(i), r2(i), r3(i));
+      }
+    } else {
+      (void)lo, (void)step, (void)rank;
+      for (std::size_t j = 0; j < len; ++j) kahan_step<F, R, O, true>(s[j], c[j], q[j], 0, 0, 0, 0);
+    }
+  }
+
+  /// add on codes through code_sum's tables (a deterministic mode, codes of at most 8 bits).
+  void add_tabled(storage* s, storage* c, const storage* q, std::size_t len) const {
+    const code_arith& a = code_arith::get();
+    if (!kahan_) {
+      for (std::size_t j = 0; j < len; ++j) s[j] = a.plus(s[j], q[j]);
+    } else {  // y = Q(q - c), t = Q(s + y), c = Q(Q(t - s) - y), s = t
+      for (std::size_t j = 0; j < len; ++j) {
+        const storage y = a.minus(q[j], c[j]), u = a.plus(s[j], y);
+        c[j] = a.minus(a.minus(u, s[j]), y);
+        s[j] = u;
+      }
+    }
+  }
+
   Scale sc_;
   int w_;
   bool kahan_;
   bool mean_;
   random_stream key_;
+  hop_choice c_;
+  float f1_ = 1.0f, f2_ = 1.0f;  ///< a power-of-two scale as two float factors (pow2_ok_)
+  bool pow2_ok_ = false;
 };
 
 }  // namespace cpd::detail

@@ -45,6 +45,7 @@
 #include <cpd/exchange/algorithm.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/simulate.hpp>
 #include <cpd/exchange/wire.hpp>
 #include <cpd/scaling/scale.hpp>
 
@@ -528,7 +529,7 @@ class rank_exchange {
         }
         p.round_sum(s.data(), rg.begin + b, m, r_);
         p.finish(s.data(), m, t_[i].out + rg.begin + b);
-        codes::encode(s.data(), m, cs);
+        p.encode_values(s.data(), m, cs);
         W::pack(cs, m, out + at);
       }
       apply_mask(i, rg.begin, rg.size(), mask);

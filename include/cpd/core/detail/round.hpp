@@ -6,8 +6,10 @@
 // the CUDA kernels call round_bits(). The AVX-512 fast kernels
 // (cpd/host/detail/avx512.hpp) are a second implementation of the seven modes that
 // reads only the special values and the overflow threshold off round_bits; they are
-// chosen only by the host selector (cpd/host/detail/select.hpp) and held to the core
-// bit for bit by tests/test_fast_formats.cpp over every format they accept.
+// chosen only by the host selector (cpd/host/detail/select.hpp: choose_rounding for the
+// bulk calls, choose_hop for the exchange's fused hop passes, avx512_hop.hpp) and held
+// to the core bit for bit by tests/test_fast_formats.cpp and tests/test_lanes.cpp over
+// every format they accept.
 //
 // It is branch-free integer guard/round/sticky arithmetic on the bits of a float
 // or a double. A format is a detail::spec; for compile-time formats the spec is a

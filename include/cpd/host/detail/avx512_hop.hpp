@@ -312,18 +312,32 @@ bool hop_with_fallback(std::size_t len, Fused&& fused, Slow&& slow) {
 }
 
 /// True when the fused hop passes take rounding to F in mode R with values or codes Out
-/// now (an AVX-512 CPU, a build with the fast kernels, a format the fast kernel takes
-/// and, for codes, decodes).
+/// on the instruction set `where` (AVX-512, a build with the fast kernels, a format the
+/// fast kernel takes and, for codes, decodes). Asked by the selector (choose_hop), once
+/// per summation: the passes below trust it.
 template <class F, rounding R, class Out>
-bool hop_kernel_takes() noexcept {
+bool hop_kernel_takes(isa where) noexcept {
 #if CPD_FAST_KERNELS
   constexpr encoding_kind K = F::encoding::kind;
   if constexpr (R != rounding::stochastic && K != encoding_kind::fnu &&
                 (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
-    if (active_isa() != isa::avx512 || !fast::fast_kernel_takes<R, Out>(F::spec)) return false;
+    if (where != isa::avx512 || !fast::fast_kernel_takes<R, Out>(F::spec)) return false;
     return std::is_same_v<Out, float> || fast::decode_method_for(F::spec) != fast::method::none;
   }
 #endif
+  (void)where;
+  return false;
+}
+
+/// True when hop_finish takes codes Out of F on the instruction set `where`.
+template <class F, class Out>
+bool hop_finish_takes(isa where) noexcept {
+#if CPD_FAST_KERNELS
+  constexpr encoding_kind K = F::encoding::kind;
+  if constexpr (K != encoding_kind::fnu && !std::is_same_v<Out, float> && sizeof(Out) <= 2)
+    return where == isa::avx512 && fast::decode_method_for(F::spec) != fast::method::none;
+#endif
+  (void)where;
   return false;
 }
 
@@ -336,7 +350,6 @@ std::size_t hop_scale_round(const float* x, float f1, float f2, Out* q, std::siz
   constexpr encoding_kind K = F::encoding::kind;
   if constexpr (R != rounding::stochastic && K != encoding_kind::fnu &&
                 (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
-    if (!hop_kernel_takes<F, R, Out>()) return hop_not_taken;
     constexpr fast::method H = fast::method_for<R>(F::spec);  // (make_plan's, for F known here)
     const fast::hop_kernel<R, K, Out> k{fast::cached_plan<R, O>(F::spec, 32), {}};
     return k.template scale_round<H>(x, f1, f2, q, n);
@@ -355,7 +368,6 @@ std::size_t hop_chain_round(const float* const* x, int w, std::size_t at, float 
 #if CPD_FAST_KERNELS
   constexpr encoding_kind K = F::encoding::kind;
   if constexpr (R != rounding::stochastic && K != encoding_kind::fnu) {
-    if (!hop_kernel_takes<F, R, float>()) return hop_not_taken;
     constexpr fast::method H = fast::method_for<R>(F::spec);  // (make_plan's, for F known here)
     const fast::hop_kernel<R, K, float> k{fast::cached_plan<R, O>(F::spec, 32), {}};
     return k.template chain_round<H, (pair_sum_bits<F> <= 24)>(x, w, at, f1, f2, inverse, mean_w, out, n);
@@ -375,7 +387,6 @@ std::size_t hop_add_round(Out* sum, const Out* q, std::size_t n) noexcept {
                 (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
     constexpr spec s = F::spec;
     constexpr bool exact = pair_sum_bits<F> <= 24;  // (no error term to round to odd)
-    if (!hop_kernel_takes<F, R, Out>()) return hop_not_taken;
     constexpr fast::method H = fast::method_for<R>(s);  // (make_plan's, for F known here)
     fast::hop_kernel<R, K, Out> k{fast::cached_plan<R, O>(s, 32), {}};
     if constexpr (std::is_same_v<Out, float>) {
@@ -401,7 +412,6 @@ bool hop_finish(const Out* s, double inverse, float w, float* out, std::size_t n
     constexpr spec sp = F::spec;
     constexpr fast::method D = fast::decode_method_for(sp);
     if constexpr (D != fast::method::none) {
-      if (active_isa() != isa::avx512) return false;
       fast::hop_kernel<rounding::nearest_even, K, Out> k{{}, fast::make_decode_plan(sp)};
       k.template finish<D>(s, inverse, w, out, n);
       return true;

@@ -5,7 +5,7 @@
 // its bulk calls: a power-of-two scale, the float sums rounded to odd, canonical
 // NaNs, the unscaling of results. Like the bulk loops (cpd/host/detail/run.hpp),
 // each loop is compiled for the baseline, AVX2 and AVX-512 from one body and
-// called for the instruction set active_isa() names; the bodies are plain float
+// called for the instruction set the selector chose (host/detail/select.hpp); the bodies are plain float
 // arithmetic written without branches (conditions as integer masks), which the
 // compiler vectorizes at -O3; the two loops of every hop (the scale and the odd
 // sum) also have an AVX-512 body in intrinsics (run_avx512), vector at any
@@ -55,15 +55,18 @@ CPD_TARGET_AVX512 CPD_NOINLINE auto lanes_avx512(A... a) noexcept {
 }
 #endif
 
-/// L::run(a...) compiled for the active instruction set.
+/// L::run(a...) compiled for the instruction set `where` (the one the selector chose:
+/// host/detail/select.hpp).
 template <class L, class... A>
-auto lanes(A... a) noexcept {
+auto lanes(isa where, A... a) noexcept {
 #if CPD_ISA_DISPATCH
-  switch (active_isa()) {
+  switch (where) {
     case isa::avx512: return lanes_avx512<L>(a...);
     case isa::avx2: return lanes_avx2<L>(a...);
     case isa::baseline: break;
   }
+#else
+  (void)where;
 #endif
   return lanes_baseline<L>(a...);
 }

@@ -19,8 +19,11 @@
 //     direct_decode  decode_bits value by value
 //
 // The instruction set is asked here only (active_isa(): the CPU's best, capped by
-// CPD_ISA=baseline|avx2|avx512 or set_isa_override), once per call. The fast
-// kernels' per-format constants are cached per thread (fast::cached_plan).
+// CPD_ISA=baseline|avx2|avx512 or set_isa_override), once per call; and once per
+// summation of the exchange, whose verbs (cpd/exchange/protocol.hpp) run on a
+// hop_choice made by choose_hop (the fused hop passes, the loops' instruction set and
+// the kernels of its block calls). The fast kernels' per-format constants are cached
+// per thread (fast::cached_plan).
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/encoding.hpp>
@@ -28,9 +31,11 @@
 #include <cpd/core/rounding.hpp>
 #include <cpd/host/detail/avx512.hpp>
 #include <cpd/host/detail/avx512_decode.hpp>
+#include <cpd/host/detail/avx512_hop.hpp>
 #include <cpd/host/detail/fast_plan.hpp>
 #include <cpd/host/detail/isa.hpp>
 #include <cpd/host/detail/kernels.hpp>
+#include <cpd/host/detail/lanes.hpp>
 #include <cpd/host/detail/run.hpp>
 #include <cpd/host/detail/tuning.hpp>
 
@@ -65,10 +70,10 @@ inline constexpr bool fast_kernel_compiled =
     CPD_FAST_KERNELS && std::is_same_v<T, float> && K != encoding_kind::fnu &&
     (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> || std::is_same_v<Out, std::uint16_t>);
 
-/// The choice for rounding n values of T to the spec s of encoding K in mode R, out to Out.
+/// The choice for rounding n values of T to the spec s of encoding K in mode R, out to Out,
+/// on the instruction set `where`.
 template <rounding R, encoding_kind K, class T, class Out>
-kernel_choice choose_rounding(const spec& s, std::size_t n, const bulk_options& o) noexcept {
-  const isa where = active_isa();
+kernel_choice choose_rounding(isa where, const spec& s, std::size_t n, const bulk_options& o) noexcept {
   if (!vector_kernel_takes<T>(s)) return {strategy::general, where};
   if constexpr (fast_kernel_compiled<K, T, Out>) {
     if (o.stats == nullptr && n >= tuning::fast_min_values && where == isa::avx512 &&
@@ -79,11 +84,16 @@ kernel_choice choose_rounding(const spec& s, std::size_t n, const bulk_options& 
   return {strategy::vector, where};
 }
 
+/// The same on the active instruction set.
+template <rounding R, encoding_kind K, class T, class Out>
+kernel_choice choose_rounding(const spec& s, std::size_t n, const bulk_options& o) noexcept {
+  return choose_rounding<R, K, T, Out>(active_isa(), s, n, o);
+}
+
 /// The choice for decoding n codes of s to T (scaled: by scale_inverse; cached: the
 /// format's table of 16-bit codes is at hand).
 template <class Code, class T>
-kernel_choice choose_decode(const spec& s, std::size_t n, bool scaled, bool cached) noexcept {
-  const isa where = active_isa();
+kernel_choice choose_decode(isa where, const spec& s, std::size_t n, bool scaled, bool cached) noexcept {
   if constexpr (CPD_FAST_KERNELS && std::is_same_v<T, float> && sizeof(Code) <= 2) {
     if (!scaled && n >= tuning::fast_min_values && where == isa::avx512 &&
         fast::decode_method_for(s) != fast::method::none)
@@ -94,12 +104,19 @@ kernel_choice choose_decode(const spec& s, std::size_t n, bool scaled, bool cach
   return {strategy::direct_decode, where};
 }
 
+/// The same on the active instruction set.
+template <class Code, class T>
+kernel_choice choose_decode(const spec& s, std::size_t n, bool scaled, bool cached) noexcept {
+  return choose_decode<Code, T>(active_isa(), s, n, scaled, cached);
+}
+
 /// Rounds n values of T to the format of the spec provider SP (fixed_spec or
-/// encoding_spec) in mode R, overflow O: the one decision point of quantize and encode.
+/// encoding_spec) in mode R, overflow O, by the kernel the choice c names (made by
+/// choose_rounding for this spec, once per call or once per summation of the exchange).
 template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, class Policy>
-void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
-  constexpr encoding_kind K = spec_encoding<SP>::value;
-  const kernel_choice c = choose_rounding<R, K, T, Out>(sp.raw(), n, o);
+void round_with(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n,
+                const bulk_options& o) {
+  [[maybe_unused]] constexpr encoding_kind K = spec_encoding<SP>::value;
   value_stats st;
   switch (c.how) {
     case strategy::fast:
@@ -132,15 +149,21 @@ void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_
   }
 }
 
-/// Decodes n codes of the (scaled) spec s to T, reporting codes with `stray` bits to
-/// *seen: the one decision point of decode (no statistics: the caller counts them).
+/// The one decision point of quantize and encode: the choice, then the kernel.
+template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, class Policy>
+void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
+  constexpr encoding_kind K = spec_encoding<SP>::value;
+  round_with<R, O, T, Out, Op>(choose_rounding<R, K, T, Out>(sp.raw(), n, o), policy, sp, in, out, n, o);
+}
+
+/// Decodes n codes of the (scaled) spec s to T by the kernel the choice c names, reporting
+/// codes with `stray` bits to *seen (no statistics: the caller counts them).
 template <class Code, class T, class Policy>
-void decode_call(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
-                 const uint_of<T>* cached_table, Code stray, std::atomic<std::uint64_t>* seen) {
+void decode_with(const kernel_choice& c, Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n,
+                 const bulk_options& o, const uint_of<T>* cached_table, Code stray, std::atomic<std::uint64_t>* seen) {
   const float_scale_of<T> fs(o);
   bulk_options oo = o;
   oo.stats = nullptr;
-  const kernel_choice c = choose_decode<Code, T>(s, n, fs.any, cached_table != nullptr);
   switch (c.how) {
     case strategy::fast_decode:
 #if CPD_FAST_KERNELS
@@ -172,6 +195,52 @@ void decode_call(Policy&& policy, const spec& s, const Code* in, T* out, std::si
                  oo);
       return;
   }
+}
+
+/// The one decision point of decode: the choice, then the kernel.
+template <class Code, class T, class Policy>
+void decode_call(Policy&& policy, const spec& s, const Code* in, T* out, std::size_t n, const bulk_options& o,
+                 const uint_of<T>* cached_table, Code stray, std::atomic<std::uint64_t>* seen) {
+  const kernel_choice c = choose_decode<Code, T>(s, n, float_scale_of<T>(o).any, cached_table != nullptr);
+  decode_with(c, policy, s, in, out, n, o, cached_table, stray, seen);
+}
+
+/// max |g[j]| as float bits (NaN above 0x7F800000) through the amax loop of the active
+/// instruction set: an exchange scaler's statistic, one pass.
+inline std::uint32_t amax_bits_of(const float* g, std::size_t n) noexcept {
+  return lanes<amax_loop>(active_isa(), g, n);
+}
+
+/// How the verbs of one summation of the exchange run (cpd/exchange/protocol.hpp), chosen
+/// once per summation: the instruction set of its loops; whether the fused AVX-512 hop
+/// passes (avx512_hop.hpp) take F in mode R on values, on codes, and to finish codes; and
+/// the kernels of its bulk calls on blocks of `block` values (F's values in mode R, F's
+/// codes of exact values, F's codes decoded).
+struct hop_choice {
+  isa where = isa::baseline;
+  bool fused_values = false;
+  bool fused_codes = false;
+  bool fused_finish = false;
+  kernel_choice quantize{}, encode_exact{}, decode{};
+};
+
+/// The choice of a summation in format F, mode R (the exchange's second selector, beside the
+/// bulk calls': the instruction set asked once).
+template <class F, rounding R, std::size_t Block>
+hop_choice choose_hop() noexcept {
+  using Code = typename F::storage_type;
+  constexpr encoding_kind K = F::encoding::kind;
+  hop_choice c;
+  c.where = active_isa();
+  c.fused_values = hop_kernel_takes<F, R, float>(c.where);
+  c.fused_codes = hop_kernel_takes<F, R, Code>(c.where);
+  c.fused_finish = hop_finish_takes<F, Code>(c.where);
+  if constexpr (F::fits_float) {
+    c.quantize = choose_rounding<R, K, float, float>(c.where, F::spec, Block, {});
+    c.encode_exact = choose_rounding<rounding::nearest_even, K, float, Code>(c.where, F::spec, Block, {});
+    c.decode = choose_decode<Code, float>(c.where, F::spec, Block, false, sizeof(Code) <= 2);
+  }
+  return c;
 }
 
 }  // namespace cpd::detail
