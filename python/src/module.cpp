@@ -425,6 +425,9 @@ void visit_exchange_mode(const cpd::format& f, cpd::rounding r, const char* who,
   });
 }
 
+/// The scaling rules whose scale is a power of two, the simulation's.
+constexpr cpd::scaler_kind pow2_scalers[] = {cpd::scaler_kind::aps, cpd::scaler_kind::none, cpd::scaler_kind::fixed};
+
 /// cpd::simulate_allreduce of W workers' arrays: the scale by cpd::exchange_scales (each
 /// worker's statistic, combined in rank order, selected once), which must be a power of two
 /// (`name`, the scaler's name in the message), then simulate_allreduce_scaled.
@@ -451,6 +454,12 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
   opt.diagnostics = diagnostics;
   const cpd::format f = parse_format(fmt);
   const cpd::rounding r = parse_rounding(rounding);
+  // every argument checked before the scaler's select, which moves a stateful scaler on
+  cpd::detail::check_allreduce_args(g.data(), static_cast<const float*>(y.ptr), y.n, static_cast<int>(g.size()), opt);
+  visit_exchange_mode(f, r, who, [](auto, auto) {});
+  if (!cpd::is_one_of(sc.kind(), pow2_scalers))
+    throw std::invalid_argument(std::string(who) + ": the scaler " + name +
+                                " selects float scales; the simulation takes a power of two (aps, fixed_scaling)");
   std::vector<const float*> x(g.size());
   scale_value sv;
   {
@@ -459,9 +468,6 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
         g.size(), 1, [&](std::size_t w, std::size_t) { return cpd::exchange_input{g[w], nullptr, y.n}; },
         [&](std::size_t) -> scaler& { return sc; }, cpd::local_combine{}, x.data())[0]);
   }
-  if (!sv.pow2)
-    throw std::invalid_argument(std::string(who) + ": the scaler " + name +
-                                " selects float scales; the simulation takes a power of two (aps, fixed_scaling)");
   py::dict d;
   d["scale"] = sv;
   visit_exchange_mode(f, r, who, [&](auto tag, auto rc) {
