@@ -175,10 +175,11 @@ class Quantizer(_torch.nn.Module):
 
         net = nn.Sequential(nn.Linear(64, 64), Quantizer("e4m3fn", "e5m2", scale="amax"), nn.ReLU())
 
-    Random bits: call n (the attribute `calls`, counted from 0) draws from (seed, (stream << 32)
-    + n) forward and that stream | 2**63 backward. seed None: the seed of the last
-    cpd.manual_seed (0 without one), read when the layer is built; stream None: the number
-    of Quantizers built before this one since the program started or cpd.manual_seed."""
+    Random bits: call n (the attribute `calls`, counted from 0, kept in the state_dict) draws
+    from (seed, (stream << 32) + n) forward and that stream | 2**63 backward. seed None: the
+    seed of the last cpd.manual_seed (0 without one), read when the layer is built; stream
+    None: the number of Quantizers built before this one since the program started or
+    cpd.manual_seed."""
 
     def __init__(self, forward=None, backward=None, rounding="nearest_even", overflow=None, scale="none", *,
                  seed=None, stream=None):
