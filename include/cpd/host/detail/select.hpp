@@ -116,7 +116,7 @@ kernel_choice choose_decode(const spec& s, std::size_t n, bool scaled, bool cach
 template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, class Policy>
 void round_with(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n,
                 const bulk_options& o) {
-  constexpr encoding_kind K = spec_encoding<SP>::value;
+  [[maybe_unused]] constexpr encoding_kind K = spec_encoding<SP>::value;
   value_stats st;
   switch (c.how) {
     case strategy::fast:
