@@ -80,15 +80,19 @@ algorithms = ("ring", "pipelined_ring", "sequential", "halving_doubling", "two_s
 
 # --- random bits of stochastic rounding when no seed is given ------------------------
 
-_seed_state = {"seed": 0, "calls": _itertools.count()}
+# instances: the streams of cpd.torch.Quantizer and cpd.qtorch.quantizer (their next number)
+_seed_state = {"seed": 0, "calls": _itertools.count(), "instances": _itertools.count()}
 
 
 def manual_seed(seed):
     """Seeds the stochastic calls that pass no seed: call k after manual_seed(s) draws the
-    random bits of (seed s, stream k), so that a program's results repeat run after run."""
+    random bits of (seed s, stream k), so that a program's results repeat run after run.
+    It also restarts the numbering of the streams of cpd.torch.Quantizer layers (the k-th
+    one built afterwards gets stream k, with the seed s)."""
     seed = _int("cpd.manual_seed", "the seed", seed, 0, 2**64 - 1)
     _seed_state["seed"] = seed
     _seed_state["calls"] = _itertools.count()
+    _seed_state["instances"] = _itertools.count()
 
 
 def _key(rounding, seed, stream, who="cpd"):

@@ -9,6 +9,9 @@
 - EmulatedWorkers: W workers in one process (CPD's emulate_node): the batch is split into
   W shards, each shard's gradient is one worker's, and the W gradients are summed by
   cpd.simulate_allreduce, so that one machine can study 64 workers.
+- quantize_ste(x, forward, backward, ...), Quantizer(forward, backward, ...), QuantSpec: fake
+  quantization inside models: the forward value and the gradient rounded each to its own
+  format, mode, scale and random stream (the straight-through estimator; cpd/_fakequant.py).
 
 Stochastic rounding draws the random bits of tensor `position` of bucket `bucket` at step
 `step` from the key (seed, tensor_stream(step, bucket, position, W)); the simulation of the
@@ -31,9 +34,10 @@ import torch.distributed as _dist
 
 import cpd as _cpd_pkg
 from . import _cpd
+from ._fakequant import QuantSpec, Quantizer, quantize_ste
 
 __all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce",
-           "MismatchError", "AgreementError"]
+           "MismatchError", "AgreementError", "QuantSpec", "quantize_ste", "Quantizer"]
 
 _HOOK_ALGORITHMS = ("ring", "pipelined_ring", "two_step", "all_gather")
 _HOOK_ROUNDINGS = ("nearest_even", "stochastic")
