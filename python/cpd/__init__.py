@@ -215,10 +215,10 @@ def _contiguous(a):
 def _amax_array(who, amax):
     """[amax] as a float32 array whose statistic is x's: the smallest float32 >= amax (amax
     itself for float32, float16 and bfloat16 data); beyond float32's range a ValueError."""
-    f = _np.float32(amax) if _math.isfinite(amax) or amax != amax else _np.float32(_np.inf)
-    if _math.isfinite(amax) and not _np.isfinite(f):
+    if _math.isfinite(amax) and amax > float(_np.finfo(_np.float32).max):
         raise ValueError(f"{who}: max|x| = {amax!r} is beyond float32's range; the scalers' statistics are of "
                          "float32 values")
+    f = _np.float32(amax)  # (nearest; inf and NaN as they are)
     if float(f) < amax:
         f = _np.nextafter(f, _np.float32(_np.inf))
     return _np.array([f], dtype=_np.float32)

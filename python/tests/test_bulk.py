@@ -393,8 +393,8 @@ def test_scalers_follow_their_definitions():
         cpd.aps("e4m3fn", 0)
     with pytest.raises(ValueError, match="compiled"):
         cpd.aps("e6m9", 2)
-    with pytest.raises(TypeError):
-        aps.statistic(np.zeros(3))
+    with pytest.raises(TypeError, match="int64; cpd takes float16"):
+        aps.statistic(np.zeros(3, np.int64))  # (float64 is taken: python/tests/test_dtypes.py)
 
 
 def test_mx_quantize_floor_rule():
