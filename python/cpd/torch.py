@@ -379,8 +379,8 @@ class CommHook:
             tmp = _np.empty(max(sizes), dtype=_np.float32)
             at = 0
             for n, sc in zip(sizes, scales):
-                counts = _cpd.quantize(x[at:at + n], tmp[:n], self.format, "nearest_even", "infinity", 0, 0, 0,
-                                       sc.exponent, 1, True)
+                counts = _cpd.quantize(x[at:at + n], tmp[:n], "float32", "float32", self.format, "nearest_even",
+                                       "infinity", 0, 0, 0, sc.exponent, 1, True)
                 for k, v in counts.items():
                     self.stats[k] = self.stats.get(k, 0) + v
                 at += n
