@@ -22,6 +22,8 @@ import operator as _operator
 import numpy as _np
 
 from . import _cpd
+from . import _cuda
+from . import _dtypes
 
 __all__ = [
     "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize",
@@ -53,8 +55,13 @@ class Scaler:
         self.world_size = world_size
 
     def statistic(self, x):
-        a, _ = _float_input(f"cpd.{self.kind}.statistic", x)
-        return self._native.statistic(a if a.flags.c_contiguous else _np.ascontiguousarray(a))
+        """The statistic of x: an array or tensor of float16, bfloat16, float32 or float64 (on
+        the CPU or, with the CUDA module, on a GPU). A statistic depends on max|x| alone."""
+        who = f"cpd.{self.kind}.statistic"
+        if _cuda.on_device(x):
+            return self._native.statistic(_amax_array(who, _cuda.amax(who, x)))
+        a, _, name, _ = _float_input(who, x)
+        return self._native.statistic(_statistic_input(who, a, name))
 
     def _stat(self, what, st):
         """st as the scaler's statistic type: an int32 (int-like values only) or a float."""
@@ -83,15 +90,19 @@ value_stats_fields = _cpd.value_stats_fields
 
 # --- random bits of stochastic rounding when no seed is given ------------------------
 
-_seed_state = {"seed": 0, "calls": _itertools.count()}
+# instances: the streams of cpd.torch.Quantizer and cpd.qtorch.quantizer (their next number)
+_seed_state = {"seed": 0, "calls": _itertools.count(), "instances": _itertools.count()}
 
 
 def manual_seed(seed):
     """Seeds the stochastic calls that pass no seed: call k after manual_seed(s) draws the
-    random bits of (seed s, stream k), so that a program's results repeat run after run."""
+    random bits of (seed s, stream k), so that a program's results repeat run after run.
+    It also restarts the numbering of the streams of cpd.torch.Quantizer layers (the k-th
+    one built afterwards gets stream k, with the seed s)."""
     seed = _int("cpd.manual_seed", "the seed", seed, 0, 2**64 - 1)
     _seed_state["seed"] = seed
     _seed_state["calls"] = _itertools.count()
+    _seed_state["instances"] = _itertools.count()
 
 
 def _key(rounding, seed, stream, who="cpd"):
@@ -174,22 +185,59 @@ def _check_out(who, o):
                          "must have its own memory")
 
 
+_DTYPES = "float16, bfloat16, float32 or float64"
+
+
 def _float_input(who, x):
-    """(array, tensor or None): a float32 array sharing x's memory (strided allowed)."""
+    """(view, tensor or None, dtype name, NumPy dtype or None): an array sharing the memory of
+    x, an array or CPU tensor of float16, bfloat16, float32 or float64 (strided allowed); the
+    16-bit ones as uint16 views of their codes (_dtypes.host_view)."""
     if _is_tensor(x):
         if x.device.type != "cpu":
-            raise TypeError(f"{who}: the tensor is on {x.device}; the Python package runs on the CPU "
-                            "(on the GPU use <cpd/cuda.cuh> from C++, or move the tensor with .cpu())")
-        if x.dtype != _torch().float32:
-            raise TypeError(f"{who}: the tensor is {x.dtype}; cpd takes float32 (use .float())")
+            raise TypeError(f"{who}: the tensor is on {x.device}; cpd takes CPU tensors, and CUDA tensors "
+                            f"through its CUDA module ({_cuda.why_missing()})")
         if x.layout != _torch().strided:
             raise TypeError(f"{who}: the tensor's layout is {x.layout}; cpd takes dense tensors")
-        return x.detach().numpy(), x
+        name = _dtypes.torch_name(x.dtype)
+        if name is None:
+            raise TypeError(f"{who}: the tensor is {x.dtype}; cpd takes {_DTYPES}")
+        return _dtypes.tensor_view(x, name), x, name, None
     if isinstance(x, (_np.ndarray, _np.generic)):
-        if x.dtype != _np.float32:
-            raise TypeError(f"{who}: the array is {x.dtype}; cpd takes float32 (use .astype(numpy.float32))")
-        return (x if isinstance(x, _np.ndarray) else _np.asarray(x)), None
-    raise TypeError(f"{who}: expected a float32 numpy.ndarray or torch.Tensor, not {type(x).__name__}")
+        a = x if isinstance(x, _np.ndarray) else _np.asarray(x)
+        name = _dtypes.numpy_name(a.dtype)
+        if name is None:
+            raise TypeError(f"{who}: the array is {a.dtype}; cpd takes {_DTYPES} (bfloat16: ml_dtypes')")
+        return _dtypes.host_view(a, name), None, name, a.dtype
+    raise TypeError(f"{who}: expected a numpy.ndarray or torch.Tensor of {_DTYPES}, not {type(x).__name__}")
+
+
+def _contiguous(a):
+    return a if a.flags.c_contiguous else _np.ascontiguousarray(a)
+
+
+def _amax_array(who, amax):
+    """[amax] as a float32 array whose statistic is x's: the smallest float32 >= amax (amax
+    itself for float32, float16 and bfloat16 data); beyond float32's range a ValueError."""
+    if _math.isfinite(amax) and amax > float(_np.finfo(_np.float32).max):
+        raise ValueError(f"{who}: max|x| = {amax!r} is beyond float32's range; the scalers' statistics are of "
+                         "float32 values")
+    f = _np.float32(amax)  # (nearest; inf and NaN as they are)
+    if float(f) < amax:
+        f = _np.nextafter(f, _np.float32(_np.inf))
+    return _np.array([f], dtype=_np.float32)
+
+
+def _statistic_input(who, a, name):
+    """The float32 array whose statistic is that of a (a view of dtype name): a itself, its
+    float16/bfloat16 values widened (exact), or for float64 [max|a| rounded up to float32]."""
+    a = _contiguous(a)
+    if name == "float32":
+        return a
+    if name == "float64":
+        return _amax_array(who, float(_np.max(_np.abs(a)))) if a.size else _np.empty(0, _np.float32)
+    wide = _np.empty(a.shape, dtype=_np.float32)
+    _cpd.cast(a, wide, name, "float32")
+    return wide
 
 
 def _code_dtype(bits, torch_like):
@@ -215,49 +263,70 @@ def _code_input(who, c):
     raise TypeError(f"{who}: expected codes as a numpy.ndarray or torch.Tensor, not {type(c).__name__}")
 
 
-def _run(who, x, out, body, *, codes_bits=None, codes_in=False):
-    """Runs body(contiguous input array, contiguous output array) and returns the result
-    in x's kind (tensor or array); strided arrays go through contiguous copies."""
+def _run(who, x, out, body, *, codes_bits=None, codes_in=False, out_name=None, exact=None):
+    """Runs body(input view, output view, input dtype, output dtype) on C-contiguous views
+    and returns the result in x's kind (tensor or array); strided arrays go through
+    contiguous copies. Values are float16, bfloat16, float32 or float64 (the 16-bit ones as
+    uint16 views), codes integers (dtype None). out_name: the result's dtype without out
+    (default: the input's); exact(dtype): checks, before anything runs, that the result's
+    values are that dtype's (_dtypes.check_exact)."""
     if codes_in:
-        a, t = _code_input(who, x)
-        want_kind = None
+        (a, t), name, like = _code_input(who, x), None, None
     else:
-        a, t = _float_input(who, x)
-        want_kind = None if codes_bits is None else _code_dtype(codes_bits, t is not None)
-    ain = a if a.flags.c_contiguous else _np.ascontiguousarray(a)
+        a, t, name, like = _float_input(who, x)
+    ain = _contiguous(a)
     if out is None:
-        if t is not None:
-            tt = _torch().empty(tuple(a.shape), dtype=want_kind if want_kind is not None else _torch().float32)
-            o = tt.numpy()
-            result = tt
+        if codes_bits is not None:
+            kind = _code_dtype(codes_bits, t is not None)
+            result = _torch().empty(tuple(a.shape), dtype=kind) if t is not None else _np.empty(a.shape, dtype=kind)
+            o, oname = (result.numpy() if t is not None else result), None
         else:
-            o = _np.empty(a.shape, dtype=want_kind if want_kind is not None else _np.float32)
-            result = o
-        body(ain, o)
+            oname = out_name or name
+            if exact is not None:
+                exact(oname)
+            result, o = _dtypes.empty(a.shape, oname, t is not None, like if oname == name else None)
+        body(ain, o, name, oname)
         return result
-    if want_kind is None:
-        o, _ = _float_input(who + " (out)", out)
+    if codes_bits is None:
+        o, _, oname, _ = _float_input(who + " (out)", out)
+        if name is not None and oname not in _dtypes.WIDER[name]:
+            raise TypeError(f"{who}: out is {oname} and the input {name}; out must be "
+                            f"{' or '.join(_dtypes.WIDER[name])} (a dtype that holds every value of the input's)")
+        if exact is not None:
+            exact(oname)
     else:
-        o, _ = _code_input(who + " (out)", out)
+        (o, _), oname = _code_input(who + " (out)", out), None
         if o.dtype.itemsize * 8 < codes_bits:
             raise TypeError(f"{who}: out holds {o.dtype.itemsize * 8}-bit integers; the codes have {codes_bits} bits")
     if o.shape != a.shape:
         raise ValueError(f"{who}: out has shape {tuple(o.shape)}, the input {tuple(a.shape)}")
     _check_out(who, o)
     if o.flags.c_contiguous:
-        body(ain, o)
+        body(ain, o, name, oname)
     else:
         tmp = _np.empty(o.shape, dtype=o.dtype)
-        body(ain, tmp)
+        body(ain, tmp, name, oname)
         o[...] = tmp
     return out
+
+
+def _exact_check(who, format, scale_exponent, fix):
+    """exact(dtype) for _run: a ValueError where the format's values (times 2^-scale_exponent)
+    are not all values of a float16 or bfloat16 result (they would be rounded twice)."""
+    info = finfo(format)
+    return lambda name: _dtypes.check_exact(who, info.name, info, scale_exponent, name, fix)
 
 
 # --- the bulk calls ---------------------------------------------------------------------
 
 def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
              stream=0, offset=0, threads=None, stats=False):
-    """x rounded to `format` (float32 values): cpd::quantize of the runtime format.
+    """x rounded to `format`, in x's dtype: cpd::quantize of the runtime format.
+
+    x: float16, bfloat16, float32 or float64 (docs/python.md, "Dtypes"); NumPy, torch (CPU,
+    or CUDA with the CUDA module), or an array with __cuda_array_interface__ or DLPack on a
+    GPU. A float16 or bfloat16 result must hold every value of the format (else ValueError:
+    pass float32, or out= of float32); out may be of a wider dtype than x.
 
     rounding: one of cpd.roundings; overflow: "infinity" (IEEE 754) or "saturate".
     seed, stream, offset: the random bits of stochastic rounding (element i draws
@@ -275,12 +344,20 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     th = _threads(threads)
     counts = {}
 
-    def body(a, o):
-        r = _cpd.quantize(a, o, format, rounding, overflow, s, st, int(offset), int(scale_exponent), th, bool(stats))
+    exact = _exact_check("cpd.quantize", format, scale_exponent,
+                         "pass a float32 input, or out= of float32, and round that as you choose")
+    if _cuda.on_device(x):
+        if stats:
+            raise ValueError("cpd.quantize: stats=True on a GPU array (the device keeps no counts); pass stats=False")
+        return _cuda.quantize(x, out, exact, format, rounding, overflow, s, st, int(offset), int(scale_exponent))
+
+    def body(a, o, ni, no):
+        r = _cpd.quantize(a, o, ni, no, format, rounding, overflow, s, st, int(offset), int(scale_exponent), th,
+                          bool(stats))
         if stats:
             counts.update(r)
 
-    result = _run("cpd.quantize", x, out, body)
+    result = _run("cpd.quantize", x, out, body, exact=exact)
     return (result, counts) if stats else result
 
 
@@ -298,8 +375,13 @@ def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, s
     th = _threads(threads)
     counts = {}
 
-    def body(a, o):
-        r = _cpd.encode(a, o.view(_unsigned(o.dtype)), format, rounding, overflow, s, st, int(offset),
+    if _cuda.on_device(x):
+        if stats:
+            raise ValueError("cpd.encode: stats=True on a GPU array (the device keeps no counts); pass stats=False")
+        return _cuda.encode(x, out, bits, format, rounding, overflow, s, st, int(offset), int(scale_exponent))
+
+    def body(a, o, ni, _):
+        r = _cpd.encode(a, o.view(_unsigned(o.dtype)), ni, format, rounding, overflow, s, st, int(offset),
                         int(scale_exponent), th, bool(stats))
         if stats:
             counts.update(r)
@@ -312,17 +394,32 @@ def _unsigned(dtype):
     return {1: _np.uint8, 2: _np.uint16, 4: _np.uint32}[_np.dtype(dtype).itemsize]
 
 
-def decode(codes, format, scale_exponent=0, out=None, *, threads=None):
-    """The float32 values of `codes` of `format` (times 2^-scale_exponent). A code with bits
-    above the format's width is a ValueError (it is no code of the format)."""
-    _check_str("cpd.decode", "format", format)
-    scale_exponent = _int("cpd.decode", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
+def decode(codes, format, scale_exponent=0, out=None, *, threads=None, dtype=None):
+    """The values of `codes` of `format` (times 2^-scale_exponent), as float32, or as out's
+    dtype, or as `dtype` (float16, bfloat16, float32, float64: a name, NumPy's or torch's; a
+    float16 or bfloat16 one must hold every value of the format). A code with bits above the
+    format's width is a ValueError (it is no code of the format)."""
+    who = "cpd.decode"
+    _check_str(who, "format", format)
+    scale_exponent = _int(who, "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     th = _threads(threads)
+    name = None if dtype is None else _dtypes.name_of(who, dtype)
+    exact = _exact_check(who, format, scale_exponent, "decode into float32 (dtype= or out=)")
+    if out is not None and name is not None and _out_name(who, out) != name:
+        raise TypeError(f"{who}: out is {_out_name(who, out)} and dtype {name}; give one of them")
+    if _cuda.on_device(codes):
+        return _cuda.decode(codes, out, name or "float32", exact, format, int(scale_exponent))
 
-    def body(a, o):
-        _cpd.decode(a.view(_unsigned(a.dtype)), o, format, int(scale_exponent), th)
+    def body(a, o, _, no):
+        _cpd.decode(a.view(_unsigned(a.dtype)), o, no, format, int(scale_exponent), th)
 
-    return _run("cpd.decode", codes, out, body, codes_in=True)
+    return _run(who, codes, out, body, codes_in=True, out_name=name or "float32", exact=exact)
+
+
+def _out_name(who, out):
+    if _cuda.on_device(out):
+        return _cuda.dtype_name(who, out)
+    return _float_input(who + " (out)", out)[2]
 
 
 def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="nearest_even", seed=0, out=None, *,
@@ -335,7 +432,9 @@ def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="neares
     seed = _int("cpd.mx_quantize", "seed", seed, 0, 2**64 - 1)
     stream = _int("cpd.mx_quantize", "stream", stream, 0, 2**64 - 1)
 
-    def body(a, o):
+    def body(a, o, ni, no):
+        if ni != "float32" or no != "float32":
+            raise TypeError(f"cpd.mx_quantize: takes and gives float32 (not {ni}, {no}); use .float()")
         _cpd.mx_quantize(a, o, element_format, rounding, int(block_size), rule, int(seed), int(stream))
 
     return _run("cpd.mx_quantize", x, out, body)
@@ -503,47 +602,104 @@ def _scaler_for(who, scaler, format, world_size):
 
 def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
                        mean=False, seed=0, stream=0, out=None, *, threads=None, diagnostics=False):
-    """cpd::simulate_allreduce: W workers' float32 tensors (a list, same shape) summed in
-    one process in the order of `algorithm`, every addition rounded to `format`.
+    """cpd::simulate_allreduce: W workers' tensors (a list, same shape, one dtype of float16,
+    bfloat16, float32, float64) summed in one process in the order of `algorithm`, every
+    addition rounded to `format`; the result in their dtype (or out's, a wider one).
 
     scaler: "aps" (APS for W workers), "none", or a cpd.Scaler whose scale is a power of
     two (aps, fixed_scaling); its statistic is taken per worker and combined in rank
     order. Returns (result, info): info has the scale and nonfinite_out (and, with
-    diagnostics, the counts of the scaled and unscaled quantization)."""
+    diagnostics, the counts of the scaled and unscaled quantization). float16 and bfloat16
+    values widen to float32 (exact) and the sum narrows back where it is exact (else a
+    ValueError); float64 values are rounded to the format from the double (as the
+    simulation's own quantization, with its random bits), then summed in float32."""
     who = "cpd.simulate_allreduce"
     _check_str(who, "format", format)
     seed = _int(who, "seed", seed, 0, 2**64 - 1)
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if not isinstance(tensors, (list, tuple)) or not tensors:
-        raise TypeError(f"{who}: tensors must be a non-empty list of float32 arrays or tensors")
-    views = []
-    for x in tensors:
-        a, _ = _float_input(who, x)
+        raise TypeError(f"{who}: tensors must be a non-empty list of arrays or tensors of {_DTYPES}")
+    views, name = [], None
+    for r, x in enumerate(tensors):
+        a, _, n, _ = _float_input(who, x)
         if views and a.shape != views[0].shape:
             raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(views[0].shape)} and "
                              f"{tuple(a.shape)}")
+        if name is not None and n != name:
+            raise TypeError(f"{who}: the workers' tensors differ in dtype: worker 0's is {name}, worker {r}'s {n}")
         views.append(a)
-    arrays = [_np.ascontiguousarray(a) for a in views]
+        name = n
     if out is not None:
-        _out_apart(who, out, views, arrays)
-    w = len(arrays)
+        _out_apart(who, out, views)
+    w = len(views)
     sc = _scaler_for(who, scaler, format, w)
+    # every argument checked before select, which moves a stateful scaler (delayed, loss) on
+    _cpd.check_simulation(format, rounding, algorithm, bool(kahan))
+    if sc.kind not in ("aps", "fixed_scaling"):
+        raise ValueError(f"{who}: the scaler {sc.kind} selects float scales; the simulation takes a power of two "
+                         "(aps, fixed_scaling)")
+    st = sc.identity
+    for a in views:
+        st = sc.combine(st, sc.statistic(_statistic_input(who, a, name)))
+    scale = sc.select(st)
+    info = {"scale": scale}
+    arrays, scaled = _simulation_inputs(who, views, name, format, rounding, scale, seed, stream, bool(diagnostics))
+    if out is not None:  # out is a worker's tensor itself: that worker's values are copied first
+        o = _float_input(who, out)[0]
+        arrays = [a.copy() if _np.may_share_memory(a, o) else a for a in arrays]
 
-    def body(_, o):  # (the scale by cpd::exchange_scales, as the C++ simulate_allreduce takes it)
-        info.update(_cpd.simulate(arrays, o, format, rounding, sc._native, sc.kind, algorithm, bool(kahan),
-                                  bool(mean), int(seed), int(stream), _threads(threads), bool(diagnostics)))
+    def body(_, o, _ni, no):
+        wide = o if no == "float32" else _np.empty(o.shape, dtype=_np.float32)
+        info.update(_cpd.simulate(arrays, wide, format, rounding, scale.exponent, scale.nonfinite, algorithm,
+                                  bool(kahan), bool(mean), int(seed), int(stream), _threads(threads),
+                                  bool(diagnostics)))
+        if scaled is not None:
+            info["scaled"] = scaled
+        if no != "float32":
+            done = _np.empty(o.shape, dtype=o.dtype)
+            if _cpd.cast(wide, done, "float32", no) != 0:
+                raise ValueError(f"{who}: the sum has values that are not {no} values (the format {format} and the "
+                                 f"scale 2^{scale.exponent} give values beyond {no}'s precision or range); pass "
+                                 "out= of float32")
+            o[...] = done
 
-    info = {}
-    result = _run(who, tensors[0], out, body)
-    return result, {"scale": info.pop("scale"), **info}
+    return _run(who, tensors[0], out, body), info
 
 
-def _out_apart(who, out, views, arrays):
+def _simulation_inputs(who, views, name, format, rounding, scale, seed, stream, diagnostics):
+    """The workers' float32 arrays for _cpd.simulate, and the counts of their quantization where
+    it is done here, else None. float16 and bfloat16 widen exactly; float64 values are rounded
+    to the format from the double with the simulation's own scale and random bits (worker r:
+    stream + 8 r, docs/reduction.md), so that the simulation's rounding of them changes nothing."""
+    if name in ("float32", "float16", "bfloat16"):
+        arrays = []
+        for a in views:
+            wide = _contiguous(a) if name == "float32" else _np.empty(a.shape, dtype=_np.float32)
+            if name != "float32":
+                _cpd.cast(_contiguous(a), wide, name, "float32")
+            arrays.append(wide)
+        return arrays, None
+    arrays, counts = [], {}
+    for r, a in enumerate(views):
+        q = _np.empty(a.shape, dtype=_np.float64)
+        c = _cpd.quantize(_contiguous(a), q, "float64", "float64", format, rounding, "infinity", seed,
+                          (stream + 8 * r) % 2**64, 0, scale.exponent, 0, diagnostics)
+        wide = _np.empty(a.shape, dtype=_np.float32)
+        if _cpd.cast(q, wide, "float64", "float32") != 0:
+            raise ValueError(f"{who}: worker {r}'s values rounded to {format} (scale 2^{scale.exponent}) are not all "
+                             "float32 values (beyond float32's range); the simulation sums float32 values")
+        for k, v in (c or {}).items():
+            counts[k] = counts.get(k, 0) + v
+        arrays.append(wide)
+    return arrays, (counts if diagnostics else None)
+
+
+def _out_apart(who, out, views):
     """Checks, on the memory the arrays and tensors use, that out shares none with the workers'
-    tensors, except that out may be one of them exactly (then that worker's values are copied
-    first): a partial overlap would be read after it was written."""
-    o, _ = _float_input(who + " (out)", out)
-    for r, (v, a) in enumerate(zip(views, arrays)):
+    tensors, except that out may be one of them exactly (the workers' values are read into
+    their own arrays before anything is written: see simulate_allreduce)."""
+    o, _, _, _ = _float_input(who + " (out)", out)
+    for r, v in enumerate(views):
         try:
             if not _np.shares_memory(o, v):
                 continue
@@ -554,5 +710,3 @@ def _out_apart(who, out, views, arrays):
         if not same:
             raise ValueError(f"{who}: out overlaps worker {r}'s tensor (partly: out may be a worker's tensor itself, "
                              "or memory apart from them)")
-        if _np.may_share_memory(a, v):  # (a strided one was copied already)
-            arrays[r] = a.copy()

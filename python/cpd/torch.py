@@ -9,6 +9,9 @@
 - EmulatedWorkers: W workers in one process (CPD's emulate_node): the batch is split into
   W shards, each shard's gradient is one worker's, and the W gradients are summed by
   cpd.simulate_allreduce, so that one machine can study 64 workers.
+- quantize_ste(x, forward, backward, ...), Quantizer(forward, backward, ...), QuantSpec: fake
+  quantization inside models: the forward value and the gradient rounded each to its own
+  format, mode, scale and random stream (the straight-through estimator; cpd/_fakequant.py).
 
 Stochastic rounding draws the random bits of tensor `position` of bucket `bucket` at step
 `step` from the key (seed, tensor_stream(step, bucket, position, W)); the simulation of the
@@ -31,9 +34,10 @@ import torch.distributed as _dist
 
 import cpd as _cpd_pkg
 from . import _cpd
+from ._fakequant import QuantSpec, Quantizer, quantize_ste
 
 __all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce",
-           "MismatchError", "AgreementError"]
+           "MismatchError", "AgreementError", "QuantSpec", "quantize_ste", "Quantizer"]
 
 _HOOK_ALGORITHMS = _cpd.rank_algorithms  # (cpd::rank_algorithms: ring, pipelined_ring, two_step, all_gather)
 _HOOK_ROUNDINGS = ("nearest_even", "stochastic")
@@ -370,8 +374,8 @@ class CommHook:
             tmp = _np.empty(max(sizes), dtype=_np.float32)
             at = 0
             for n, sc in zip(sizes, scales):
-                counts = _cpd.quantize(x[at:at + n], tmp[:n], self.format, "nearest_even", "infinity", 0, 0, 0,
-                                       sc.exponent, 1, True)
+                counts = _cpd.quantize(x[at:at + n], tmp[:n], "float32", "float32", self.format, "nearest_even",
+                                       "infinity", 0, 0, 0, sc.exponent, 1, True)
                 for k, v in counts.items():
                     self.stats[k] = self.stats.get(k, 0) + v
                 at += n

@@ -18,6 +18,8 @@
 #include <cpd/exchange/schedule.hpp>
 #include <cpd/host/pack.hpp>
 
+#include "dtypes.hpp"
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -51,7 +53,7 @@ struct view {
   void* ptr = nullptr;
   std::size_t n = 0;
   std::size_t itemsize = 0;
-  char kind = 0;  // 'f' float32, 'u' unsigned or signed integer codes
+  char kind = 0;  // 'f' float32, 'd' float64, 'u' unsigned or signed integer codes
 };
 
 view get_view(const py::buffer& b, bool writable, const char* who, const char* arg) {
@@ -71,17 +73,33 @@ view get_view(const py::buffer& b, bool writable, const char* who, const char* a
   const std::string& f = info.format;
   const char c = f.empty() ? 0 : f.back();
   if (info.itemsize == 4 && c == 'f') v.kind = 'f';
+  else if (info.itemsize == 8 && c == 'd') v.kind = 'd';
   else if (c == 'B' || c == 'H' || c == 'I' || c == 'b' || c == 'h' || c == 'i' || c == 'L' || c == 'l')
     v.kind = 'u';
   else
     throw py::type_error(std::string(who) + ": " + arg + " has element format '" + f +
-                         "'; expected float32 values or unsigned integer codes");
+                         "'; expected float32 or float64 values or integer codes");
   return v;
 }
 
 view float_view(const py::buffer& b, bool writable, const char* who, const char* arg) {
   view v = get_view(b, writable, who, arg);
   if (v.kind != 'f') throw py::type_error(std::string(who) + ": " + arg + " must hold float32 values");
+  return v;
+}
+
+/// A buffer of values of dtype t: float32 or float64 values, or the 16-bit codes of float16
+/// and bfloat16 values (the Python layer passes those as uint16 views).
+view value_view(const py::buffer& b, bool writable, cpd_python::dtype t, const char* who, const char* arg) {
+  view v = get_view(b, writable, who, arg);
+  const bool ok = t == cpd_python::dtype::float32   ? v.kind == 'f'
+                  : t == cpd_python::dtype::float64 ? v.kind == 'd'
+                                                    : v.kind == 'u' && v.itemsize == 2;
+  if (!ok)
+    throw py::type_error(std::string(who) + ": " + arg + " must hold " +
+                         (t == cpd_python::dtype::float32   ? "float32 values"
+                          : t == cpd_python::dtype::float64 ? "float64 values"
+                                                            : "16-bit codes (a uint16 view of float16 or bfloat16)"));
   return v;
 }
 
@@ -149,47 +167,116 @@ py::object round_call(const std::string& fmt, const std::string& rounding, const
   return py::none();
 }
 
-py::object quantize(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
+// --- values of every dtype: float16 and bfloat16 widened to float (exact), the results
+// narrowed back or widened to double (cpd_python::widen16 / narrow16, as the CUDA module) ---
+
+using cpd_python::dtype;
+
+/// The input as its rounding reads it: itself (float32, float64), or its float16 or bfloat16
+/// codes widened to float into `wide` (exact).
+const void* compute_input(const view& x, dtype t, std::vector<float>& wide) {
+  if (t == dtype::float32 || t == dtype::float64) return x.ptr;
+  wide.resize(x.n);
+  const auto* c = static_cast<const std::uint16_t*>(x.ptr);
+  for (std::size_t i = 0; i < x.n; ++i) wide[i] = cpd_python::widen16(t, c[i]);
+  return wide.data();
+}
+
+/// Stores the floats r[0, y.n) into y of dtype t (narrowed to float16 or bfloat16 codes,
+/// nearest-even; widened to double, exactly); returns how many changed value (NaN aside).
+std::size_t store_floats(const float* r, const view& y, dtype t) {
+  std::size_t inexact = 0;
+  if (t == dtype::float32) {
+    if (r != y.ptr) std::memcpy(y.ptr, r, y.n * sizeof(float));
+  } else if (t == dtype::float64) {
+    double* o = static_cast<double*>(y.ptr);
+    for (std::size_t i = 0; i < y.n; ++i) o[i] = cpd::detail::widen(r[i]);
+  } else {
+    auto* o = static_cast<std::uint16_t*>(y.ptr);
+    for (std::size_t i = 0; i < y.n; ++i) {
+      o[i] = cpd_python::narrow16(t, r[i]);
+      const float back = cpd_python::widen16(t, o[i]);
+      inexact += (back == r[i] || (back != back && r[i] != r[i])) ? 0 : 1;
+    }
+  }
+  return inexact;
+}
+
+/// The dtypes of a rounding call: its input's and its output's. A float64 input rounds into
+/// float64 (from the double, never through float); the others round from float.
+std::pair<dtype, dtype> call_dtypes(const std::string& in, const std::string& out, const char* who) {
+  const dtype ti = cpd_python::parse_dtype(in, who), to = cpd_python::parse_dtype(out, who);
+  if (ti == dtype::float64 && to != dtype::float64)
+    throw std::invalid_argument(std::string(who) + ": a float64 input rounds into float64 values (out: float64)");
+  return {ti, to};
+}
+
+py::object quantize(const py::buffer& in, const py::buffer& out, const std::string& in_dtype,
+                    const std::string& out_dtype, const std::string& fmt, const std::string& rounding,
                     const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
                     int scale_exponent, unsigned threads, bool stats) {
-  const view x = float_view(in, false, "cpd.quantize", "the input");
-  const view y = float_view(out, true, "cpd.quantize", "out");
-  same_size(x, y, "cpd.quantize");
+  const char* who = "cpd.quantize";
+  const auto [ti, to] = call_dtypes(in_dtype, out_dtype, who);
+  const view x = value_view(in, false, ti, who, "the input");
+  const view y = value_view(out, true, to, who, "out");
+  same_size(x, y, who);
   return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
                     [&](const bulk_args& a) {
+                      if (ti == dtype::float64) {
+                        with_policy(a.threads, [&](auto policy) {
+                          cpd::quantize(policy, a.f, a.r, a.o, static_cast<const double*>(x.ptr),
+                                        static_cast<double*>(y.ptr), x.n, a.opt);
+                        });
+                        return;
+                      }
+                      std::vector<float> wide, result;
+                      const auto* src = static_cast<const float*>(compute_input(x, ti, wide));
+                      float* dst = static_cast<float*>(y.ptr);
+                      if (to != dtype::float32) {
+                        if (wide.empty()) result.resize(x.n);
+                        dst = wide.empty() ? result.data() : wide.data();
+                      }
                       with_policy(a.threads, [&](auto policy) {
-                        cpd::quantize(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr),
-                                      static_cast<float*>(y.ptr), x.n, a.opt);
+                        cpd::quantize(policy, a.f, a.r, a.o, src, dst, x.n, a.opt);
                       });
+                      store_floats(dst, y, to);
                     });
 }
 
-template <class Code>
-void encode_as(const bulk_args& a, const view& x, const view& c) {
+template <class T, class Code>
+void encode_as(const bulk_args& a, const T* x, const view& c) {
   with_policy(a.threads, [&](auto policy) {
-    cpd::encode(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr), static_cast<Code*>(c.ptr), x.n, a.opt);
+    cpd::encode(policy, a.f, a.r, a.o, x, static_cast<Code*>(c.ptr), c.n, a.opt);
   });
 }
 
-py::object encode(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
-                  const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
-                  int scale_exponent, unsigned threads, bool stats) {
-  const view x = float_view(in, false, "cpd.encode", "the input");
-  const view c = code_view(out, true, "cpd.encode", "out");
-  same_size(x, c, "cpd.encode");
+template <class T>
+void encode_codes(const bulk_args& a, const T* x, const view& c) {
+  if (c.itemsize == 1) encode_as<T, std::uint8_t>(a, x, c);
+  else if (c.itemsize == 2) encode_as<T, std::uint16_t>(a, x, c);
+  else encode_as<T, std::uint32_t>(a, x, c);
+}
+
+py::object encode(const py::buffer& in, const py::buffer& out, const std::string& in_dtype, const std::string& fmt,
+                  const std::string& rounding, const std::string& overflow, std::uint64_t seed, std::uint64_t stream,
+                  std::uint64_t offset, int scale_exponent, unsigned threads, bool stats) {
+  const char* who = "cpd.encode";
+  const dtype ti = cpd_python::parse_dtype(in_dtype, who);
+  const view x = value_view(in, false, ti, who, "the input");
+  const view c = code_view(out, true, who, "out");
+  same_size(x, c, who);
   return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
                     [&](const bulk_args& a) {
-                      if (c.itemsize == 1) encode_as<std::uint8_t>(a, x, c);
-                      else if (c.itemsize == 2) encode_as<std::uint16_t>(a, x, c);
-                      else encode_as<std::uint32_t>(a, x, c);
+                      std::vector<float> wide;
+                      const void* src = compute_input(x, ti, wide);
+                      if (ti == dtype::float64) encode_codes(a, static_cast<const double*>(src), c);
+                      else encode_codes(a, static_cast<const float*>(src), c);
                     });
 }
 
-template <class Code>
-void decode_as(const cpd::format& f, const cpd::bulk_options& opt, unsigned threads, const view& c, const view& y) {
-  with_policy(threads, [&](auto policy) {
-    cpd::decode(policy, f, static_cast<const Code*>(c.ptr), static_cast<float*>(y.ptr), c.n, opt);
-  });
+template <class Code, class T>
+void decode_as(const cpd::format& f, const cpd::bulk_options& opt, unsigned threads, const view& c, T* y) {
+  with_policy(threads, [&](auto policy) { cpd::decode(policy, f, static_cast<const Code*>(c.ptr), y, c.n, opt); });
 }
 
 /// Decodes to double (every value of the scaled format is one), then rounds each value to
@@ -197,41 +284,81 @@ void decode_as(const cpd::format& f, const cpd::bulk_options& opt, unsigned thre
 /// float's range, ±0 or a subnormal below it (what quantize gives for the same scale).
 template <class Code>
 void decode_through_double(const cpd::format& f, const cpd::bulk_options& opt, unsigned threads, const view& c,
-                           const view& y) {
+                           float* y) {
   std::vector<double> wide(c.n);
-  with_policy(threads, [&](auto policy) {
-    cpd::decode(policy, f, static_cast<const Code*>(c.ptr), wide.data(), c.n, opt);
-  });
-  const cpd::detail::default_fp_env fp_env;
-  float* o = static_cast<float*>(y.ptr);
-  for (std::size_t i = 0; i < c.n; ++i) o[i] = static_cast<float>(wide[i]);
+  decode_as<Code>(f, opt, threads, c, wide.data());
+  for (std::size_t i = 0; i < c.n; ++i) y[i] = cpd::detail::narrow(wide[i]);
 }
 
 template <class Code>
 void decode_codes(bool wide, const cpd::format& f, const cpd::bulk_options& opt, unsigned threads, const view& c,
-                  const view& y) {
+                  float* y) {
   if (wide) decode_through_double<Code>(f, opt, threads, c, y);
   else decode_as<Code>(f, opt, threads, c, y);
 }
 
-void decode(const py::buffer& in, const py::buffer& out, const std::string& fmt, int scale_exponent,
-            unsigned threads) {
-  const view c = code_view(in, false, "cpd.decode", "the codes");
-  const view y = float_view(out, true, "cpd.decode", "out");
-  same_size(c, y, "cpd.decode");
+/// Decodes into y of dtype t: float64 directly, float32 as decode_codes, float16 and bfloat16
+/// through float32 values narrowed (the Python layer allows the formats whose values fit).
+template <class Code>
+void decode_into(dtype t, bool wide, const cpd::format& f, const cpd::bulk_options& opt, unsigned threads,
+                 const view& c, const view& y) {
+  if (t == dtype::float64) return decode_as<Code>(f, opt, threads, c, static_cast<double*>(y.ptr));
+  if (t == dtype::float32) return decode_codes<Code>(wide, f, opt, threads, c, static_cast<float*>(y.ptr));
+  std::vector<float> values(c.n);
+  decode_codes<Code>(wide, f, opt, threads, c, values.data());
+  store_floats(values.data(), y, t);
+}
+
+void decode(const py::buffer& in, const py::buffer& out, const std::string& out_dtype, const std::string& fmt,
+            int scale_exponent, unsigned threads) {
+  const char* who = "cpd.decode";
+  const dtype to = cpd_python::parse_dtype(out_dtype, who);
+  const view c = code_view(in, false, who, "the codes");
+  const view y = value_view(out, true, to, who, "out");
+  same_size(c, y, who);
   const cpd::format f = parse_format(fmt);
   cpd::bulk_options opt;
   opt.scale_exponent = scale_exponent;
   // quantize and encode take every scale_exponent that keeps the scaled format in double's
   // range; where 2^-k times the format's values leaves float's, decode rounds them to float.
   const bool wide = scale_exponent != 0 && f.spec().fits_float &&
-                    !cpd::detail::scaled_spec(f.spec(), scale_exponent, "cpd.decode").fits_float;
+                    !cpd::detail::scaled_spec(f.spec(), scale_exponent, who).fits_float;
   py::gil_scoped_release nogil;
-  if (c.itemsize == 1) decode_codes<std::uint8_t>(wide, f, opt, threads, c, y);
-  else if (c.itemsize == 2) decode_codes<std::uint16_t>(wide, f, opt, threads, c, y);
-  else decode_codes<std::uint32_t>(wide, f, opt, threads, c, y);
+  if (c.itemsize == 1) decode_into<std::uint8_t>(to, wide, f, opt, threads, c, y);
+  else if (c.itemsize == 2) decode_into<std::uint16_t>(to, wide, f, opt, threads, c, y);
+  else decode_into<std::uint32_t>(to, wide, f, opt, threads, c, y);
 }
 
+/// Copies the values of `in` (float16, bfloat16 or float32; float64 into float32) into `out`,
+/// narrowing nearest-even or widening exactly as the bulk calls do, whatever the floating-point
+/// environment; returns how many values changed (NaN aside), 0 when the copy is exact.
+std::size_t cast(const py::buffer& in, const py::buffer& out, const std::string& in_dtype,
+                 const std::string& out_dtype) {
+  const char* who = "cpd._cpd.cast";
+  const dtype ti = cpd_python::parse_dtype(in_dtype, who), to = cpd_python::parse_dtype(out_dtype, who);
+  if (ti == dtype::float64 && to != dtype::float32)
+    throw std::invalid_argument(std::string(who) + ": float64 values are cast to float32 only");
+  const view x = value_view(in, false, ti, who, "the input");
+  const view y = value_view(out, true, to, who, "out");
+  same_size(x, y, who);
+  if (ti == dtype::float64) {
+    const auto* d = static_cast<const double*>(x.ptr);
+    auto* f = static_cast<float*>(y.ptr);
+    std::size_t inexact = 0;
+    py::gil_scoped_release nogil;
+    for (std::size_t i = 0; i < x.n; ++i) {
+      const double v = d[i];
+      f[i] = cpd::detail::narrow(v);
+      inexact += (cpd::detail::widen(f[i]) == v || v != v) ? 0 : 1;
+    }
+    return inexact;
+  }
+  std::vector<float> wide;
+  const auto* src = static_cast<const float*>(compute_input(x, ti, wide));
+  if (src == y.ptr && to != dtype::float32) wide.assign(src, src + x.n), src = wide.data();
+  py::gil_scoped_release nogil;
+  return store_floats(src, y, to);
+}
 /// Seconds per call of the C++ bulk quantize on the buffer, the best of `repeats` timed
 /// calls (the benchmark's yardstick: the same call without Python in between).
 double time_quantize(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
@@ -425,64 +552,55 @@ void visit_exchange_mode(const cpd::format& f, cpd::rounding r, const char* who,
   });
 }
 
-/// The scaling rules whose scale is a power of two, the simulation's.
-constexpr cpd::scaler_kind pow2_scalers[] = {cpd::scaler_kind::aps, cpd::scaler_kind::none, cpd::scaler_kind::fixed};
+/// The options of cpd.simulate_allreduce, checked: an algorithm of cpd::simulated_algorithms
+/// (two_step without Kahan), a format of cpd::exchange_formats, nearest_even or stochastic;
+/// std::invalid_argument naming the problem. The Python layer checks them (check_simulation)
+/// before the scaler's select, which moves a stateful scaler on.
+cpd::allreduce_options simulation_options(const std::string& fmt, const std::string& rounding,
+                                          const std::string& algorithm, bool kahan) {
+  const char* who = "cpd.simulate_allreduce";
+  cpd::allreduce_options opt;
+  opt.algorithm = parse_algorithm(algorithm);
+  cpd::detail::check_one_of(who, "algorithm", opt.algorithm, cpd::simulated_algorithms, "the simulation runs");
+  opt.kahan = kahan;
+  if (opt.algorithm == cpd::allreduce_algorithm::two_step) cpd::detail::check_accumulator(opt.accumulator, kahan);
+  visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [](auto, auto) {});
+  return opt;
+}
 
-/// cpd::simulate_allreduce of W workers' arrays: the scale by cpd::exchange_scales (each
-/// worker's statistic, combined in rank order, selected once), which must be a power of two
-/// (`name`, the scaler's name in the message), then simulate_allreduce_scaled.
+/// cpd::simulate_allreduce_scaled of W workers' arrays with a power-of-two scale.
 py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out, const std::string& fmt,
-                  const std::string& rounding, scaler& sc, const std::string& name, const std::string& algorithm,
+                  const std::string& rounding, int scale_exponent, bool scale_nonfinite, const std::string& algorithm,
                   bool kahan, bool mean, std::uint64_t seed, std::uint64_t stream, unsigned threads,
                   bool diagnostics) {
   const char* who = "cpd.simulate_allreduce";
   if (workers.empty()) throw std::invalid_argument(std::string(who) + ": no workers");
   const view y = float_view(out, true, who, "out");
-  std::vector<const float*> g;
+  std::vector<const float*> x;
   for (const py::buffer& b : workers) {
     const view v = float_view(b, false, who, "a worker's tensor");
     same_size(v, y, who);
-    g.push_back(static_cast<const float*>(v.ptr));
+    x.push_back(static_cast<const float*>(v.ptr));
   }
-  cpd::allreduce_options opt;
-  opt.algorithm = parse_algorithm(algorithm);
-  cpd::detail::check_one_of(who, "algorithm", opt.algorithm, cpd::simulated_algorithms, "the simulation runs");
-  opt.kahan = kahan;
+  cpd::allreduce_options opt = simulation_options(fmt, rounding, algorithm, kahan);
   opt.mean = mean;
   opt.key = {seed, stream};
   opt.threads = threads;
   opt.diagnostics = diagnostics;
-  const cpd::format f = parse_format(fmt);
-  const cpd::rounding r = parse_rounding(rounding);
-  // every argument checked before the scaler's select, which moves a stateful scaler on
-  cpd::detail::check_allreduce_args(g.data(), static_cast<const float*>(y.ptr), y.n, static_cast<int>(g.size()), opt);
-  visit_exchange_mode(f, r, who, [](auto, auto) {});
-  if (!cpd::is_one_of(sc.kind(), pow2_scalers))
-    throw std::invalid_argument(std::string(who) + ": the scaler " + name +
-                                " selects float scales; the simulation takes a power of two (aps, fixed_scaling)");
-  std::vector<const float*> x(g.size());
-  scale_value sv;
-  {
-    py::gil_scoped_release nogil;
-    sv = from_scale(cpd::exchange_scales(
-        g.size(), 1, [&](std::size_t w, std::size_t) { return cpd::exchange_input{g[w], nullptr, y.n}; },
-        [&](std::size_t) -> scaler& { return sc; }, cpd::local_combine{}, x.data())[0]);
-  }
+  const cpd::pow2_scale sc{scale_exponent, scale_nonfinite};
   py::dict d;
-  d["scale"] = sv;
-  visit_exchange_mode(f, r, who, [&](auto tag, auto rc) {
+  visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [&](auto tag, auto rc) {
     using F = decltype(tag);
-    cpd::allreduce_result<cpd::pow2_scale> res;
+    cpd::allreduce_result<cpd::pow2_scale> r;
     {
       py::gil_scoped_release nogil;
-      res = cpd::simulate_allreduce_scaled<F, decltype(rc)::value>(x.data(), static_cast<float*>(y.ptr), y.n,
-                                                                   static_cast<int>(x.size()),
-                                                                   cpd::pow2_scale{sv.exponent, sv.nonfinite}, opt);
+      r = cpd::simulate_allreduce_scaled<F, decltype(rc)::value>(x.data(), static_cast<float*>(y.ptr), y.n,
+                                                                 static_cast<int>(x.size()), sc, opt);
     }
-    d["nonfinite_out"] = res.nonfinite_out;
+    d["nonfinite_out"] = r.nonfinite_out;
     if (diagnostics) {
-      d["unscaled"] = stats_dict(res.unscaled);
-      d["scaled"] = stats_dict(res.scaled);
+      d["unscaled"] = stats_dict(r.unscaled);
+      d["scaled"] = stats_dict(r.scaled);
     }
   });
   return d;
@@ -650,6 +768,7 @@ PYBIND11_MODULE(_cpd, m) {
   m.def("quantize", &quantize);
   m.def("encode", &encode);
   m.def("decode", &decode);
+  m.def("cast", &cast);
   m.def("time_quantize", &time_quantize);
   m.def("scalar_quantize", &scalar_quantize);
   m.def("random_bits", [](std::uint64_t seed, std::uint64_t stream, std::uint64_t counter) {
@@ -660,6 +779,8 @@ PYBIND11_MODULE(_cpd, m) {
   m.def("exchange_format_names", &exchange_format_names);
   m.def("mx_quantize", &mx_quantize);
   m.def("simulate", &simulate);
+  m.def("check_simulation", [](const std::string& fmt, const std::string& rounding, const std::string& algorithm,
+                               bool kahan) { (void)simulation_options(fmt, rounding, algorithm, kahan); });
   m.attr("value_stats_fields") = [] {
     py::list l;
     for (const cpd::value_stats_field& f : cpd::value_stats_fields) l.append(f.name);
