@@ -50,8 +50,10 @@ struct value_stats {
 /// One counter of value_stats: its name (as printed, and the key of the Python package's
 /// dicts) and its member.
 struct value_stats_field {
+  /// A pointer to a counter of value_stats.
+  using member_type = std::uint64_t value_stats::*;
   const char* name;
-  std::uint64_t value_stats::*member;
+  member_type member;
 };
 
 /// Every counter of value_stats, in declaration order.
