@@ -132,7 +132,7 @@ template <class F>
 void BM_quantize_stats(benchmark::State& st) {
   const auto n = static_cast<std::size_t>(st.range(0));
   auto& b = get(n);
-  cpd::bulk_stats stats;
+  cpd::value_stats stats;
   cpd::bulk_options o;
   o.stats = &stats;
   for (auto _ : st) {

@@ -17,6 +17,7 @@ set(CPD_HEADERS
   include/cpd/core/format.hpp
   include/cpd/core/io.hpp
   include/cpd/core/limits.hpp
+  include/cpd/core/names.hpp
   include/cpd/core/options.hpp
   include/cpd/core/random.hpp
   include/cpd/core/rounding.hpp
@@ -31,6 +32,7 @@ set(CPD_HEADERS
   include/cpd/device/options.hpp
   include/cpd/device/statistics.hpp
   include/cpd/device/thrust.hpp
+  include/cpd/exchange/algorithm.hpp
   include/cpd/exchange/codec.hpp
   include/cpd/exchange/codec_allreduce.hpp
   include/cpd/exchange/codecs/dettmers.hpp
@@ -43,6 +45,7 @@ set(CPD_HEADERS
   include/cpd/exchange/partition.hpp
   include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp
+  include/cpd/exchange/scales.hpp
   include/cpd/exchange/schedule.hpp
   include/cpd/exchange/simulate.hpp
   include/cpd/exchange/wire.hpp
@@ -83,6 +86,7 @@ set(CPD_HEADERS
   include/cpd/scaling/exchange_rules.hpp
   include/cpd/scaling/loss.hpp
   include/cpd/scaling/mx.hpp
+  include/cpd/scaling/registry.hpp
   include/cpd/scaling/scale.hpp
   include/cpd/scaling/scaling.hpp
   include/cpd/scaling/transformer_engine.hpp

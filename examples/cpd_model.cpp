@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -221,8 +222,7 @@ struct options {
   double gbit = 10, latency_us = 5, values = 25e6, compute_ms = 0, segment_kib = 256;
   std::vector<int> workers = parse_workers("2..1024");
   std::vector<std::string> formats{"e4m3fn", "e5m2", "fp16", "bf16"};
-  std::vector<perf::algorithm> algorithms{perf::algorithm::ring, perf::algorithm::pipelined_ring,
-                                          perf::algorithm::two_step, perf::algorithm::all_gather};
+  std::vector<cpd::allreduce_algorithm> algorithms{std::begin(perf::algorithms), std::end(perf::algorithms)};
   std::map<std::string, perf::codec_costs> codec_ns;  // by canonical format name
   std::optional<double> float_add_ns;
   int tensors = 1;
@@ -284,10 +284,11 @@ void parse_algorithms(options& o, const std::string& v) {
   o.algorithms.clear();
   std::vector<std::string> seen;
   for (const std::string& name : parse_list("--algorithms", v)) {
+    if (name == "fp32" || name == "mpi_fp32")
+      throw usage_error("--algorithms: fp32 MPI_Allreduce is always the baseline");
     try {
-      const perf::algorithm al = perf::parse_algorithm(name);
-      if (al == perf::algorithm::mpi_fp32) throw usage_error("--algorithms: fp32 MPI_Allreduce is always the baseline");
-      once("--algorithms", seen, std::string(perf::name(al)));
+      const cpd::allreduce_algorithm al = cpd::from_string(name, perf::algorithms);
+      once("--algorithms", seen, cpd::to_string(al));
       o.algorithms.push_back(al);
     } catch (const std::invalid_argument& e) {
       throw usage_error(std::string("--algorithms: ") + e.what());
@@ -475,15 +476,15 @@ int run(const options& o) {
     perf::codec_costs base_costs;
     base_costs.float_add = float_add;
     p.code_bytes = 4;
-    const perf::estimate base = perf::predict(perf::algorithm::mpi_fp32, p, net, base_costs);
+    const perf::estimate base = perf::predict_fp32(p, net, base_costs);
     rows.push_back({w, "fp32", "mpi_fp32", base, 1.0, perf::scaling(base, p)});
     for (const format_entry& f : formats) {
       p.code_bytes = f.code_bytes;
       perf::codec_costs c = f.costs;
       c.float_add = float_add;
-      for (perf::algorithm a : o.algorithms) {
+      for (cpd::allreduce_algorithm a : o.algorithms) {
         const perf::estimate e = perf::predict(a, p, net, c);
-        rows.push_back({w, f.name, std::string(perf::name(a)), e, e.step > 0 ? base.step / e.step : 1.0,
+        rows.push_back({w, f.name, cpd::to_string(a), e, e.step > 0 ? base.step / e.step : 1.0,
                         perf::scaling(e, p)});
       }
     }
@@ -584,14 +585,14 @@ std::optional<perf::estimate> predict_row(const options& o, const measurement& m
   // the method: "fp32 MPI_Allreduce" or "<format> <algorithm>"
   const std::size_t sp = m.method.find(' ');
   if (sp == std::string::npos) return std::nullopt;
-  perf::algorithm a = perf::algorithm::mpi_fp32;
+  std::optional<cpd::allreduce_algorithm> a;  // none: the baseline
   perf::codec_costs c;
   perf::problem p;
   if (m.method == "fp32 MPI_Allreduce") {
     p.code_bytes = 4;
   } else {
     try {
-      a = perf::parse_algorithm(m.method.substr(sp + 1));
+      a = cpd::from_string(m.method.substr(sp + 1), perf::algorithms);
     } catch (const std::invalid_argument&) {
       return std::nullopt;
     }
@@ -616,7 +617,7 @@ std::optional<perf::estimate> predict_row(const options& o, const measurement& m
   p.cpu_share = o.cores ? std::min(1.0, *o.cores / m.ranks) : 1.0;
   perf::network net = perf::network::link(gbit, o.latency_us);
   net.cpu_per_byte = o.cpu_ns_per_byte * 1e-9;
-  return perf::predict(a, p, net, c);
+  return a ? perf::predict(*a, p, net, c) : perf::predict_fp32(p, net, c);
 }
 
 int validate(const options& o) {

@@ -23,19 +23,6 @@
 
 namespace {
 
-std::optional<cpd::rounding> parse_rounding(const std::string& s) {
-  for (cpd::rounding r : cpd::all_roundings)
-    if (s == cpd::to_string(r)) return r;
-  return std::nullopt;
-}
-
-std::optional<cpd::encoding_kind> parse_encoding(const std::string& s) {
-  for (auto k : {cpd::encoding_kind::ieee, cpd::encoding_kind::fn, cpd::encoding_kind::fnuz,
-                 cpd::encoding_kind::finite, cpd::encoding_kind::fnu})
-    if (s == cpd::to_string(k)) return k;
-  return std::nullopt;
-}
-
 // A small counter-based generator (splitmix64) for the example's random bits.
 std::uint32_t random_bits(std::uint64_t seed, std::uint64_t i) {
   std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
@@ -72,14 +59,13 @@ int main(int argc, char** argv) {
     if (a == "--format") name = value();
     else if (a == "--exp") exp_bits = std::atoi(value().c_str());
     else if (a == "--man") man_bits = std::atoi(value().c_str());
-    else if (a == "--encoding") {
-      auto k = parse_encoding(value());
-      if (!k) usage("unknown encoding");
-      enc = *k;
-    } else if (a == "--rounding") {
-      auto r = parse_rounding(value());
-      if (!r) usage("unknown rounding mode");
-      mode = *r;
+    else if (a == "--encoding" || a == "--rounding") {
+      try {  // cpd's names of the choices (cpd::from_string): the message lists them
+        if (a == "--encoding") enc = cpd::from_string<cpd::encoding_kind>(value());
+        else mode = cpd::from_string<cpd::rounding>(value());
+      } catch (const std::invalid_argument& e) {
+        usage(a + ": " + e.what());
+      }
     } else if (a == "--saturate") ovf = cpd::overflow::saturate;
     else if (a == "--terms") terms = std::atol(value().c_str());
     else if (a == "--seed") seed = std::strtoull(value().c_str(), nullptr, 10);

@@ -127,8 +127,8 @@ T reference_quantize(T x, const cpd::bulk_options& o, std::size_t i) {
 
 /// The reference statistics of a call (definitions of cpd::value_stats).
 template <class F, rounding R, overflow O, class T>
-cpd::bulk_stats reference_stats(const std::vector<T>& in, const cpd::bulk_options& o) {
-  cpd::bulk_stats st;
+cpd::value_stats reference_stats(const std::vector<T>& in, const cpd::bulk_options& o) {
+  cpd::value_stats st;
   st.count = in.size();
   for (std::size_t i = 0; i < in.size(); ++i) {
     T y = in[i];
@@ -156,9 +156,9 @@ void check_mode(const std::vector<T>& in, const cpd::bulk_options& base) {
   CAPTURE(cpd::to_string(O));
   using code_t = typename F::storage_type;
   const std::size_t n = in.size();
-  cpd::bulk_stats want_stats = reference_stats<F, R, O, T>(in, base);
+  cpd::value_stats want_stats = reference_stats<F, R, O, T>(in, base);
   on_every_isa([&] {
-    cpd::bulk_stats st;
+    cpd::value_stats st;
     cpd::bulk_options o = base;
     o.stats = &st;
     if constexpr (std::is_same_v<T, double> || F::fits_float) {

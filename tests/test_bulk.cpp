@@ -177,7 +177,7 @@ TEST_CASE("fast kernels give the same bits under FTZ/DAZ, and step aside for sta
   _mm_setcsr(csr);
   CHECK(std::memcmp(out.data(), ref.data(), n * sizeof(float)) == 0);
   CHECK(bits(ref[0]) == 0u);  // +0 stays +0
-  cpd::bulk_stats st;
+  cpd::value_stats st;
   cpd::bulk_options o;
   o.stats = &st;
   cpd::quantize<F, rounding::upward>(in.data(), out.data(), n, o);

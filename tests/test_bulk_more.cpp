@@ -169,7 +169,7 @@ TEST_CASE("bulk stochastic rounding is the same for every thread count and chunk
   cpd::bulk_options o;
   o.seed = 1234;
   o.stream = 99;
-  cpd::bulk_stats st1;
+  cpd::value_stats st1;
   o.stats = &st1;
   std::vector<float> one(n);
   cpd::quantize<F, rounding::stochastic>(in.data(), one.data(), n, o);
@@ -179,7 +179,7 @@ TEST_CASE("bulk stochastic rounding is the same for every thread count and chunk
       CAPTURE(min_chunk);
       cpd::execution::parallel_policy p = cpd::execution::par(t);
       p.min_chunk = min_chunk;
-      cpd::bulk_stats st;
+      cpd::value_stats st;
       o.stats = &st;
       std::vector<float> out(n);
       cpd::quantize<F, rounding::stochastic>(p, in.data(), out.data(), n, o);
@@ -283,7 +283,7 @@ TEST_CASE("bulk statistics count what rounding did") {
   const std::vector<float> in = {1e-9f, -1e-9f, 0.0f, 500.0f, -1e6f, 470.0f,
                                  std::numeric_limits<float>::infinity(), std::nanf(""), 1.0f};
   std::vector<float> out(in.size());
-  cpd::bulk_stats st;
+  cpd::value_stats st;
   cpd::bulk_options o;
   o.stats = &st;
   cpd::quantize<F>(in.data(), out.data(), in.size(), o);

@@ -39,7 +39,7 @@ std::vector<float> wide_values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-std::vector<std::uint8_t> encode(const cpd::codec& c, const std::vector<float>& x, cpd::codec_key k = {}) {
+std::vector<std::uint8_t> encode(const cpd::codec& c, const std::vector<float>& x, cpd::random_stream k = {}) {
   std::vector<std::uint8_t> p(c.payload_size(x.size()));
   c.encode(x.data(), x.size(), p.data(), k);
   return p;

@@ -151,7 +151,7 @@ TEST_CASE("cuda host: bulk_options a device call cannot honour are std::invalid_
   using F = cpd::float8_e4m3fn;
   float* const none = nullptr;
   std::uint8_t* const no_codes = nullptr;
-  cpd::bulk_stats stats;
+  cpd::value_stats stats;
   cpd::bulk_options counts;
   counts.stats = &stats;
   CHECK_THROWS_AS(cpd::cuda::quantize<F>(none, none, 16, counts), std::invalid_argument);

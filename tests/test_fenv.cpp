@@ -251,7 +251,7 @@ void run_bulk(const inputs& in, record& rec) {
   cpd::bulk_options shifted;
   shifted.scale_exponent = 100;
   quant("b.q.e4m3fn.shift", [&](float* out) { cpd::quantize<e4m3fn, rounding::nearest_away>(in.x.data(), out, n, shifted); });
-  cpd::bulk_stats st;
+  cpd::value_stats st;
   cpd::bulk_options stats;
   stats.stats = &st;
   quant("b.q.e5m2.stats", [&](float* out) { cpd::quantize<e5m2, rounding::downward>(in.x.data(), out, n, stats); });
@@ -318,7 +318,7 @@ void run_blocks(const inputs& in, record& rec) {
   rec.put("mx.e.e3m2.scales", scales);
   rec.put("mx.e.e3m2.codes", codes);
   rec.put("mx.e.e3m2.decode", q);
-  cpd::quantization_stats qs[2];
+  cpd::value_stats qs[2];
   rec.call("diag", [&] {
     qs[0] = cpd::measure_quantization<e4m3fn>(in.x.data(), n, cpd::pow2_scale{90});
     qs[1] = cpd::measure_quantization<e5m2, rounding::upward>(in.g[0].data(), n, cpd::float_scale::of(3.0f));
@@ -631,7 +631,7 @@ std::map<std::string, blob> core_reference(const inputs& in) {
   ref["b.q.bf16.scale"] = ref_quantize<bf16, rounding::nearest_even>(in.x, n, scaled2);
   ref["b.q.e4m3fn.shift"] = ref_quantize<e4m3fn, rounding::nearest_away>(in.x, n, shifted);
   ref["b.q.e5m2.stats"] = ref_quantize<e5m2, rounding::downward>(in.x, n, none);
-  const cpd::bulk_stats st = reference_stats<e5m2, rounding::downward, overflow::infinity, float>(in.x, none);
+  const cpd::value_stats st = reference_stats<e5m2, rounding::downward, overflow::infinity, float>(in.x, none);
   ref["b.q.e5m2.stats.counts"] = blob(reinterpret_cast<const std::uint8_t*>(&st), reinterpret_cast<const std::uint8_t*>(&st + 1));
   ref["b.e.e4m3fn.ne"] = ref_encode<e4m3fn, rounding::nearest_even, std::uint8_t>(in.x, n, none);
   ref["b.e.bf16.dn"] = ref_encode<bf16, rounding::downward, std::uint16_t>(in.x, n, none);

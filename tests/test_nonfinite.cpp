@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The NaN/inf policy (docs/reliability.md), path by path: a NaN or an infinity in the input
-// never vanishes silently. It is counted (bulk_stats::nan_inputs / inf_inputs), scalers signal
+// never vanishes silently. It is counted (value_stats::nan_inputs / inf_inputs), scalers signal
 // it (pow2_scale / float_scale ::nonfinite), every float result keeps a NaN (also in formats
 // without NaN, whose code is then +-max), codecs mark the block, and QSGD's norm never
 // overflows. The references are std::isnan/std::isinf and numeric_limits, not the library.
@@ -112,7 +112,7 @@ TEST_CASE_TEMPLATE("bulk statistics count NaN and inf inputs, whatever they beca
   REQUIRE(nans > 5);
   REQUIRE(infs > 5);
   on_every_isa([&] {
-    cpd::bulk_stats st;
+    cpd::value_stats st;
     cpd::bulk_options o;
     o.stats = &st;
     std::vector<float> out(in.size());
@@ -140,7 +140,7 @@ TEST_CASE("bulk statistics: decode and packed calls count NaN and inf codes") {
   using E5 = cpd::float8_e5m2;  // 0x7C = inf, 0x7D..0x7F NaN
   const std::vector<std::uint8_t> c = {0x00, 0x7C, 0xFC, 0x7D, 0xFF, 0x3C, 0x7C};
   std::vector<float> out(c.size());
-  cpd::bulk_stats st;
+  cpd::value_stats st;
   cpd::bulk_options o;
   o.stats = &st;
   cpd::decode<E5>(c.data(), out.data(), c.size(), o);

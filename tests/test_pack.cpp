@@ -63,7 +63,7 @@ void check_against_encode() {
   cpd::bulk_options o;
   o.seed = 8;
   o.scale_exponent = 2;
-  cpd::bulk_stats st_plain, st_packed;
+  cpd::value_stats st_plain, st_packed;
   o.stats = &st_plain;
   std::vector<std::uint8_t> codes(n);
   cpd::encode<F, cpd::rounding::stochastic>(x.data(), codes.data(), n, o);

@@ -22,6 +22,7 @@
 namespace {
 
 namespace perf = cpd::perf;
+using algo = cpd::allreduce_algorithm;
 
 perf::codec_costs costs() { return {1e-9, 2e-9, 3e-9, 0.5e-9, 0.25e-9}; }
 
@@ -51,7 +52,7 @@ TEST_CASE("perf model: each algorithm's terms, worked out by hand") {
   const double stats = 2 * (1e-5 + 4 * 4 * 1e-9);  // log2(4) rounds of (3 + 1) floats
 
   // ring: 2 (W-1) = 6 messages of N/W = 1e6 codes; N encodes, (W-1) N/W adds, N finishes
-  perf::estimate e = perf::predict(perf::algorithm::ring, p, net, costs());
+  perf::estimate e = perf::predict(algo::ring, p, net, costs());
   CHECK(e.latency == doctest::Approx(6e-5));
   CHECK(e.transfer == doctest::Approx(6e-3));
   CHECK(e.bytes_sent == doctest::Approx(6e6));
@@ -60,12 +61,12 @@ TEST_CASE("perf model: each algorithm's terms, worked out by hand") {
   CHECK(e.allreduce == doctest::Approx(6e-5 + 6e-3 + 12e-3 + stats));
 
   // two_step: the ring's messages; N encodes, W * N/W accumulations, N/W roundings, N finishes
-  e = perf::predict(perf::algorithm::two_step, p, net, costs());
+  e = perf::predict(algo::two_step, p, net, costs());
   CHECK(e.transfer == doctest::Approx(6e-3));
   CHECK(e.codec == doctest::Approx(4e-3 + 12e-3 + 1e-3 + 2e-3));
 
   // all_gather: W-1 messages of the whole N codes; (W-1) N rounded adds
-  e = perf::predict(perf::algorithm::all_gather, p, net, costs());
+  e = perf::predict(algo::all_gather, p, net, costs());
   CHECK(e.latency == doctest::Approx(3e-5));
   CHECK(e.transfer == doctest::Approx(12e-3));
   CHECK(e.bytes_sent == doctest::Approx(12e6));
@@ -73,21 +74,21 @@ TEST_CASE("perf model: each algorithm's terms, worked out by hand") {
 
   // pipelined_ring: the longer of wire and codec, plus the shorter one spread over the
   // segments (6 steps x ceil(1e6 / 262144) = 4 segments)
-  e = perf::predict(perf::algorithm::pipelined_ring, p, net, costs());
+  e = perf::predict(algo::pipelined_ring, p, net, costs());
   const double wire = 6e-5 + 6e-3, codec = 12e-3;
   CHECK(e.allreduce == doctest::Approx(codec + wire / 24 + stats));
 
   // without APS, no statistics; compute adds to the step
   p.aps = false;
   p.compute = 0.1;
-  e = perf::predict(perf::algorithm::ring, p, net, costs());
+  e = perf::predict(algo::ring, p, net, costs());
   CHECK(e.statistics == 0);
   CHECK(e.step == doctest::Approx(0.1 + 6e-5 + 6e-3 + 12e-3));
   CHECK(perf::scaling(e, p) == doctest::Approx(4 * 0.1 / e.step));
 
   // ranks that share cores: the codec takes 1 / cpu_share as long
   p.cpu_share = 0.5;
-  CHECK(perf::predict(perf::algorithm::ring, p, net, costs()).codec == doctest::Approx(24e-3));
+  CHECK(perf::predict(algo::ring, p, net, costs()).codec == doctest::Approx(24e-3));
 
   // a host network stack: 2 * 0.75e-9 s of CPU per byte each way, on half a core, is slower
   // than the link's 1e-9: a synchronous transfer takes the CPU's 3e-9 per byte; the
@@ -95,12 +96,12 @@ TEST_CASE("perf model: each algorithm's terms, worked out by hand") {
   perf::network host = net;
   host.cpu_per_byte = 0.75e-9;
   p.compute = 0;
-  e = perf::predict(perf::algorithm::ring, p, host, costs());
+  e = perf::predict(algo::ring, p, host, costs());
   CHECK(e.transfer == doctest::Approx(6e6 * 3e-9));
-  e = perf::predict(perf::algorithm::pipelined_ring, p, host, costs());
+  e = perf::predict(algo::pipelined_ring, p, host, costs());
   const double cpu = 24e-3 + 18e-3, link = 6e-5 + 6e-3;
   CHECK(e.allreduce == doctest::Approx(cpu + link / 24));
-  CHECK(perf::predict(perf::algorithm::mpi_fp32, p, host, costs()).transfer ==
+  CHECK(perf::predict_fp32(p, host, costs()).transfer ==
         doctest::Approx(2 * 3.0 / 4 * 16e6 * 3e-9));
 }
 
@@ -108,18 +109,18 @@ TEST_CASE("perf model: fp32 MPI_Allreduce is the fastest textbook algorithm") {
   const perf::network net{1e-5, 1e-9};
   // large, W a power of two: Rabenseifner's halving and doubling, the ring's bandwidth
   // term 2 (W-1)/W 4N beta in 2 log2(W) messages
-  perf::estimate e = perf::predict(perf::algorithm::mpi_fp32, problem(1e7, 8), net, costs());
+  perf::estimate e = perf::predict_fp32(problem(1e7, 8), net, costs());
   CHECK(e.transfer == doctest::Approx(2 * 7.0 / 8 * 4e7 * 1e-9));
   CHECK(e.latency == doctest::Approx(6e-5));
   CHECK(e.codec == doctest::Approx(7.0 / 8 * 1e7 * 0.25e-9));
   CHECK(e.statistics == 0);
   // large, W = 6: halving and doubling among 4 ranks plus two whole-vector messages for the
   // two extra ranks lose to the ring's 2 (W-1) messages of N/W
-  e = perf::predict(perf::algorithm::mpi_fp32, problem(1e7, 6), net, costs());
+  e = perf::predict_fp32(problem(1e7, 6), net, costs());
   CHECK(e.latency == doctest::Approx(10e-5));
   CHECK(e.transfer == doctest::Approx(2 * 5.0 / 6 * 4e7 * 1e-9));
   // small: recursive doubling's log2(W) alpha wins
-  e = perf::predict(perf::algorithm::mpi_fp32, problem(16, 8), net, costs());
+  e = perf::predict_fp32(problem(16, 8), net, costs());
   CHECK(e.latency == doctest::Approx(3e-5));
   CHECK(e.transfer == doctest::Approx(3 * 64e-9));
 }
@@ -127,29 +128,29 @@ TEST_CASE("perf model: fp32 MPI_Allreduce is the fastest textbook algorithm") {
 TEST_CASE("perf model: limits") {
   const perf::network net = perf::network::link(10, 5);
   // one worker: nothing moves; the codec still runs (load and finish)
-  perf::estimate e = perf::predict(perf::algorithm::ring, problem(1e6, 1), net, costs());
+  perf::estimate e = perf::predict(algo::ring, problem(1e6, 1), net, costs());
   CHECK(e.latency == 0);
   CHECK(e.transfer == 0);
   CHECK(e.statistics == 0);
   CHECK(e.codec == doctest::Approx(1e6 * 1.5e-9));
-  CHECK(perf::predict(perf::algorithm::mpi_fp32, problem(1e6, 1), net, costs()).allreduce == 0);
+  CHECK(perf::predict_fp32(problem(1e6, 1), net, costs()).allreduce == 0);
 
   // the all-gather's bytes grow with W: with a free codec, 1-byte codes beat fp32's ring
   // while (W - 1) N < 8 (W - 1)/W N, i.e. W < 8, and lose beyond
   const perf::codec_costs free{};
-  CHECK(perf::speedup_over_fp32(perf::algorithm::all_gather, problem(1e8, 4), net, free) > 1.0);
-  CHECK(perf::speedup_over_fp32(perf::algorithm::all_gather, problem(1e8, 16), net, free) < 1.0);
+  CHECK(perf::speedup_over_fp32(algo::all_gather, problem(1e8, 4), net, free) > 1.0);
+  CHECK(perf::speedup_over_fp32(algo::all_gather, problem(1e8, 16), net, free) < 1.0);
   // the ring's bytes do not: a quarter of fp32's at every W
   for (int w : {2, 8, 64, 1024}) {
-    const double s = perf::speedup_over_fp32(perf::algorithm::ring, problem(1e8, w), net, free);
+    const double s = perf::speedup_over_fp32(algo::ring, problem(1e8, w), net, free);
     CHECK(s > 3.5);
     CHECK(s <= 4.0);
   }
   // more compute per step dilutes every speedup toward 1
   perf::problem p = problem(1e7, 8);
-  const double s0 = perf::speedup_over_fp32(perf::algorithm::ring, p, net, costs());
+  const double s0 = perf::speedup_over_fp32(algo::ring, p, net, costs());
   p.compute = 10.0;
-  const double s1 = perf::speedup_over_fp32(perf::algorithm::ring, p, net, costs());
+  const double s1 = perf::speedup_over_fp32(algo::ring, p, net, costs());
   CHECK(s1 < s0);
   CHECK(s1 > 1.0);
   CHECK(s1 < 1.01);
@@ -158,27 +159,39 @@ TEST_CASE("perf model: limits") {
 TEST_CASE("perf model: bad input is an error, never a number") {
   const perf::network net = perf::network::link(10, 5);
   perf::problem p = problem(1e6, 0);
-  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
+  CHECK_THROWS_AS((void)perf::predict(algo::ring, p, net, costs()), std::invalid_argument);
   p = problem(-1, 2);
-  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
+  CHECK_THROWS_AS((void)perf::predict(algo::ring, p, net, costs()), std::invalid_argument);
   p = problem(1e6, 2);
   p.code_bytes = 0;
-  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
+  CHECK_THROWS_AS((void)perf::predict(algo::ring, p, net, costs()), std::invalid_argument);
   p = problem(1e6, 2);
   perf::codec_costs c = costs();
   c.add = std::nan("");
-  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, c), std::invalid_argument);
+  CHECK_THROWS_AS((void)perf::predict(algo::ring, p, net, c), std::invalid_argument);
   p = problem(1e6, 2);
   p.cpu_share = 0;
-  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
+  CHECK_THROWS_AS((void)perf::predict(algo::ring, p, net, costs()), std::invalid_argument);
   p.cpu_share = 1.5;
-  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, p, net, costs()), std::invalid_argument);
+  CHECK_THROWS_AS((void)perf::predict(algo::ring, p, net, costs()), std::invalid_argument);
   perf::network bad_net = perf::network::link(10, 5);
   bad_net.cpu_per_byte = -1;
-  CHECK_THROWS_AS((void)perf::predict(perf::algorithm::ring, problem(1e6, 2), bad_net, costs()), std::invalid_argument);
-  CHECK_THROWS_AS((void)perf::parse_algorithm("tree"), std::invalid_argument);
-  CHECK(perf::parse_algorithm("pipelined_ring") == perf::algorithm::pipelined_ring);
-  CHECK(perf::parse_algorithm("fp32") == perf::algorithm::mpi_fp32);
+  CHECK_THROWS_AS((void)perf::predict(algo::ring, problem(1e6, 2), bad_net, costs()), std::invalid_argument);
+  // the model predicts the rank schedule's algorithms; the others are refused by name
+  CHECK_THROWS_WITH_AS(
+      (void)perf::predict(algo::native, problem(1e6, 2), net, costs()),
+      "cpd::perf::predict: algorithm native is not one the model predicts (ring, pipelined_ring, two_step, all_gather)",
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)perf::predict(algo::halving_doubling, problem(1e6, 2), net, costs()),
+                       doctest::Contains("algorithm halving_doubling is not one the model predicts"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS((void)perf::speedup_over_fp32(algo::sequential, problem(1e6, 2), net, costs()),
+                  std::invalid_argument);
+  CHECK(cpd::from_string("pipelined_ring", perf::algorithms) == algo::pipelined_ring);
+  CHECK_THROWS_WITH_AS((void)cpd::from_string("native", perf::algorithms),
+                       "cpd::from_string<cpd::allreduce_algorithm>: 'native' is not one of ring, pipelined_ring, "
+                       "two_step, all_gather",
+                       std::invalid_argument);
   CHECK_THROWS_AS((void)costs().scaled_to(-1), std::invalid_argument);
   CHECK(costs().scaled_to(2 * costs().ring2()).add == doctest::Approx(4e-9));
 }
@@ -245,7 +258,7 @@ TEST_CASE("cpd-model: the table, the CSV and clear errors") {
   const perf::network net = perf::network::link(10, 5);
   perf::problem p = problem(25e6, 96);
   p.compute = 0.1;
-  const perf::estimate e = perf::predict(perf::algorithm::ring, p, net, *perf::measured_codec("e4m3fn"));
+  const perf::estimate e = perf::predict(algo::ring, p, net, *perf::measured_codec("e4m3fn"));
   char want[64];
   std::snprintf(want, sizeof want, "96,e4m3fn,ring,%.6g,", e.allreduce);
   CHECK(text.find(want) != std::string::npos);
@@ -261,7 +274,8 @@ TEST_CASE("cpd-model: the table, the CSV and clear errors") {
 
   for (const char* bad : {"--bogus", "--bandwidth", "--bandwidth -3", "--bandwidth ten", "--workers 0",
                           "--workers 8..2", "--formats e9m9", "--algorithms tree", "--algorithms mpi_fp32",
-                          "--codec-ns e4m3fn", "--codec-ns e4m3fn=1:2", "--codec-ns e5m2=1",  // (not in --formats)
+                          "--algorithms native", "--codec-ns e4m3fn", "--codec-ns e4m3fn=1:2",
+                          "--codec-ns e5m2=1",  // (not in --formats)
                           "--values 0", "--tensors 0", "--compute-ms -1"}) {
     CAPTURE(bad);
     r = run(std::string(bad) + (std::string(bad) == "--codec-ns e5m2=1" ? " --formats e4m3fn" : ""));
@@ -346,7 +360,7 @@ TEST_CASE("cpd-model: inputs that overflow the model are refused, naming the fla
 
 TEST_CASE("perf model: a prediction that overflows is an error, never inf") {
   perf::problem p = problem(1e307, 1000);  // all_gather sends 999 x 1e307 bytes at 8 s a byte
-  CHECK_THROWS_WITH_AS((void)perf::predict(perf::algorithm::all_gather, p, perf::network::link(1e-9, 5), costs()),
+  CHECK_THROWS_WITH_AS((void)perf::predict(algo::all_gather, p, perf::network::link(1e-9, 5), costs()),
                        doctest::Contains("overflow"), std::invalid_argument);
 }
 

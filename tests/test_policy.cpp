@@ -128,16 +128,18 @@ TEST_CASE("policy: a rule may name the scaling rule and the algorithm of its ten
       "adapt e5m2 above 0.5 hold 2 scaler aps",
       e3m0, 3);
   using choice = cpd::precision_choice;
-  CHECK(p.choice_at(0, 0) == choice{e5m2, "aps", "two_step"});
-  CHECK(p.choice_at(1, 9) == choice{e3m0, "", ""});  // the base: the run's rule and algorithm
-  CHECK(p.choice_at(1, 10) == choice{e4m3, "", "all_gather"});
+  constexpr auto aps = cpd::scaler_kind::aps;
+  constexpr auto two_step = cpd::allreduce_algorithm::two_step, all_gather = cpd::allreduce_algorithm::all_gather;
+  CHECK(p.choice_at(0, 0) == choice{e5m2, aps, two_step});
+  CHECK(p.choice_at(1, 9) == choice{e3m0, {}, {}});  // the base: the run's rule and algorithm
+  CHECK(p.choice_at(1, 10) == choice{e4m3, {}, all_gather});
   CHECK(p.at(1, 10) == e4m3);
   p.observe(2, 12, 10, 6);
-  CHECK(p.choice_at(2, 13) == choice{e5m2, "aps", ""});
-  CHECK(p.choice_at(1, 13) == choice{e4m3, "", "all_gather"});
+  CHECK(p.choice_at(2, 13) == choice{e5m2, aps, {}});
+  CHECK(p.choice_at(1, 13) == choice{e4m3, {}, all_gather});
   // every choice once, the base first; the formats once each
-  CHECK(p.choices() == std::vector<choice>{{e3m0, "", ""}, {e4m3, "", "all_gather"}, {e5m2, "aps", "two_step"},
-                                           {e5m2, "aps", ""}});
+  CHECK(p.choices() == std::vector<choice>{{e3m0, {}, {}}, {e4m3, {}, all_gather}, {e5m2, aps, two_step},
+                                           {e5m2, aps, {}}});
   CHECK(p.formats() == std::vector<cpd::format>{e3m0, e4m3, e5m2});
   // the same format with and without a rule are two choices
   CHECK(cpd::precision_policy::parse("tensors 0 e3m0 scaler aps", e3m0, 2).choices().size() == 2);
@@ -148,6 +150,16 @@ TEST_CASE("policy: a rule may name the scaling rule and the algorithm of its ten
   CHECK(message("from step 3 e5m2 rule aps").find("'rule' is not scaler or algorithm") != std::string::npos);
   CHECK(message("adapt e5m2 above 0.1 after 3").find("is not above, below, hold, scaler or algorithm") !=
         std::string::npos);
+  // the names are cpd::scaler_kind's and cpd::allreduce_algorithm's, checked as the rule is read
+  CHECK(cpd::precision_policy::parse("tensors 0 e5m2 scaler amax-sqrtw algorithm native", e3m0, 2).choice_at(0, 0) ==
+        choice{e5m2, cpd::scaler_kind::amax_sqrtw, cpd::allreduce_algorithm::native});
+  CHECK(message("tensors 0 e5m2 scaler mx99") ==
+        "cpd::precision_policy: scaler 'mx99' is not one of aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, "
+        "none, fixed (in 'tensors 0 e5m2 scaler mx99')");
+  CHECK(message("from step 2 e5m2 algorithm zigzag") ==
+        "cpd::precision_policy: algorithm 'zigzag' is not one of sequential, ring, halving_doubling, pipelined_ring, "
+        "two_step, all_gather, native (in 'from step 2 e5m2 algorithm zigzag')");
+  CHECK(message("adapt e5m2 above 0.1 algorithm two_step algorithm ring").find("algorithm twice") != std::string::npos);
 }
 
 TEST_CASE("policy: phases in epochs and in steps, ordered by the steps of an epoch") {
@@ -166,8 +178,9 @@ TEST_CASE("policy: phases in epochs and in steps, ordered by the steps of an epo
         std::string::npos);
   // Before the steps of an epoch are known: everything else checked, the choices listed.
   using choice = cpd::precision_choice;
+  constexpr auto aps = cpd::scaler_kind::aps;
   CHECK(cpd::precision_policy::parse_choices("from epoch 1 e4m3fn; from step 5 e5m2 scaler aps", e3m0, 6) ==
-        std::vector<choice>{{e3m0, "", ""}, {e4m3, "", ""}, {e5m2, "aps", ""}});
+        std::vector<choice>{{e3m0, {}, {}}, {e4m3, {}, {}}, {e5m2, aps, {}}});
   CHECK_THROWS_WITH_AS((void)cpd::precision_policy::parse_choices("from step 9 e5m2; from step 3 e4m3fn", e3m0, 6),
                        doctest::Contains("'from step 3 e4m3fn' (step 3) is not after 'from step 9 e5m2' (step 9)"),
                        std::invalid_argument);

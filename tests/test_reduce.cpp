@@ -49,7 +49,7 @@ float ref_add(float a, float b, std::uint32_t rnd = 0) {
 // Worker r's value i, scaled by 2^k and rounded to F; with stochastic rounding the
 // random bits of the input quantization (step -1, rank r, k = 0: stream (0*W + r)*8).
 template <class F, R Mode = R::nearest_even>
-float ref_load(const std::vector<std::vector<float>>& x, int r, std::size_t i, int k, cpd::stream_key key, int w) {
+float ref_load(const std::vector<std::vector<float>>& x, int r, std::size_t i, int k, cpd::random_stream key, int w) {
   const std::uint32_t rnd =
       Mode == R::stochastic
           ? cpd::detail::reduce_random_bits(key.seed, key.stream + (static_cast<std::uint64_t>(r)) * 8u, i)
@@ -59,7 +59,7 @@ float ref_load(const std::vector<std::vector<float>>& x, int r, std::size_t i, i
 }
 
 template <R Mode>
-std::uint32_t ref_bits(cpd::stream_key key, int step, int rank, int sub, int w, std::size_t i) {
+std::uint32_t ref_bits(cpd::random_stream key, int step, int rank, int sub, int w, std::size_t i) {
   if (Mode != R::stochastic) return 0;
   const std::uint64_t s = key.stream + ((static_cast<std::uint64_t>(step + 1) * w + rank) * 8u + sub);
   return cpd::detail::reduce_random_bits(key.seed, s, i);
@@ -86,7 +86,7 @@ std::vector<const float*> ptrs(const std::vector<std::vector<float>>& x) {
 // Sequential: rank 0 adds ranks 1..W-1 in order; addition r-1 is performed by rank 0.
 template <class F, R Mode = R::nearest_even>
 std::vector<float> hand_sequential(const std::vector<std::vector<float>>& x, std::size_t n, int k,
-                                   cpd::stream_key key = {}) {
+                                   cpd::random_stream key = {}) {
   const int w = static_cast<int>(x.size());
   std::vector<float> out(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -103,7 +103,7 @@ std::vector<float> hand_sequential(const std::vector<std::vector<float>>& x, std
 // that chunk by Q(received + own). Rank r then holds chunk (r + 1) mod W complete;
 // all-gather copies it to everyone.
 template <class F, R Mode = R::nearest_even>
-std::vector<float> hand_ring(const std::vector<std::vector<float>>& x, std::size_t n, int k, cpd::stream_key key = {}) {
+std::vector<float> hand_ring(const std::vector<std::vector<float>>& x, std::size_t n, int k, cpd::random_stream key = {}) {
   const int w = static_cast<int>(x.size());
   auto chunk_begin = [&](int c) {  // the first n % w chunks hold one more element
     const std::size_t base = n / w, extra = n % w;
@@ -141,7 +141,7 @@ std::vector<float> hand_ring(const std::vector<std::vector<float>>& x, std::size
 // is exact in double), then rounds the sum to F once (step 0, rank c, k = 0).
 template <class F, R Mode = R::nearest_even, class A = cpd::float_t<8, 23>>
 std::vector<float> hand_two_step(const std::vector<std::vector<float>>& x, std::size_t n, int k,
-                                 cpd::stream_key key = {}) {
+                                 cpd::random_stream key = {}) {
   const int w = static_cast<int>(x.size());
   std::vector<float> out(n);
   for (int c = 0; c < w; ++c) {

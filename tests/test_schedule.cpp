@@ -118,7 +118,7 @@ void check(const config& cf, const std::vector<std::size_t>& sizes, std::vector<
     ranks.emplace_back(cf.w, static_cast<int>(r), opt);
     for (std::size_t i = 0; i < tn; ++i)
       ts[r].push_back({x[r][i].data(), out[r][i].data(), sizes[i], cf.feedback ? e[r][i].data() : nullptr,
-                       cpd::stream_key{77, 1000 * i + 5}, scales[i]});
+                       cpd::random_stream{77, 1000 * i + 5}, scales[i]});
     ranks[r].start(ts[r].data(), tn);
   }
   run_in_process(ranks);

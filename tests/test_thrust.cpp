@@ -424,7 +424,7 @@ TEST_CASE("thrust " CPD_TEST_SYSTEM ": bulk_options a device call cannot honour 
   const thrust::device_vector<float> d_x(16, 1.5f);
   thrust::device_vector<float> d_y(16);
   thrust::device_vector<std::uint8_t> d_c(16);
-  cpd::bulk_stats stats;
+  cpd::value_stats stats;
   cpd::bulk_options counts;
   counts.stats = &stats;  // no counts are kept on the device: never silently left unfilled
   CHECK_THROWS_AS(cpd::quantize<F>(thrust::device, d_x.begin(), d_x.end(), d_y.begin(), counts), std::invalid_argument);

@@ -101,6 +101,11 @@ TEST_CASE("command line: --algorithm takes the allreduce algorithms and rejects 
   CHECK(a.status == 2);
   CHECK(a.out.find("'zigzag' is not one of sequential, ring, halving_doubling, pipelined_ring, two_step, "
                    "all_gather") != std::string::npos);
+  // native is MPI's own summation order: neither the emulation nor cpd-train's MPI ring gives it
+  const run_output n = run("--algorithm native --mpi");
+  CHECK(n.status == 2);
+  CHECK(n.out.find("--algorithm: 'native' is not one of sequential, ring, halving_doubling, pipelined_ring, two_step, "
+                   "all_gather") != std::string::npos);
   const run_output b = run("--algorithm two_step --kahan");
   CHECK(b.status == 2);
   CHECK(b.out.find("two_step sums in float32") != std::string::npos);

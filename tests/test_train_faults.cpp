@@ -333,7 +333,7 @@ TEST_CASE("values clipped to max in a format without inf count as overflowed") {
     std::size_t size() const { return 1; }
   };
   const std::vector<train::tensor_view> tensors = {{"g", 0, 1, 4}};
-  train::exchanger ex(cpd::format::parse("e2m1fn"), train::scaler_kind::none, /*kahan=*/false, 2, tensors);
+  train::exchanger ex(cpd::format::parse("e2m1fn"), cpd::scaler_kind::none, /*kahan=*/false, 2, tensors);
   std::vector<train::aligned_vector<float>> grads(2, train::aligned_vector<float>(4, 0.0f));
   grads[0] = {10.0f, 0.5f, 0.0f, 1.0f};
   grads[1] = {-7.0f, 0.5f, 0.0f, 1.0f};

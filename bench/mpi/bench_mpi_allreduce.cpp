@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,7 @@ row fp32_ring(const std::vector<float>& g, std::vector<float>& out, double min_t
 }
 
 template <class F>
-row packed(const char* name, cpd::mpi::algorithm algo, const std::vector<float>& g, std::vector<float>& out,
+row packed(const char* name, cpd::allreduce_algorithm algo, const std::vector<float>& g, std::vector<float>& out,
            double min_time) {
   cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, {g.size()}, {algo, false, true});
   const cpd::mpi::tensor t{g.data(), out.data(), g.size()};
@@ -121,10 +122,10 @@ row packed(const char* name, cpd::mpi::algorithm algo, const std::vector<float>&
     wire = r.payload_bytes;
     return codec_time{r.seconds_codec, r.cpu_seconds_codec};
   });
-  return {std::string(name) + " " + cpd::mpi::to_string(algo), tm, wire};
+  return {std::string(name) + " " + cpd::to_string(algo), tm, wire};
 }
 
-using packed_fn = row (*)(const char*, cpd::mpi::algorithm, const std::vector<float>&, std::vector<float>&, double);
+using packed_fn = row (*)(const char*, cpd::allreduce_algorithm, const std::vector<float>&, std::vector<float>&, double);
 struct format_entry {
   const char* name;
   packed_fn run;
@@ -156,7 +157,7 @@ int main(int argc, char** argv) {
   std::string label;
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20};
   std::vector<const format_entry*> formats = {&format_table[0], &format_table[3]};
-  std::vector<cpd::mpi::algorithm> algos = {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native};
+  std::vector<cpd::allreduce_algorithm> algos = {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::native};
   std::string bad;
   for (int i = 1; i < argc && bad.empty(); ++i) {
     const std::string a = argv[i];
@@ -184,14 +185,11 @@ int main(int argc, char** argv) {
     } else if (a == "--algorithms" && has_value) {
       algos.clear();
       for (const std::string& v : split(argv[++i])) {
-        bool found = false;
-        for (auto al : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native, cpd::mpi::algorithm::two_step,
-                        cpd::mpi::algorithm::all_gather, cpd::mpi::algorithm::pipelined_ring})
-          if (v == cpd::mpi::to_string(al)) {
-            algos.push_back(al);
-            found = true;
-          }
-        if (!found) bad = "--algorithms: '" + v + "' is not one of ring, pipelined_ring, two_step, all_gather, native";
+        try {
+          algos.push_back(cpd::from_string(v, cpd::mpi::algorithms));
+        } catch (const std::invalid_argument& e) {
+          bad = std::string("--algorithms: ") + e.what();
+        }
       }
     } else {
       bad = "unknown or incomplete option '" + a + "'";
@@ -244,7 +242,7 @@ int main(int argc, char** argv) {
       for (const format_entry* f : formats) {
         if (rank_ == 0 && bytes >= (16u << 20))  // progress: a large size takes a while
           std::fprintf(stderr, "bench_mpi_allreduce: %s, %s %s\n", human(bytes).c_str(), f->name,
-                       cpd::mpi::to_string(algo));
+                       cpd::to_string(algo));
         rows.push_back(f->run(f->name, algo, g, out, min_time));
       }
     const double fp32 = rows[1].t.seconds;

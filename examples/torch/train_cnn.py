@@ -280,7 +280,10 @@ def correct(model, x_u8, y, chunk=2000):
     return n
 
 
-STAT_KEYS = ("count", "zeros", "underflow", "overflow", "nan", "saturated", "nan_inputs", "inf_inputs")
+def stat_keys():
+    """The counters of cpd::value_stats (cpd.value_stats_fields), the keys of cpd's counts."""
+    import cpd
+    return cpd.value_stats_fields
 
 
 def fractions(stats, out_nonfinite):
@@ -366,7 +369,7 @@ class TimedHook:
         # DDP logs the hook's __name__ (register_comm_hook fails without one).
         self.__name__ = self.__qualname__ = "timed_" + (inner.__name__ if inner is not None else "allreduce_hook")
         self.seconds = 0.0
-        self.stats = {k: 0 for k in STAT_KEYS}
+        self.stats = {k: 0 for k in stat_keys()}
 
     def __call__(self, state, bucket):
         import cpd
@@ -386,7 +389,7 @@ class TimedHook:
         for g, e in zip(grads, rec["scales"]):
             _, c = cpd.quantize(g.detach().reshape(-1).contiguous(), self.fmt, scale_exponent=e, stats=True,
                                 threads=1)
-            for k in STAT_KEYS:
+            for k in stat_keys():
                 self.stats[k] += c.get(k, 0)
         return fut
 
@@ -485,9 +488,9 @@ def ddp_worker(rank, args, configs, port, result_path):
 def reduce_stats(stats):
     import torch
     import torch.distributed as dist
-    t = torch.tensor([stats[k] for k in STAT_KEYS], dtype=torch.int64)
+    t = torch.tensor([stats[k] for k in stat_keys()], dtype=torch.int64)
     dist.all_reduce(t)
-    return dict(zip(STAT_KEYS, (int(v) for v in t.tolist())))
+    return dict(zip(stat_keys(), (int(v) for v in t.tolist())))
 
 
 def free_port():

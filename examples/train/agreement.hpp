@@ -39,7 +39,7 @@ inline std::vector<agreed_option> agreement(const options& o) {
   const auto join = [](std::string& to, const std::string& item) { to += (to.empty() ? "" : ",") + item; };
   std::string formats, scalers, codecs, hidden, policy;
   for (const grad_format& g : o.grad_formats) join(formats, name(g.fmt));
-  for (scaler_kind s : o.scalers) join(scalers, scaler_name(s));
+  for (cpd::scaler_kind s : o.scalers) join(scalers, cpd::to_string(s));
   for (const codec_spec& c : o.codecs) join(codecs, c.name + (c.error_feedback ? "+ef" : ""));
   for (std::size_t h : o.hidden) join(hidden, std::to_string(h));
   if (o.policy)

@@ -53,83 +53,72 @@ inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
 /// How the weights are updated when they are kept in a low-precision format.
 enum class update_rounding { nearest_even, stochastic, kahan };
 
+/// The algorithms cpd-train runs: the simulation's (over MPI, cpd::rank_algorithms).
+inline constexpr const auto& train_algorithms = cpd::simulated_algorithms;
+
+/// The scaling rules --scaler takes (cpd::scaler_kind's names but fixed, whose scale is
+/// fixed in advance); over MPI only mpi_scalers.
+inline constexpr cpd::scaler_kind train_scalers[] = {
+    cpd::scaler_kind::aps,     cpd::scaler_kind::amax, cpd::scaler_kind::amax_sqrtw, cpd::scaler_kind::predivide,
+    cpd::scaler_kind::delayed, cpd::scaler_kind::mx32, cpd::scaler_kind::loss,       cpd::scaler_kind::none};
+inline constexpr cpd::scaler_kind mpi_scalers[] = {cpd::scaler_kind::aps, cpd::scaler_kind::loss,
+                                                   cpd::scaler_kind::none};
+
+/// The value of a command-line name among `accepted` (cpd::from_string), or a usage_error
+/// "FLAG: 'x' is not one of a, b, c".
+template <class E, std::size_t N>
+E parse_name(const std::string& flag, const std::string& v, const E (&accepted)[N]) {
+  if (const auto e = cpd::try_from_string(v, accepted)) return *e;
+  throw usage_error(flag + ": '" + escaped(v) + "' is not one of " + cpd::names_of(accepted));
+}
+
 /// The allreduce_algorithm of a command-line name (its to_string); `flag` names the option.
 inline cpd::allreduce_algorithm parse_algorithm(const std::string& v, const std::string& flag = "--algorithm") {
-  std::string names;
-  for (int k = 0; k < 6; ++k) {
-    const auto a = static_cast<cpd::allreduce_algorithm>(k);
-    if (v == cpd::to_string(a)) return a;
-    names += (k ? ", " : "") + std::string(cpd::to_string(a));
-  }
-  throw usage_error(flag + ": '" + v + "' is not one of " + names);
+  return parse_name(flag, v, train_algorithms);
 }
 
-/// The scaling rule of a gradient format's runs (docs/scaling.md).
-enum class scaler_kind { none, aps, amax, amax_sqrtw, predivide, delayed, mx32, loss };
-
-/// The name --scaler takes.
-inline const char* scaler_name(scaler_kind k) {
-  switch (k) {
-    case scaler_kind::none: return "none";
-    case scaler_kind::aps: return "aps";
-    case scaler_kind::amax: return "amax";
-    case scaler_kind::amax_sqrtw: return "amax-sqrtw";
-    case scaler_kind::predivide: return "predivide";
-    case scaler_kind::delayed: return "delayed";
-    case scaler_kind::mx32: return "mx32";
-    case scaler_kind::loss: return "loss";
-  }
-  return "?";
-}
-
-/// The scaler_kind of a --scaler name, if it is one.
-inline std::optional<scaler_kind> scaler_of(const std::string& v) {
-  for (scaler_kind k : {scaler_kind::none, scaler_kind::aps, scaler_kind::amax, scaler_kind::amax_sqrtw,
-                        scaler_kind::predivide, scaler_kind::delayed, scaler_kind::mx32, scaler_kind::loss})
-    if (v == scaler_name(k)) return k;
-  return std::nullopt;
-}
-
-/// The names --scaler takes, for its messages.
-inline const char* scaler_names() { return "aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none"; }
-
-/// The rule and algorithm of a --policy choice: a scaler the exchange can run (over MPI: aps
-/// and none) and an algorithm it can run (over MPI not sequential or halving_doubling; with
-/// --kahan not two_step); usage_error else.
+/// The rule and algorithm of a --policy choice: a scaler the exchange can run (train_scalers;
+/// over MPI mpi_scalers) and an algorithm it can run (train_algorithms; over MPI
+/// cpd::rank_algorithms; with --kahan not two_step); usage_error else.
 inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
-  if (!c.scaler.empty()) {
-    const auto k = scaler_of(c.scaler);
-    if (!k) throw usage_error("--policy: scaler '" + c.scaler + "' is not one of " + scaler_names());
-    if (mpi && *k != scaler_kind::aps && *k != scaler_kind::none && *k != scaler_kind::loss)
-      throw usage_error("--policy: scaler " + c.scaler + " with --mpi: over MPI cpd-train runs aps, loss and none");
+  if (c.scaler) {
+    const char* name = cpd::to_string(*c.scaler);
+    if (!cpd::is_one_of(*c.scaler, train_scalers))
+      throw usage_error(std::string("--policy: scaler '") + name + "' is not one of " + cpd::names_of(train_scalers));
+    if (mpi && !cpd::is_one_of(*c.scaler, mpi_scalers))
+      throw usage_error(std::string("--policy: scaler ") + name +
+                        " with --mpi: over MPI cpd-train runs aps, loss and none");
   }
-  if (!c.algorithm.empty()) {
-    const auto a = parse_algorithm(c.algorithm, "--policy: algorithm");
-    if (mpi && (a == cpd::allreduce_algorithm::sequential || a == cpd::allreduce_algorithm::halving_doubling))
-      throw usage_error("--policy: algorithm " + c.algorithm +
+  if (c.algorithm) {
+    const char* name = cpd::to_string(*c.algorithm);
+    if (!cpd::is_one_of(*c.algorithm, train_algorithms))
+      throw usage_error(std::string("--policy: algorithm '") + name + "' is not one of " +
+                        cpd::names_of(train_algorithms));
+    if (mpi && !cpd::is_one_of(*c.algorithm, cpd::rank_algorithms))
+      throw usage_error(std::string("--policy: algorithm ") + name +
                         " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");
-    if (kahan && a == cpd::allreduce_algorithm::two_step)
+    if (kahan && *c.algorithm == cpd::allreduce_algorithm::two_step)
       throw usage_error("--policy: algorithm two_step with --kahan: two_step sums in float32 and rounds once");
   }
 }
 
-/// The rule and algorithm a policy choice runs: its own names (check_choice checked them),
-/// or the run's where it names none.
-inline scaler_kind choice_scaler(const cpd::precision_choice& c, scaler_kind run) {
-  return c.scaler.empty() ? run : *scaler_of(c.scaler);
+/// The rule and algorithm a policy choice runs: its own (check_choice checked them), or the
+/// run's where it names none.
+inline cpd::scaler_kind choice_scaler(const cpd::precision_choice& c, cpd::scaler_kind run) {
+  return c.scaler.value_or(run);
 }
 inline cpd::allreduce_algorithm choice_algorithm(const cpd::precision_choice& c, cpd::allreduce_algorithm run) {
-  return c.algorithm.empty() ? run : parse_algorithm(c.algorithm);
+  return c.algorithm.value_or(run);
 }
 
 /// The table's and the CSV's APS column: off (no scaling), on (APS), else the scaler's name.
-inline const char* scaler_column(scaler_kind k) {
-  return k == scaler_kind::none ? "off" : k == scaler_kind::aps ? "on" : scaler_name(k);
+inline const char* scaler_column(cpd::scaler_kind k) {
+  return k == cpd::scaler_kind::none ? "off" : k == cpd::scaler_kind::aps ? "on" : cpd::to_string(k);
 }
 
 struct options {
   std::vector<grad_format> grad_formats;
-  std::vector<scaler_kind> scalers;  // runs per gradient format: --scaler, or --aps (off: none, on: aps)
+  std::vector<cpd::scaler_kind> scalers;  // runs per gradient format: --scaler, or --aps (off: none, on: aps)
   std::vector<codec_spec> codecs;
   bool kahan = false;
   cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring;
@@ -352,19 +341,18 @@ inline std::optional<options> parse(int argc, char** argv) {
     throw usage_error("--aps and --scaler: give one (--aps on is --scaler aps, --aps off is --scaler none)");
   if (scaler_list) {
     for (const std::string& v : parse_list("--scaler", *scaler_list)) {
-      const std::optional<scaler_kind> k = scaler_of(v);
-      if (!k) throw usage_error("--scaler: '" + v + "' is not one of " + scaler_names());
-      if (std::find(o.scalers.begin(), o.scalers.end(), *k) != o.scalers.end())
+      const cpd::scaler_kind k = parse_name("--scaler", v, train_scalers);
+      if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end())
         throw usage_error("--scaler: " + v + " twice");
-      if (o.mpi && *k != scaler_kind::aps && *k != scaler_kind::none && *k != scaler_kind::loss)
+      if (o.mpi && !cpd::is_one_of(k, mpi_scalers))
         throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs aps, loss and none (the others run in "
                           "the emulated exchange)");
-      o.scalers.push_back(*k);
+      o.scalers.push_back(k);
     }
   } else {
     for (const std::string& v : parse_list("--aps", aps)) {
       if (v != "off" && v != "on") throw usage_error("--aps: '" + v + "' is not off or on");
-      const scaler_kind k = v == "on" ? scaler_kind::aps : scaler_kind::none;
+      const cpd::scaler_kind k = v == "on" ? cpd::scaler_kind::aps : cpd::scaler_kind::none;
       if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end())
         throw usage_error("--aps: " + v + " twice");
       o.scalers.push_back(k);
@@ -398,8 +386,7 @@ inline std::optional<options> parse(int argc, char** argv) {
     throw usage_error("--update-rounding needs --weights FORMAT (weights are fp32 otherwise)");
   if (o.kahan && o.algorithm == cpd::allreduce_algorithm::two_step)
     throw usage_error("--kahan with --algorithm two_step: two_step sums in float32 and rounds once (no Kahan)");
-  if (o.mpi && (o.algorithm == cpd::allreduce_algorithm::sequential ||
-                o.algorithm == cpd::allreduce_algorithm::halving_doubling))
+  if (o.mpi && !cpd::is_one_of(o.algorithm, cpd::rank_algorithms))
     throw usage_error(std::string("--algorithm ") + cpd::to_string(o.algorithm) +
                       " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");
   return o;

@@ -25,25 +25,16 @@
 
 namespace train {
 
-/// What the exchange did to the gradient values, summed over a run: cpd's one statistics
-/// type. count: values rounded to the gradient format; underflow: non-zero values that
-/// became zero; overflow: finite values that overflowed (to inf or NaN, or clipped to
-/// +-max), plus sums that became inf or NaN; nan_inputs, inf_inputs: values that were
-/// NaN or inf before rounding (cpd's NaN/inf policy).
-using exchange_stats = cpd::value_stats;
+// What an exchange did to the gradient values, summed over a run, is a cpd::value_stats:
+// count: values rounded to the gradient format; underflow: non-zero values that became zero;
+// overflow: finite values that overflowed (to inf or NaN, or clipped to +-max), plus sums that
+// became inf or NaN; nan_inputs, inf_inputs: values that were NaN or inf before rounding
+// (cpd's NaN/inf policy).
 
 /// 32 random bits for element i of step `step`: cpd's counter-based generator.
 inline std::uint32_t hash_bits(std::uint64_t seed, std::uint64_t step, std::uint64_t i) {
   return cpd::random_bits(seed, step, i);
 }
-
-/// The gradient formats cpd-train is compiled for (simulate_allreduce is a
-/// template over the format); any other format is rejected with the list.
-using train_formats =
-    cpd::format_list<cpd::float_t<8, 23>, cpd::float8_e4m3fn, cpd::float8_e4m3, cpd::float8_e5m2,
-                     cpd::float8_e4m3fnuz, cpd::float8_e5m2fnuz, cpd::float8_e3m4, cpd::float16, cpd::bfloat16,
-                     cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float4_e2m1fn, cpd::float_t<3, 0, cpd::fn>,
-                     cpd::float_t<4, 0, cpd::fn>, cpd::float_t<3, 2>, cpd::float_t<2, 1>>;
 
 /// The names of formats of a list, as the command line takes them (fp32: no rounding).
 template <class... F>
@@ -56,8 +47,9 @@ std::string format_names(cpd::format_list<F...>) {
   return s;
 }
 
-/// The names of train_formats, for the message that rejects any other.
-inline std::string train_format_names() { return format_names(train_formats{}); }
+/// The gradient formats cpd-train is compiled for, cpd::exchange_formats (simulate_allreduce
+/// and the scalers are templates over the format), for the message that rejects any other.
+inline std::string train_format_names() { return format_names(cpd::exchange_formats{}); }
 
 /// GradScaler's loss scale, one for every tensor of a run that uses --scaler loss (as its
 /// rule or a policy choice's); both exchanges update it from the step's mean, which every
@@ -92,7 +84,7 @@ class loss_scale_state {
 /// cpd::dynamic_loss_scaling for all tensors and says when a step must be skipped.
 class exchanger {
  public:
-  exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, int workers,
+  exchanger(std::optional<cpd::format> fmt, cpd::scaler_kind scaler, bool kahan, int workers,
             std::vector<tensor_view> tensors, cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
             std::optional<cpd::precision_policy> policy = std::nullopt)
       : tensors_(std::move(tensors)), workers_(workers), policy_(std::move(policy)) {
@@ -104,9 +96,9 @@ class exchanger {
     // the policy's, whose empty names stand for the run's (cli.hpp checked the names)
     for (const cpd::precision_choice& c :
          policy_ ? policy_->choices() : std::vector<cpd::precision_choice>{{base, {}, {}}}) {
-      const scaler_kind k = choice_scaler(c, scaler);
+      const cpd::scaler_kind k = choice_scaler(c, scaler);
       reducers_.push_back({c, make_reducer(c.fmt, k, choice_algorithm(c, algorithm)), k});
-      loss_.used |= k == scaler_kind::loss;
+      loss_.used |= k == cpd::scaler_kind::loss;
     }
   }
 
@@ -129,14 +121,14 @@ class exchanger {
       nonfinite += r.second;
       if (policy_) policy_->observe(i, step, r.first);
       // mx32 sends one e8m0 scale per 32 values besides the values (its statistics allreduce)
-      bits_ += (static_cast<double>(f.bits()) + (red.scaler == scaler_kind::mx32 ? 8.0 / 32.0 : 0.0)) *
+      bits_ += (static_cast<double>(f.bits()) + (red.scaler == cpd::scaler_kind::mx32 ? 8.0 / 32.0 : 0.0)) *
                static_cast<double>(t.size());
       values_ += t.size();
     }
     return loss_.after_step(nonfinite);
   }
 
-  const exchange_stats& stats() const { return stats_; }
+  const cpd::value_stats& stats() const { return stats_; }
   /// Bits per gradient value the formats of the run took, averaged over every step.
   double bits_per_value() const { return values_ ? bits_ / static_cast<double>(values_) : 0.0; }
   /// Loss scaling: the steps skipped so far, and the scale of the next step.
@@ -144,55 +136,57 @@ class exchanger {
 
  private:
   /// The scaled values' counts and the non-finite sums of one tensor's exchange.
-  using tensor_result = std::pair<exchange_stats, std::uint64_t>;
+  using tensor_result = std::pair<cpd::value_stats, std::uint64_t>;
   using reducer_fn = std::function<tensor_result(std::size_t, const float* const*, float*, std::size_t)>;
 
   struct reducer_entry {
     cpd::precision_choice choice;
     reducer_fn fn;
-    scaler_kind scaler;
+    cpd::scaler_kind scaler;
   };
 
-  reducer_fn make_reducer(const cpd::format& f, scaler_kind scaler, cpd::allreduce_algorithm algorithm) {
-    reducer_fn fn;
-    const bool found = cpd::visit<train_formats>(f, [&](auto tag) {
-      using F = decltype(tag);
-      // delayed scaling keeps an amax history per tensor (and per choice)
-      auto delayed = std::make_shared<std::vector<cpd::delayed_scaling<F>>>(tensors_.size());
-      fn = [scaler, algorithm, delayed, this](std::size_t t, const float* const* g, float* out, std::size_t len) {
-        const int w = workers_;
-        cpd::allreduce_options opt = opt_;  // (the threads of this step) with this choice's algorithm
-        opt.algorithm = algorithm;
-        const auto sum = [](const auto& r) { return tensor_result{r.scaled, r.nonfinite_out}; };
-        switch (scaler) {
-          case scaler_kind::aps: return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::aps<F>(w), opt));
-          case scaler_kind::amax:
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::current_scaling<F>(), opt));
-          case scaler_kind::amax_sqrtw:
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::amax_sqrtw_scaling<F>(w), opt));
-          case scaler_kind::predivide:
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::predivide_scaling(w), opt));
-          case scaler_kind::delayed: return sum(cpd::simulate_allreduce<F>(g, out, len, w, (*delayed)[t], opt));
-          case scaler_kind::mx32: {
-            const auto r = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
-                g, out, len, w, cpd::mx_block_scaling<F>(w), opt);
-            return tensor_result{r.scaled, r.nonfinite_out};
-          }
-          case scaler_kind::loss: {
-            // GradScaler's scales are powers of two (2^16, x 2, x 0.5): the exact power-of-two path
-            return sum(cpd::simulate_allreduce<F>(g, out, len, w, cpd::fixed_scaling(cpd::pow2_scale{loss_.exponent()}),
-                                                  opt));
-          }
-          case scaler_kind::none: break;
-        }
-        return sum(cpd::simulate_allreduce<F>(g, out, len, w, opt));
-      };
-    });
-    if (!found)
+  /// The exchange of one tensor in format f with rule `scaler` and `algorithm`: the rule's
+  /// scaler from cpd::make_scaler (one per tensor: delayed scaling keeps an amax history per
+  /// tensor and choice), handed to simulate_allreduce<F>; mx32's block scales through
+  /// simulate_block_scaled_allreduce (elements saturate, as MX's do); loss's scale is the run's
+  /// (loss_scale_state), a fixed power of two for the step.
+  reducer_fn make_reducer(const cpd::format& f, cpd::scaler_kind scaler, cpd::allreduce_algorithm algorithm) {
+    if (!cpd::visit<cpd::exchange_formats>(f, [](auto) {}))
       throw usage_error("gradient format " + (f == cpd::format::of<cpd::float_t<8, 23>>() ? "fp32" : f.name()) +
                         " is not compiled into cpd-train; use one of " + train_format_names() +
-                        " (or add it to train_formats in examples/train/exchange.hpp)");
-    return fn;
+                        " (or add it to cpd::exchange_formats in include/cpd/core/format.hpp)");
+    const int w = workers_;
+    cpd::scaler_options so;
+    so.world_size = w;
+    auto scalers = std::make_shared<std::vector<cpd::any_scaler<>>>();
+    if (scaler != cpd::scaler_kind::mx32 && scaler != cpd::scaler_kind::loss)
+      for (std::size_t t = 0; t < tensors_.size(); ++t) scalers->push_back(cpd::make_scaler(scaler, f, so));
+    return [this, f, scaler, algorithm, w, scalers](std::size_t t, const float* const* g, float* out, std::size_t len) {
+      cpd::allreduce_options opt = opt_;  // (the threads of this step) with this choice's algorithm
+      opt.algorithm = algorithm;
+      tensor_result r;
+      if (scaler == cpd::scaler_kind::mx32) {
+        cpd::visit<cpd::exchange_formats>(f, [&](auto tag) {
+          using F = decltype(tag);
+          const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
+              g, out, len, w, cpd::mx_block_scaling<F>(w), opt);
+          r = {b.scaled, b.nonfinite_out};
+        });
+        return r;
+      }
+      const auto run = [&](auto tag, auto& s) {
+        const auto a = cpd::simulate_allreduce<decltype(tag)>(g, out, len, w, s, opt);
+        r = {a.scaled, a.nonfinite_out};
+      };
+      if (scaler == cpd::scaler_kind::loss) {  // GradScaler's scales are powers of two (2^16, x 2, x 0.5)
+        cpd::scaler_options fixed;
+        fixed.exponent = loss_.exponent();
+        cpd::make_scaler(cpd::scaler_kind::fixed, f, fixed).visit(f, run);
+      } else {
+        (*scalers)[t].visit(f, run);
+      }
+      return r;
+    };
   }
 
   const reducer_entry& reducer(const cpd::precision_choice& c) const {
@@ -207,7 +201,7 @@ class exchanger {
   cpd::allreduce_options opt_;
   std::vector<reducer_entry> reducers_;
   loss_scale_state loss_;
-  exchange_stats stats_;
+  cpd::value_stats stats_;
   double bits_ = 0;
   std::uint64_t values_ = 0;
 };
@@ -247,7 +241,7 @@ inline void prepare_codec_residual(bool feedback, const float* g, float* residua
 /// input when x is (its codec block then decodes to NaN).
 /// Counted over the tensors of the flat arrays x and residual (not the gaps between them).
 inline void count_codec(const float* x, const float* residual, const std::vector<tensor_view>& tensors,
-                        exchange_stats& s) {
+                        cpd::value_stats& s) {
   std::uint64_t zeros = 0, flushed = 0, overflowed = 0, nans = 0, infs = 0;
   for (const tensor_view& t : tensors) {
     for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
@@ -313,15 +307,15 @@ class codec_exchanger {
       opt.key.stream = codec_tensor_stream(step, tensors_.size(), t);
       cpd::simulate_codec_allreduce(*codec_, ptrs.data(), mean + tv.offset, tv.size(), static_cast<int>(W), opt);
     }
-    std::vector<exchange_stats> per(W);
+    std::vector<cpd::value_stats> per(W);
     pool.parallel_for(W, [&](std::size_t w) {
       count_codec(feedback_ ? inputs_[w].data() : grads[w].data(), residuals_[w].data(), tensors_, per[w]);
     });
-    for (const exchange_stats& s : per) stats_ += s;
+    for (const cpd::value_stats& s : per) stats_ += s;
     stats_.overflow += count_nonfinite(mean, tensors_);
   }
 
-  const exchange_stats& stats() const { return stats_; }
+  const cpd::value_stats& stats() const { return stats_; }
 
  private:
   std::unique_ptr<cpd::codec> codec_;
@@ -330,7 +324,7 @@ class codec_exchanger {
   std::vector<tensor_view> tensors_;
   std::vector<aligned_vector<float>> residuals_;  // per worker; -0 before every step without feedback
   std::vector<aligned_vector<float>> inputs_;     // per worker: gradient + residual (feedback only)
-  exchange_stats stats_;
+  cpd::value_stats stats_;
 };
 
 /// The weights, kept in float or in a low-precision format with a chosen update rounding.

@@ -6,6 +6,8 @@
 // read whole only up to a bound, and compared by identity (device and inode, or for a file
 // that does not exist yet the canonical path it would have), never by spelling.
 
+#include <cpd/core/detail/error.hpp>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,22 +29,8 @@ struct file_error : std::runtime_error {
 };
 
 /// s for a message: control bytes (NUL included) and DEL as \xNN, so that a message is one
-/// line, shows what was given, and is not cut short by a NUL.
-inline std::string escaped(std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u != 0x7f) {
-      out += c;
-    } else {
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    }
-  }
-  return out;
-}
+/// line, shows what was given (UTF-8 as itself), and is not cut short by a NUL.
+inline std::string escaped(std::string_view s) { return cpd::detail::printable(s, /*keep_utf8=*/true); }
 
 /// What kind of file a mode describes, for messages: "a FIFO", "a directory"...
 inline const char* file_kind(mode_t m) {

@@ -82,7 +82,7 @@ struct epoch_result {
 /// One run's gradient exchange: a format with or without APS, or a codec.
 struct run_config {
   train::grad_format format;  // when there is no codec
-  train::scaler_kind scaler = train::scaler_kind::none;
+  cpd::scaler_kind scaler = cpd::scaler_kind::none;
   std::optional<train::codec_spec> codec;
   bool policy = false;  // --policy on top of the format
   /// The grad_format column: the format as given (+policy), or the codec's full name (+ef:
@@ -95,14 +95,14 @@ struct run_config {
 
 struct run_result {
   std::string grad_format;
-  train::scaler_kind scaler = train::scaler_kind::none;
+  cpd::scaler_kind scaler = cpd::scaler_kind::none;
   bool codec = false;          // a codec run: no APS (codecs scale by themselves)
   double bits_per_value = 32;  // bits on the wire per gradient value
   std::vector<epoch_result> epochs;
   double best_accuracy = 0, seconds = 0;
   double exchange_seconds = 0;  // the gradient allreduce (and, with --mpi, the losses' allgather)
   std::size_t steps = 0;
-  train::exchange_stats stats;
+  cpd::value_stats stats;
   std::uint64_t hash = 0;
   bool diverged = false;  // a train loss or a final weight that is NaN or infinite
   std::uint64_t skipped_steps = 0;  // --scaler loss: steps whose sums held inf or NaN
@@ -243,8 +243,8 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   }
   if (cex) res.stats = cex->stats();
   if (ex) res.stats = ex->stats();
-  if (ex && (rc.policy || rc.scaler == train::scaler_kind::mx32)) res.bits_per_value = ex->bits_per_value();
-  if (ex && rc.scaler == train::scaler_kind::loss) {
+  if (ex && (rc.policy || rc.scaler == cpd::scaler_kind::mx32)) res.bits_per_value = ex->bits_per_value();
+  if (ex && rc.scaler == cpd::scaler_kind::loss) {
     res.skipped_steps = ex->loss().skipped_steps();
     res.loss_scale = ex->loss().scale();
   }
@@ -252,7 +252,7 @@ run_result run_one(const options& o, const run_config& rc, const dataset& tr, co
   if (mcex) res.stats = mcex->stats();
   if (mex) res.stats = mex->stats();
   if (mex && rc.policy) res.bits_per_value = mex->bits_per_value();
-  if (mex && rc.scaler == train::scaler_kind::loss) {
+  if (mex && rc.scaler == cpd::scaler_kind::loss) {
     res.skipped_steps = mex->loss().skipped_steps();
     res.loss_scale = mex->loss().scale();
   }
@@ -286,10 +286,10 @@ void write_csv(train::output_file& f, const std::vector<run_result>& runs) {
 void write_plot(train::output_file& f, const std::vector<run_result>& runs, double gnuplot_seconds) {
   std::vector<train::plot_curve> curves;
   for (const run_result& r : runs) {
-    const bool aps = r.scaler == train::scaler_kind::aps;
-    const std::string how = r.scaler == train::scaler_kind::none ? ", no APS"
+    const bool aps = r.scaler == cpd::scaler_kind::aps;
+    const std::string how = r.scaler == cpd::scaler_kind::none ? ", no APS"
                             : aps                                ? ", APS"
-                                                                 : std::string(", ") + train::scaler_name(r.scaler);
+                                                                 : std::string(", ") + cpd::to_string(r.scaler);
     train::plot_curve c{r.grad_format + (r.codec ? "" : how), r.codec ? 4 : aps ? 1 : 2, {}};
     for (const epoch_result& e : r.epochs) c.y.push_back(e.test_accuracy);
     curves.push_back(std::move(c));
@@ -315,7 +315,7 @@ void print_table(const std::vector<run_result>& runs) {
     std::printf("weights-hash: %016llx  (%s, aps %s)\n", static_cast<unsigned long long>(r.hash),
                 r.grad_format.c_str(), aps_column(r));
   for (const run_result& r : runs)
-    if (r.scaler == train::scaler_kind::loss)
+    if (r.scaler == cpd::scaler_kind::loss)
       std::printf("loss scaling: %llu of %zu steps skipped (an inf or NaN sum), final loss scale %g  (%s, aps %s)\n",
                   static_cast<unsigned long long>(r.skipped_steps), r.steps, static_cast<double>(r.loss_scale),
                   r.grad_format.c_str(), aps_column(r));
@@ -593,13 +593,13 @@ int run_main(int argc, char** argv, int& rank) {
     return train::exit_failure;
   }
   for (const auto& gf : o.grad_formats)
-    if (gf.fmt && !cpd::visit<train::train_formats>(*gf.fmt, [](auto) {})) {
+    if (gf.fmt && !cpd::visit<cpd::exchange_formats>(*gf.fmt, [](auto) {})) {
       say("gradient format " + gf.name + " is not compiled into cpd-train; use one of " + train::train_format_names());
       return train::exit_usage;
     }
   if (o.policy)  // cli.hpp checked the text; its formats must be compiled in too
     for (const cpd::precision_choice& c : train::policy_choices(o))
-      if (!cpd::visit<train::train_formats>(c.fmt, [](auto) {})) {
+      if (!cpd::visit<cpd::exchange_formats>(c.fmt, [](auto) {})) {
         say("--policy: gradient format " + c.fmt.name() + " is not compiled into cpd-train; use one of " +
             train::train_format_names());
         return train::exit_usage;
@@ -630,8 +630,8 @@ int run_main(int argc, char** argv, int& rank) {
   // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
   std::vector<run_config> configs;
   for (const auto& gf : o.grad_formats)
-    for (train::scaler_kind s : o.scalers) configs.push_back({gf, s, std::nullopt, o.policy.has_value()});
-  for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, train::scaler_kind::none, c});
+    for (cpd::scaler_kind s : o.scalers) configs.push_back({gf, s, std::nullopt, o.policy.has_value()});
+  for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, cpd::scaler_kind::none, c});
 
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
@@ -643,10 +643,10 @@ int run_main(int argc, char** argv, int& rank) {
   for (const run_config& rc : configs) {
     const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(configs.size()) + " " +
                               rc.name() + (rc.codec                                  ? ""
-                                           : rc.scaler == train::scaler_kind::aps  ? " aps"
-                                           : rc.scaler == train::scaler_kind::none ? " no-aps"
+                                           : rc.scaler == cpd::scaler_kind::aps  ? " aps"
+                                           : rc.scaler == cpd::scaler_kind::none ? " no-aps"
                                                                                    : std::string(" ") +
-                                                                                         train::scaler_name(rc.scaler)) +
+                                                                                         cpd::to_string(rc.scaler)) +
                               "]";
     runs.push_back(run_one(o, rc, tr, te, pool, label, rank));
   }

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,20 +26,14 @@
 
 namespace train {
 
-/// The sum of every rank's statistics (collective over MPI_COMM_WORLD).
-inline exchange_stats sum_over_ranks(const exchange_stats& s) {
-  std::uint64_t local[8] = {s.count, s.zeros, s.underflow, s.overflow, s.nan, s.saturated, s.nan_inputs, s.inf_inputs};
-  std::uint64_t t[8] = {};
-  MPI_Allreduce(local, t, 8, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  exchange_stats r;
-  r.count = t[0];
-  r.zeros = t[1];
-  r.underflow = t[2];
-  r.overflow = t[3];
-  r.nan = t[4];
-  r.saturated = t[5];
-  r.nan_inputs = t[6];
-  r.inf_inputs = t[7];
+/// The sum of every rank's statistics, counter by counter (collective over MPI_COMM_WORLD).
+inline cpd::value_stats sum_over_ranks(const cpd::value_stats& s) {
+  constexpr int n = static_cast<int>(std::size(cpd::value_stats_fields));
+  std::uint64_t local[n], total[n];
+  for (int i = 0; i < n; ++i) local[i] = s.*cpd::value_stats_fields[i].member;
+  MPI_Allreduce(local, total, n, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  cpd::value_stats r;
+  for (int i = 0; i < n; ++i) r.*cpd::value_stats_fields[i].member = total[i];
   return r;
 }
 
@@ -49,25 +44,17 @@ inline exchange_stats sum_over_ranks(const exchange_stats& s) {
 /// choice's) keeps one scale for the model and skips the steps the emulation skips.
 class mpi_exchanger {
  public:
-  mpi_exchanger(std::optional<cpd::format> fmt, scaler_kind scaler, bool kahan, std::vector<tensor_view> tensors,
+  mpi_exchanger(std::optional<cpd::format> fmt, cpd::scaler_kind scaler, bool kahan, std::vector<tensor_view> tensors,
                 cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
                 std::optional<cpd::precision_policy> policy = std::nullopt)
       : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
         scaler_(scaler),
-        opt_{mpi_algorithm(algorithm), kahan, /*mean=*/true},
+        opt_{algorithm, kahan, /*mean=*/true},
         tensors_(std::move(tensors)),
         policy_(std::move(policy)) {
     for (const cpd::precision_choice& c :
          policy_ ? policy_->choices() : std::vector<cpd::precision_choice>{{fmt_, {}, {}}})
-      loss_.used |= choice_scaler(c, scaler_) == scaler_kind::loss;
-  }
-
-  /// The MPI algorithm with the simulation's roundings (the command line allows only these).
-  static cpd::mpi::algorithm mpi_algorithm(cpd::allreduce_algorithm a) {
-    if (a == cpd::allreduce_algorithm::two_step) return cpd::mpi::algorithm::two_step;
-    if (a == cpd::allreduce_algorithm::all_gather) return cpd::mpi::algorithm::all_gather;
-    if (a == cpd::allreduce_algorithm::pipelined_ring) return cpd::mpi::algorithm::pipelined_ring;
-    return cpd::mpi::algorithm::ring;
+      loss_.used |= choice_scaler(c, scaler_) == cpd::scaler_kind::loss;
   }
 
   /// mean = the mean over all ranks of this rank's gradient `local`, at (global) step `step`.
@@ -89,7 +76,7 @@ class mpi_exchanger {
         }
       std::vector<cpd::mpi::tensor> t;
       for (std::size_t j : members) t.push_back({local + tensors_[j].offset, mean + tensors_[j].offset, tensors_[j].size()});
-      const auto r = choice_scaler(at[i], scaler_) == scaler_kind::loss
+      const auto r = choice_scaler(at[i], scaler_) == cpd::scaler_kind::loss
                          ? plan(at[i], members)(t, cpd::fixed_scaling(cpd::pow2_scale{loss_.exponent()}))
                          : plan(at[i], members)(t);
       bytes_ += r.bytes_sent();
@@ -129,7 +116,7 @@ class mpi_exchanger {
   const loss_scale_state& loss() const { return loss_; }
 
   /// The statistics of all ranks (collective).
-  exchange_stats stats() const { return sum_over_ranks(stats_); }
+  cpd::value_stats stats() const { return sum_over_ranks(stats_); }
 
   /// Bytes this rank sent (statistics and packed codes).
   std::uint64_t bytes_sent() const { return bytes_; }
@@ -138,34 +125,36 @@ class mpi_exchanger {
   double bits_per_value() const { return values_ ? bits_ / static_cast<double>(values_) : 0.0; }
 
  private:
-  using plan_type = cpd::mpi::dynamic_plan<train_formats, false>;
+  using plan_type = cpd::mpi::dynamic_plan<cpd::exchange_formats, false>;
 
   /// The plan of choice c for these tensors, made the first time they go together (a
   /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps, loss and none
-  /// and the algorithms MPI runs).
+  /// and the algorithms of the rank schedule, whose bits are the simulation's).
   plan_type& plan(const cpd::precision_choice& c, const std::vector<std::size_t>& members) {
-    std::string key = c.fmt.name() + "/" + c.scaler + "/" + c.algorithm;
+    const cpd::scaler_kind rule = choice_scaler(c, scaler_);
+    const cpd::allreduce_algorithm algorithm = choice_algorithm(c, opt_.algo);
+    std::string key = c.fmt.name() + "/" + cpd::to_string(rule) + "/" + cpd::to_string(algorithm);
     for (std::size_t j : members) key += "," + std::to_string(j);
     auto& p = plans_[key];
     if (!p) {
       std::vector<std::size_t> sizes;
       for (std::size_t j : members) sizes.push_back(tensors_[j].size());
       cpd::mpi::options o = opt_;
-      if (!c.algorithm.empty()) o.algo = mpi_algorithm(parse_algorithm(c.algorithm));
-      const bool aps = choice_scaler(c, scaler_) == scaler_kind::aps;
+      o.algo = algorithm;
+      const bool aps = rule == cpd::scaler_kind::aps;
       p = std::make_unique<plan_type>(MPI_COMM_WORLD, c.fmt, cpd::rounding::nearest_even, sizes, o, aps);
     }
     return *p;
   }
 
   cpd::format fmt_;
-  scaler_kind scaler_;     // the run's rule (aps, loss or none: cli.hpp)
+  cpd::scaler_kind scaler_;  // the run's rule (aps, loss or none: cli.hpp)
   loss_scale_state loss_;  // one scale for the whole model
   cpd::mpi::options opt_;
   std::vector<tensor_view> tensors_;
   std::optional<cpd::precision_policy> policy_;
   std::map<std::string, std::unique_ptr<plan_type>> plans_;
-  exchange_stats stats_;
+  cpd::value_stats stats_;
   std::vector<float> scratch_;
   std::uint64_t bytes_ = 0;
   double bits_ = 0;
@@ -202,7 +191,7 @@ class mpi_codec_exchanger {
   }
 
   /// The statistics of all ranks (collective).
-  exchange_stats stats() const { return sum_over_ranks(stats_); }
+  cpd::value_stats stats() const { return sum_over_ranks(stats_); }
 
   /// Bytes of the payloads this rank sent.
   std::uint64_t bytes_sent() const { return bytes_; }
@@ -213,7 +202,7 @@ class mpi_codec_exchanger {
   std::uint64_t seed_;
   std::vector<tensor_view> tensors_;
   aligned_vector<float> residual_, input_;
-  exchange_stats stats_;
+  cpd::value_stats stats_;
   std::uint64_t bytes_ = 0;
 };
 

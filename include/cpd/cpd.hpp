@@ -16,6 +16,7 @@
 #include <cpd/core/float.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/core/io.hpp>
+#include <cpd/core/names.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
@@ -26,6 +27,7 @@
 
 #include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/mx.hpp>
+#include <cpd/scaling/registry.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <cpd/reduce/reduce.hpp>

@@ -17,6 +17,7 @@
 // Everything is in seconds and bytes; the model is a pure function (no I/O).
 
 #include <cpd/core/detail/error.hpp>
+#include <cpd/exchange/algorithm.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -71,31 +72,10 @@ struct codec_costs {
   }
 };
 
-/// How the gradients are summed: fp32 MPI_Allreduce (the baseline), or one of cpd's
-/// algorithms (docs/mpi.md; the names of cpd::allreduce_algorithm and cpd-train's
-/// --algorithm).
-enum class algorithm { mpi_fp32, ring, pipelined_ring, two_step, all_gather };
-
-[[nodiscard]] inline std::string_view name(algorithm a) noexcept {
-  switch (a) {
-    case algorithm::mpi_fp32: return "mpi_fp32";
-    case algorithm::ring: return "ring";
-    case algorithm::pipelined_ring: return "pipelined_ring";
-    case algorithm::two_step: return "two_step";
-    case algorithm::all_gather: return "all_gather";
-  }
-  return "?";
-}
-
-/// The algorithm of a name (as name() writes it; "fp32" for mpi_fp32 too).
-[[nodiscard]] inline algorithm parse_algorithm(std::string_view s) {
-  for (algorithm a : {algorithm::mpi_fp32, algorithm::ring, algorithm::pipelined_ring, algorithm::two_step,
-                      algorithm::all_gather})
-    if (s == name(a)) return a;
-  if (s == "fp32") return algorithm::mpi_fp32;
-  cpd::detail::fail_invalid("cpd::perf: unknown algorithm '" + std::string(s) +
-                              "' (mpi_fp32, ring, pipelined_ring, two_step, all_gather)");
-}
+/// The algorithms the model predicts (cpd::allreduce_algorithm, docs/mpi.md): the rank
+/// schedule's, as cpd::mpi runs them. The baseline, fp32 MPI_Allreduce, is predict_fp32().
+inline constexpr allreduce_algorithm algorithms[] = {allreduce_algorithm::ring, allreduce_algorithm::pipelined_ring,
+                                                     allreduce_algorithm::two_step, allreduce_algorithm::all_gather};
 
 /// What one training step exchanges.
 struct problem {
@@ -141,6 +121,14 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
     cpd::detail::fail_invalid("cpd::perf: codec costs must be non-negative");
 }
 
+/// Fails when a term of e is not finite (the problem or the network too large).
+inline void check_finite(const estimate& e) {
+  for (const double v : {e.latency, e.transfer, e.codec, e.statistics, e.allreduce, e.step, e.bytes_sent})
+    if (!std::isfinite(v))
+      cpd::detail::fail_invalid("cpd::perf::predict: the prediction overflows (a time or a byte count is not finite): "
+                                "the problem or the network is too large");
+}
+
 /// ceil(log2(w)) for w >= 1.
 [[nodiscard]] inline int log2_ceil(int w) noexcept {
   int l = 0;
@@ -175,8 +163,23 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
 
 }  // namespace detail
 
-/// The predicted step of algorithm a for problem p on network net with codec costs c.
-[[nodiscard]] inline estimate predict(algorithm a, const problem& p, const network& net, const codec_costs& c) {
+/// The predicted step of fp32 MPI_Allreduce (the baseline: 4 bytes per value, no statistics)
+/// for problem p on network net, whose float additions cost c.float_add each.
+[[nodiscard]] inline estimate predict_fp32(const problem& p, const network& net, const codec_costs& c) {
+  detail::check(p, net, c);
+  network sync = net;  // a synchronous transfer takes the longer of the link's time and the CPU's (both ways)
+  sync.beta = std::max(net.beta, 2 * net.cpu_per_byte / p.cpu_share);
+  estimate e = detail::mpi_fp32(p.values, p.workers, sync, c.float_add / p.cpu_share);
+  e.step = p.compute + e.allreduce;
+  detail::check_finite(e);
+  return e;
+}
+
+/// The predicted step of algorithm a (one of perf::algorithms; std::invalid_argument naming
+/// it else) for problem p on network net with codec costs c.
+[[nodiscard]] inline estimate predict(allreduce_algorithm a, const problem& p, const network& net,
+                                      const codec_costs& c) {
+  cpd::detail::check_one_of("cpd::perf::predict", "algorithm", a, algorithms, "the model predicts");
   detail::check(p, net, c);
   const double n = p.values, b = p.code_bytes;
   const int w = p.workers;
@@ -185,64 +188,50 @@ inline void check(const problem& p, const network& n, const codec_costs& c) {
   network sync = net;
   sync.beta = std::max(net.beta, 2 * net.cpu_per_byte / p.cpu_share);
   estimate e;
-  if (a == algorithm::mpi_fp32) {
-    e = detail::mpi_fp32(n, w, sync, c.float_add / p.cpu_share);
-  } else {
-    // APS: (3 + tensors) floats, allreduced by recursive doubling (latency-bound)
-    if (p.aps && w > 1) e.statistics = detail::log2_ceil(w) * (net.alpha + (3.0 + p.tensors) * 4 * net.beta);
-    const double steps = 2.0 * (w - 1);  // reduce-scatter + all-gather steps of the ring
-    switch (a) {
-      case algorithm::ring:
-      case algorithm::pipelined_ring:
-        e.latency = steps * net.alpha;
-        e.transfer = steps * chunk * b * (a == algorithm::pipelined_ring ? net.beta : sync.beta);
-        e.bytes_sent = steps * chunk * b;
-        e.codec = n * c.encode + (w - 1) * chunk * c.add + n * c.finish;
-        break;
-      case algorithm::two_step:
-        // W - 1 pairwise exchanges of a chunk, the owner's accumulation of W chunks and one
-        // rounding (an encode's cost), then the ring all-gather of the finished codes
-        e.latency = steps * net.alpha;
-        e.transfer = steps * chunk * b * sync.beta;
-        e.bytes_sent = steps * chunk * b;
-        e.codec = n * c.encode + w * chunk * c.accumulate + chunk * c.encode + n * c.finish;
-        break;
-      case algorithm::all_gather:
-        // a ring all-gather of every rank's whole vector, then W - 1 rounded additions of n
-        e.latency = (w - 1) * net.alpha;
-        e.transfer = (w - 1) * n * b * sync.beta;
-        e.bytes_sent = (w - 1) * n * b;
-        e.codec = n * c.encode + (w - 1) * n * c.add + n * c.finish;
-        break;
-      case algorithm::mpi_fp32: break;
-    }
-    e.codec /= p.cpu_share;
-    const double wire = e.latency + e.transfer;
-    if (a == algorithm::pipelined_ring && w > 1) {
-      // Coding overlaps the transfer segment by segment: the longer of the two, plus one
-      // segment's worth of the shorter one (the pipeline's fill and drain). The CPU's part
-      // is the codec and, with a host network stack, the bytes sent and received.
-      const double cpu = e.codec + 2 * e.bytes_sent * net.cpu_per_byte / p.cpu_share;
-      const double segments = steps * std::max(1.0, std::ceil(chunk * b / p.segment_bytes));
-      e.allreduce = std::max(wire, cpu) + std::min(wire, cpu) / segments;
-    } else {
-      e.allreduce = wire + e.codec;
-    }
-    e.allreduce += e.statistics;
+  // APS: (3 + tensors) floats, allreduced by recursive doubling (latency-bound)
+  if (p.aps && w > 1) e.statistics = detail::log2_ceil(w) * (net.alpha + (3.0 + p.tensors) * 4 * net.beta);
+  const double steps = 2.0 * (w - 1);  // reduce-scatter + all-gather steps of the ring
+  if (a == allreduce_algorithm::ring || a == allreduce_algorithm::pipelined_ring) {
+    e.latency = steps * net.alpha;
+    e.transfer = steps * chunk * b * (a == allreduce_algorithm::pipelined_ring ? net.beta : sync.beta);
+    e.bytes_sent = steps * chunk * b;
+    e.codec = n * c.encode + (w - 1) * chunk * c.add + n * c.finish;
+  } else if (a == allreduce_algorithm::two_step) {
+    // W - 1 pairwise exchanges of a chunk, the owner's accumulation of W chunks and one
+    // rounding (an encode's cost), then the ring all-gather of the finished codes
+    e.latency = steps * net.alpha;
+    e.transfer = steps * chunk * b * sync.beta;
+    e.bytes_sent = steps * chunk * b;
+    e.codec = n * c.encode + w * chunk * c.accumulate + chunk * c.encode + n * c.finish;
+  } else {  // all_gather: a ring all-gather of every rank's whole vector, then W - 1 rounded additions of n
+    e.latency = (w - 1) * net.alpha;
+    e.transfer = (w - 1) * n * b * sync.beta;
+    e.bytes_sent = (w - 1) * n * b;
+    e.codec = n * c.encode + (w - 1) * n * c.add + n * c.finish;
   }
+  e.codec /= p.cpu_share;
+  const double wire = e.latency + e.transfer;
+  if (a == allreduce_algorithm::pipelined_ring && w > 1) {
+    // Coding overlaps the transfer segment by segment: the longer of the two, plus one
+    // segment's worth of the shorter one (the pipeline's fill and drain). The CPU's part
+    // is the codec and, with a host network stack, the bytes sent and received.
+    const double cpu = e.codec + 2 * e.bytes_sent * net.cpu_per_byte / p.cpu_share;
+    const double segments = steps * std::max(1.0, std::ceil(chunk * b / p.segment_bytes));
+    e.allreduce = std::max(wire, cpu) + std::min(wire, cpu) / segments;
+  } else {
+    e.allreduce = wire + e.codec;
+  }
+  e.allreduce += e.statistics;
   e.step = p.compute + e.allreduce;
-  for (const double v : {e.latency, e.transfer, e.codec, e.statistics, e.allreduce, e.step, e.bytes_sent})
-    if (!std::isfinite(v))
-      cpd::detail::fail_invalid("cpd::perf::predict: the prediction overflows (a time or a byte count is not finite): "
-                                "the problem or the network is too large");
+  detail::check_finite(e);
   return e;
 }
 
 /// The training step's speedup of algorithm a over fp32 MPI_Allreduce (same problem, the
 /// baseline with 4 bytes per value and no statistics).
-[[nodiscard]] inline double speedup_over_fp32(algorithm a, const problem& p, const network& net,
+[[nodiscard]] inline double speedup_over_fp32(allreduce_algorithm a, const problem& p, const network& net,
                                               const codec_costs& c) {
-  const estimate base = predict(algorithm::mpi_fp32, p, net, c);
+  const estimate base = predict_fp32(p, net, c);
   const estimate e = predict(a, p, net, c);
   return e.step > 0 ? base.step / e.step : 1.0;
 }

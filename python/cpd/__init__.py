@@ -29,7 +29,7 @@ __all__ = [
     "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
-    "simulate_allreduce", "exchange_formats", "algorithms",
+    "simulate_allreduce", "exchange_formats", "algorithms", "value_stats_fields",
 ]
 
 __version__ = _cpd.version
@@ -44,9 +44,10 @@ class Scaler:
     (.exponent for a power of two, .value and .inverse for a float scale, .nonfinite when
     some worker's data held inf or NaN). Stateful scalers (delayed, loss) update in select."""
 
-    def __init__(self, native, format=None, world_size=None):
+    def __init__(self, native, kind, format=None, world_size=None):
         self._native = native
-        self.kind = native.kind
+        #: the name of the call that made it ("aps", "current_scaling", ...)
+        self.kind = kind
         self.identity = native.identity
         #: the format the scaler was made for (its name as cpd.finfo(format).name), or None
         self.format = format
@@ -80,10 +81,12 @@ class Scaler:
     def __repr__(self):
         return f"cpd.Scaler({self.kind})"
 
-#: The rounding modes (docs/rounding.md).
-roundings = ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "stochastic", "odd")
-#: The summation orders of simulate_allreduce (docs/reduction.md).
-algorithms = ("ring", "pipelined_ring", "sequential", "halving_doubling", "two_step", "all_gather")
+#: The rounding modes (docs/rounding.md): cpd::rounding's names.
+roundings = _cpd.roundings
+#: The summation orders of simulate_allreduce (docs/reduction.md): cpd::simulated_algorithms.
+algorithms = _cpd.simulated_algorithms
+#: The counters of cpd::value_stats, the keys of every dict of counts (stats=True, diagnostics).
+value_stats_fields = _cpd.value_stats_fields
 
 # --- random bits of stochastic rounding when no seed is given ------------------------
 
@@ -525,14 +528,15 @@ def aps(format, world_size, margin=0):
     workers, select(st) = the power of two 2^(emax - st - margin)."""
     who = "cpd.aps"
     name, w = _format_name(who, format), _world(who, world_size)
-    return Scaler(_cpd.make_aps(format, w, _margin(who, margin)), name, w)
+    return Scaler(_cpd.make_scaler("aps", format, world_size=w, margin=_margin(who, margin)), "aps", name, w)
 
 
 def current_scaling(format, margin=0, epsilon=0.0, power_of_two=False):
     """Transformer Engine's current scaling: max(format) / max(amax, epsilon) / 2^margin."""
     who = "cpd.current_scaling"
     name = _format_name(who, format)
-    return Scaler(_cpd.make_current(format, _margin(who, margin), float(epsilon), bool(power_of_two)), name)
+    return Scaler(_cpd.make_scaler("amax", format, margin=_margin(who, margin), epsilon=float(epsilon),
+                                   power_of_two=bool(power_of_two)), "current_scaling", name)
 
 
 def delayed_scaling(format, history_length=1024, amax_algorithm="max", margin=0):
@@ -540,33 +544,38 @@ def delayed_scaling(format, history_length=1024, amax_algorithm="max", margin=0)
     who = "cpd.delayed_scaling"
     name = _format_name(who, format)
     history_length = _int(who, "history_length", history_length, 1, 2**32)
-    return Scaler(_cpd.make_delayed(format, history_length, amax_algorithm, _margin(who, margin)), name)
+    _check_str(who, "amax_algorithm", amax_algorithm)
+    return Scaler(_cpd.make_scaler("delayed", format, history_length=history_length, amax_algorithm=amax_algorithm,
+                                   margin=_margin(who, margin)), "delayed_scaling", name)
 
 
 def amax_sqrtw_scaling(format, world_size, margin=0, power_of_two=False):
     """MS-AMP's rule for W workers: max(format) / (amax * sqrt(W)) / 2^margin, a float scale."""
     who = "cpd.amax_sqrtw_scaling"
     name, w = _format_name(who, format), _world(who, world_size)
-    return Scaler(_cpd.make_amax_sqrtw(format, w, _margin(who, margin), bool(power_of_two)), name, w)
+    return Scaler(_cpd.make_scaler("amax-sqrtw", format, world_size=w, margin=_margin(who, margin),
+                                   power_of_two=bool(power_of_two)), "amax_sqrtw_scaling", name, w)
 
 
 def predivide_scaling(world_size):
     """PyTorch's fp16_compress_hook: every worker multiplies by 1/W before the sum."""
     w = _world("cpd.predivide_scaling", world_size)
-    return Scaler(_cpd.make_predivide(w), None, w)
+    return Scaler(_cpd.make_scaler("predivide", None, world_size=w), "predivide_scaling", None, w)
 
 
 def dynamic_loss_scaling(init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                          min_scale=2.0**-126):
     """PyTorch GradScaler's dynamic loss scaling: statistic = found_inf (0 or 1)."""
     growth_interval = _int("cpd.dynamic_loss_scaling", "growth_interval", growth_interval, 1, 2**31 - 1)
-    return Scaler(_cpd.make_loss(float(init_scale), float(growth_factor), float(backoff_factor), growth_interval,
-                                 float(min_scale)))
+    return Scaler(_cpd.make_scaler("loss", None, init_scale=float(init_scale), growth_factor=float(growth_factor),
+                                   backoff_factor=float(backoff_factor), growth_interval=growth_interval,
+                                   min_scale=float(min_scale)), "dynamic_loss_scaling")
 
 
 def fixed_scaling(exponent=0):
     """A fixed power-of-two scale 2^exponent (its statistic says whether inf/NaN was seen)."""
-    return Scaler(_cpd.make_fixed(_int("cpd.fixed_scaling", "exponent", exponent, -2**31, 2**31 - 1)))
+    exponent = _int("cpd.fixed_scaling", "exponent", exponent, -2**31, 2**31 - 1)
+    return Scaler(_cpd.make_scaler("fixed", None, exponent=exponent), "fixed_scaling")
 
 
 # --- the simulated exchange -------------------------------------------------------------
@@ -624,13 +633,15 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
         _out_apart(who, out, views)
     w = len(views)
     sc = _scaler_for(who, scaler, format, w)
+    # every argument checked before select, which moves a stateful scaler (delayed, loss) on
+    _cpd.check_simulation(format, rounding, algorithm, bool(kahan))
+    if sc.kind not in ("aps", "fixed_scaling"):
+        raise ValueError(f"{who}: the scaler {sc.kind} selects float scales; the simulation takes a power of two "
+                         "(aps, fixed_scaling)")
     st = sc.identity
     for a in views:
         st = sc.combine(st, sc.statistic(_statistic_input(who, a, name)))
     scale = sc.select(st)
-    if not scale.pow2:
-        raise ValueError(f"{who}: the scaler {sc.kind} selects float scales; the simulation takes a power of two "
-                         "(aps, fixed_scaling)")
     info = {"scale": scale}
     arrays, scaled = _simulation_inputs(who, views, name, format, rounding, scale, seed, stream, bool(diagnostics))
     if out is not None:  # out is a worker's tensor itself: that worker's values are copied first

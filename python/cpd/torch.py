@@ -39,7 +39,7 @@ from ._fakequant import QuantSpec, Quantizer, quantize_ste
 __all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce",
            "MismatchError", "AgreementError", "QuantSpec", "quantize_ste", "Quantizer"]
 
-_HOOK_ALGORITHMS = ("ring", "pipelined_ring", "two_step", "all_gather")
+_HOOK_ALGORITHMS = _cpd.rank_algorithms  # (cpd::rank_algorithms: ring, pipelined_ring, two_step, all_gather)
 _HOOK_ROUNDINGS = ("nearest_even", "stochastic")
 _SCALERS = ("aps", "none")
 
@@ -240,16 +240,11 @@ def _exchange(who, flat, sizes, out, o, transport, timeout):
     sb = 0
     if w > 1:
         sb += _agree(who, _agreement(o, sizes), transport, timeout)
-    sc = _cpd.make_aps(o["format"], w, 0) if o["scaler"] == "aps" else _cpd.make_fixed(0)
-    stats = []
-    at = 0
-    for n in sizes:
-        stats.append(sc.statistic(flat[at:at + n]))
-        at += n
+    sc = _cpd.make_scaler(o["scaler"], o["format"], world_size=w)  # aps, or none
+    # each tensor's statistic, their MAX over the ranks, the scales: cpd::exchange_scales, as cpd::mpi's
+    scales = _cpd.exchange_scales(sc, flat, list(sizes), transport.all_max if w > 1 else None)
     if w > 1:
-        stats = transport.all_max(_np.array(stats, dtype=_np.int32)).tolist()
         sb += 4 * len(sizes)
-    scales = [sc.select(s) for s in stats]
     ex = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes), [s.exponent for s in scales],
                             [s.nonfinite for s in scales], o["seed"], list(o["streams"]), w, r, bool(o["kahan"]),
                             bool(o["mean"]), out)

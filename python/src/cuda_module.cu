@@ -12,6 +12,7 @@
 // double. The statistic of the scalers reads max|x| (cpd::cuda::amax for float32).
 
 #include <cpd/core/format.hpp>
+#include <cpd/core/names.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/host/detail/call.hpp>  // cpd::detail::scaled_spec, as the host calls scale
 #include <cpd/cuda.cuh>
@@ -141,24 +142,9 @@ class on_device {
   int old_ = 0;
 };
 
-cpd::rounding parse_rounding(const std::string& s) {
-  static const std::pair<const char*, cpd::rounding> modes[] = {
-      {"nearest_even", cpd::rounding::nearest_even}, {"nearest_away", cpd::rounding::nearest_away},
-      {"toward_zero", cpd::rounding::toward_zero},   {"upward", cpd::rounding::upward},
-      {"downward", cpd::rounding::downward},         {"stochastic", cpd::rounding::stochastic},
-      {"odd", cpd::rounding::odd}};
-  for (const auto& m : modes)
-    if (s == m.first) return m.second;
-  throw std::invalid_argument("rounding '" + s +
-                              "' is not one of nearest_even, nearest_away, toward_zero, upward, downward, "
-                              "stochastic, odd");
-}
+cpd::rounding parse_rounding(const std::string& s) { return cpd::from_string<cpd::rounding>(s); }
 
-cpd::overflow parse_overflow(const std::string& s) {
-  if (s == "infinity") return cpd::overflow::infinity;
-  if (s == "saturate") return cpd::overflow::saturate;
-  throw std::invalid_argument("overflow '" + s + "' is not one of infinity, saturate");
-}
+cpd::overflow parse_overflow(const std::string& s) { return cpd::from_string<cpd::overflow>(s); }
 
 template <cpd::rounding R, cpd::overflow O>
 void launch_round(const void* in, dtype ti, void* out, dtype to, unsigned code_bytes, std::size_t n,

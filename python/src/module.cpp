@@ -14,11 +14,13 @@
 
 #include <cpd/cpd.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/scales.hpp>
 #include <cpd/exchange/schedule.hpp>
 #include <cpd/host/pack.hpp>
 
 #include "dtypes.hpp"
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -26,11 +28,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 namespace py = pybind11;
@@ -41,24 +44,9 @@ namespace {
 
 cpd::format parse_format(const std::string& name) { return cpd::format::parse(name); }
 
-cpd::rounding parse_rounding(const std::string& s) {
-  static const std::pair<const char*, cpd::rounding> modes[] = {
-      {"nearest_even", cpd::rounding::nearest_even}, {"nearest_away", cpd::rounding::nearest_away},
-      {"toward_zero", cpd::rounding::toward_zero},   {"upward", cpd::rounding::upward},
-      {"downward", cpd::rounding::downward},         {"stochastic", cpd::rounding::stochastic},
-      {"odd", cpd::rounding::odd}};
-  for (const auto& m : modes)
-    if (s == m.first) return m.second;
-  throw std::invalid_argument("rounding '" + s +
-                              "' is not one of nearest_even, nearest_away, toward_zero, upward, downward, "
-                              "stochastic, odd");
-}
+cpd::rounding parse_rounding(const std::string& s) { return cpd::from_string<cpd::rounding>(s); }
 
-cpd::overflow parse_overflow(const std::string& s) {
-  if (s == "infinity") return cpd::overflow::infinity;
-  if (s == "saturate") return cpd::overflow::saturate;
-  throw std::invalid_argument("overflow '" + s + "' is not one of infinity, saturate");
-}
+cpd::overflow parse_overflow(const std::string& s) { return cpd::from_string<cpd::overflow>(s); }
 
 /// A C-contiguous buffer of `what` (the Python layer makes them so; this is the last check).
 struct view {
@@ -137,14 +125,7 @@ void with_policy(unsigned threads, Fn&& f) {
 
 py::dict stats_dict(const cpd::value_stats& s) {
   py::dict d;
-  d["count"] = s.count;
-  d["zeros"] = s.zeros;
-  d["underflow"] = s.underflow;
-  d["overflow"] = s.overflow;
-  d["nan"] = s.nan;
-  d["saturated"] = s.saturated;
-  d["nan_inputs"] = s.nan_inputs;
-  d["inf_inputs"] = s.inf_inputs;
+  for (const cpd::value_stats_field& f : cpd::value_stats_fields) d[f.name] = s.*f.member;
   return d;
 }
 
@@ -405,14 +386,24 @@ float scalar_quantize(const std::string& fmt, const std::string& rounding, const
   return cpd::quantize(parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow), x, random_bits);
 }
 
+// --- names ------------------------------------------------------------------------
+
+/// The names of `values` (to_string's), as a Python tuple.
+template <class E, std::size_t N>
+py::tuple names_list(const E (&values)[N]) {
+  py::list l;
+  for (E v : values) l.append(cpd::to_string(v));
+  return py::tuple(l);
+}
+
 // --- formats ------------------------------------------------------------------------
 
 template <class... F>
-std::vector<std::string> names_of(cpd::format_list<F...>) {
+std::vector<std::string> format_names_of(cpd::format_list<F...>) {
   return {cpd::format::of<F>().name()...};
 }
 
-std::vector<std::string> format_names() { return names_of(cpd::compiled_formats{}); }
+std::vector<std::string> format_names() { return format_names_of(cpd::compiled_formats{}); }
 
 py::dict format_info(const std::string& name) {
   const cpd::format f = parse_format(name);
@@ -441,23 +432,15 @@ py::dict format_info(const std::string& name) {
 
 // --- scalers ----------------------------------------------------------------------
 
-/// The formats whose scalers and exchanges are compiled in (every one of them a template
-/// over the format): cpd-train's gradient formats.
-using exchange_formats =
-    cpd::format_list<cpd::float_t<8, 23>, cpd::float8_e4m3fn, cpd::float8_e4m3, cpd::float8_e5m2,
-                     cpd::float8_e4m3fnuz, cpd::float8_e5m2fnuz, cpd::float8_e3m4, cpd::float16, cpd::bfloat16,
-                     cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float4_e2m1fn, cpd::float_t<3, 0, cpd::fn>,
-                     cpd::float_t<4, 0, cpd::fn>, cpd::float_t<3, 2>, cpd::float_t<2, 1>>;
-
 std::string exchange_format_names() {
   std::string s;
-  for (const std::string& n : names_of(exchange_formats{})) s += (s.empty() ? "" : ", ") + n;
+  for (const std::string& n : format_names_of(cpd::exchange_formats{})) s += (s.empty() ? "" : ", ") + n;
   return s;
 }
 
 template <class Fn>
 void visit_exchange(const cpd::format& f, const char* who, Fn&& fn) {
-  if (!cpd::visit<exchange_formats>(f, std::forward<Fn>(fn)))
+  if (!cpd::visit<cpd::exchange_formats>(f, std::forward<Fn>(fn)))
     throw std::invalid_argument(std::string(who) + ": format " + f.name() + " is not compiled into the package; use " +
                                 "one of " + exchange_format_names());
 }
@@ -475,126 +458,52 @@ struct scale_value {
 
 scale_value from_scale(cpd::pow2_scale s) { return {true, s.exponent, 1.0f, 1.0f, s.nonfinite}; }
 scale_value from_scale(cpd::float_scale s) { return {false, 0, s.value, s.inverse, s.nonfinite}; }
-
-const float* float_ptr(const py::buffer& b, std::size_t& n, const char* who) {
-  const view v = float_view(b, false, who, "the tensor");
-  n = v.n;
-  return static_cast<const float*>(v.ptr);
+scale_value from_scale(const cpd::any_scale& s) {
+  return std::visit([](auto v) { return from_scale(v); }, s);
 }
 
-/// One scaler of docs/scaling.md behind one interface: statistic (a Python int or float),
-/// combine, select; stateful scalers (delayed, loss) keep their state.
-class scaler {
- public:
-  std::string kind;
-  std::function<py::object(const float*, std::size_t)> statistic;
-  std::function<py::object(py::object, py::object)> combine;
-  std::function<scale_value(py::object)> select;
-  py::object identity;
+/// A scaler of docs/scaling.md, chosen by name (cpd::make_scaler); its statistic is a Python
+/// int or float, as the scaler's is.
+using scaler = cpd::any_scaler<>;
 
-  py::object statistic_of(const py::buffer& b) const {
-    std::size_t n = 0;
-    const float* p = float_ptr(b, n, ("cpd." + kind + ".statistic").c_str());
-    return statistic(p, n);
+py::object statistic_object(const scaler& s, scaler::statistic_type w) {
+  if (s.float_statistic()) return py::cast(cpd::detail::bit_cast<float>(w));
+  return py::cast(w);
+}
+
+scaler::statistic_type statistic_word(const scaler& s, const py::object& st) {
+  if (s.float_statistic()) return cpd::detail::bit_cast<std::int32_t>(st.cast<float>());
+  return st.cast<std::int32_t>();
+}
+
+py::object scaler_statistic(const scaler& s, const py::buffer& b) {
+  const view v = float_view(b, false, "cpd scaler statistic", "the tensor");
+  scaler::statistic_type w = 0;
+  {
+    py::gil_scoped_release nogil;
+    w = s.statistic(static_cast<const float*>(v.ptr), v.n);
   }
-};
-
-template <class S, class Stat>
-void set_protocol(scaler& s, std::shared_ptr<S> impl) {
-  s.statistic = [impl](const float* p, std::size_t n) {
-    Stat st{};
-    {
-      py::gil_scoped_release nogil;
-      st = impl->statistic(p, n);
-    }
-    return py::cast(st);
-  };
-  s.combine = [](py::object a, py::object b) { return py::cast(S::combine(a.cast<Stat>(), b.cast<Stat>())); };
-  s.select = [impl](py::object st) { return from_scale(impl->select(st.cast<Stat>())); };
-  s.identity = py::cast(static_cast<Stat>(S::identity));
+  return statistic_object(s, w);
 }
 
-scaler make_aps(const std::string& fmt, int world_size, int margin) {
-  scaler s;
-  s.kind = "aps";
-  visit_exchange(parse_format(fmt), "cpd.aps", [&](auto tag) {
-    using F = decltype(tag);
-    set_protocol<cpd::aps<F>, std::int32_t>(s, std::make_shared<cpd::aps<F>>(world_size, margin));
-  });
-  return s;
-}
-
-scaler make_current(const std::string& fmt, int margin, float epsilon, bool power_of_two) {
-  scaler s;
-  s.kind = "current_scaling";
-  visit_exchange(parse_format(fmt), "cpd.current_scaling", [&](auto tag) {
-    using F = decltype(tag);
-    typename cpd::current_scaling<F>::options o;
-    o.margin = margin;
-    o.epsilon = epsilon;
-    o.power_of_two = power_of_two;
-    set_protocol<cpd::current_scaling<F>, float>(s, std::make_shared<cpd::current_scaling<F>>(o));
-  });
-  return s;
-}
-
-scaler make_delayed(const std::string& fmt, std::size_t history_length, const std::string& algorithm, int margin) {
-  scaler s;
-  s.kind = "delayed_scaling";
-  cpd::amax_algorithm algo = cpd::amax_algorithm::max;
-  if (algorithm == "most_recent") algo = cpd::amax_algorithm::most_recent;
-  else if (algorithm != "max")
-    throw std::invalid_argument("cpd.delayed_scaling: amax_algorithm '" + algorithm + "' is not one of max, most_recent");
-  visit_exchange(parse_format(fmt), "cpd.delayed_scaling", [&](auto tag) {
-    using F = decltype(tag);
-    typename cpd::delayed_scaling<F>::options o;
-    o.history_length = history_length;
-    o.algorithm = algo;
-    o.margin = margin;
-    set_protocol<cpd::delayed_scaling<F>, float>(s, std::make_shared<cpd::delayed_scaling<F>>(o));
-  });
-  return s;
-}
-
-scaler make_amax_sqrtw(const std::string& fmt, int world_size, int margin, bool power_of_two) {
-  scaler s;
-  s.kind = "amax_sqrtw_scaling";
-  visit_exchange(parse_format(fmt), "cpd.amax_sqrtw_scaling", [&](auto tag) {
-    using F = decltype(tag);
-    typename cpd::amax_sqrtw_scaling<F>::options o;
-    o.margin = margin;
-    o.power_of_two = power_of_two;
-    set_protocol<cpd::amax_sqrtw_scaling<F>, float>(s, std::make_shared<cpd::amax_sqrtw_scaling<F>>(world_size, o));
-  });
-  return s;
-}
-
-scaler make_predivide(int world_size) {
-  scaler s;
-  s.kind = "predivide_scaling";
-  set_protocol<cpd::predivide_scaling, std::int32_t>(s, std::make_shared<cpd::predivide_scaling>(world_size));
-  return s;
-}
-
-scaler make_loss(float init_scale, float growth_factor, float backoff_factor, int growth_interval, float min_scale) {
-  scaler s;
-  s.kind = "dynamic_loss_scaling";
-  cpd::dynamic_loss_scaling::options o;
-  o.init_scale = init_scale;
-  o.growth_factor = growth_factor;
-  o.backoff_factor = backoff_factor;
-  o.growth_interval = growth_interval;
-  o.min_scale = min_scale;
-  set_protocol<cpd::dynamic_loss_scaling, cpd::dynamic_loss_scaling::statistic_type>(
-      s, std::make_shared<cpd::dynamic_loss_scaling>(o));
-  return s;
-}
-
-scaler make_fixed(int exponent) {
-  scaler s;
-  s.kind = "fixed_scaling";
-  set_protocol<cpd::fixed_scaling, std::int32_t>(s, std::make_shared<cpd::fixed_scaling>(cpd::pow2_scale{exponent}));
-  return s;
+/// cpd::make_scaler: the rule `name` for `fmt` (None for the rules that take no format), with
+/// the options each rule reads.
+scaler make_scaler(const std::string& name, const std::optional<std::string>& fmt, int world_size, int margin,
+                   float epsilon, bool power_of_two, std::size_t history_length, const std::string& amax_algorithm,
+                   float init_scale, float growth_factor, float backoff_factor, int growth_interval, float min_scale,
+                   int exponent) {
+  cpd::scaler_options o;
+  o.world_size = world_size;
+  o.margin = margin;
+  o.epsilon = epsilon;
+  o.power_of_two = power_of_two;
+  o.history_length = history_length;
+  o.amax_compute = cpd::from_string<cpd::amax_algorithm>(amax_algorithm);
+  o.loss = {init_scale, growth_factor, backoff_factor, growth_interval, min_scale};
+  o.exponent = exponent;
+  std::optional<cpd::format> f;
+  if (fmt) f = parse_format(*fmt);
+  return cpd::make_scaler(name, f, o);
 }
 
 void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string& elem, const std::string& rounding,
@@ -604,10 +513,7 @@ void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string&
   same_size(x, y, "cpd.mx_quantize");
   cpd::mx_options o;
   o.block_size = block_size;
-  if (rule == "floor") o.rule = cpd::mx_scale_rule::floor;
-  else if (rule == "ceil") o.rule = cpd::mx_scale_rule::ceil;
-  else if (rule == "rceil") o.rule = cpd::mx_scale_rule::rceil;
-  else throw std::invalid_argument("cpd.mx_quantize: rule '" + rule + "' is not one of floor, ceil, rceil");
+  o.rule = cpd::from_string<cpd::mx_scale_rule>(rule);
   o.key = {seed, stream};
   const cpd::rounding r = parse_rounding(rounding);
   if (r != cpd::rounding::nearest_even && r != cpd::rounding::stochastic)
@@ -631,18 +537,7 @@ void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string&
 
 // --- the exchange -------------------------------------------------------------------
 
-cpd::allreduce_algorithm parse_algorithm(const std::string& s) {
-  static const std::pair<const char*, cpd::allreduce_algorithm> names[] = {
-      {"sequential", cpd::allreduce_algorithm::sequential}, {"ring", cpd::allreduce_algorithm::ring},
-      {"halving_doubling", cpd::allreduce_algorithm::halving_doubling},
-      {"pipelined_ring", cpd::allreduce_algorithm::pipelined_ring}, {"two_step", cpd::allreduce_algorithm::two_step},
-      {"all_gather", cpd::allreduce_algorithm::all_gather}};
-  for (const auto& a : names)
-    if (s == a.first) return a.second;
-  throw std::invalid_argument("algorithm '" + s +
-                              "' is not one of sequential, ring, halving_doubling, pipelined_ring, two_step, "
-                              "all_gather");
-}
+cpd::allreduce_algorithm parse_algorithm(const std::string& s) { return cpd::from_string<cpd::allreduce_algorithm>(s); }
 
 /// Calls fn(F{}, integral_constant<rounding, R>{}) for the exchange's compiled (format, mode)
 /// pairs: the exchange formats, nearest_even or stochastic, overflow to infinity.
@@ -655,6 +550,22 @@ void visit_exchange_mode(const cpd::format& f, cpd::rounding r, const char* who,
     if (r == cpd::rounding::stochastic) fn(tag, std::integral_constant<cpd::rounding, cpd::rounding::stochastic>{});
     else fn(tag, std::integral_constant<cpd::rounding, cpd::rounding::nearest_even>{});
   });
+}
+
+/// The options of cpd.simulate_allreduce, checked: an algorithm of cpd::simulated_algorithms
+/// (two_step without Kahan), a format of cpd::exchange_formats, nearest_even or stochastic;
+/// std::invalid_argument naming the problem. The Python layer checks them (check_simulation)
+/// before the scaler's select, which moves a stateful scaler on.
+cpd::allreduce_options simulation_options(const std::string& fmt, const std::string& rounding,
+                                          const std::string& algorithm, bool kahan) {
+  const char* who = "cpd.simulate_allreduce";
+  cpd::allreduce_options opt;
+  opt.algorithm = parse_algorithm(algorithm);
+  cpd::detail::check_one_of(who, "algorithm", opt.algorithm, cpd::simulated_algorithms, "the simulation runs");
+  opt.kahan = kahan;
+  if (opt.algorithm == cpd::allreduce_algorithm::two_step) cpd::detail::check_accumulator(opt.accumulator, kahan);
+  visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [](auto, auto) {});
+  return opt;
 }
 
 /// cpd::simulate_allreduce_scaled of W workers' arrays with a power-of-two scale.
@@ -671,9 +582,7 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
     same_size(v, y, who);
     x.push_back(static_cast<const float*>(v.ptr));
   }
-  cpd::allreduce_options opt;
-  opt.algorithm = parse_algorithm(algorithm);
-  opt.kahan = kahan;
+  cpd::allreduce_options opt = simulation_options(fmt, rounding, algorithm, kahan);
   opt.mean = mean;
   opt.key = {seed, stream};
   opt.threads = threads;
@@ -695,6 +604,40 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
     }
   });
   return d;
+}
+
+/// The scales of one rank's tensors (held back to back in `values`, `sizes` each) by
+/// cpd::exchange_scales: each tensor's statistic, combine(statistics) (an int32 array, the
+/// statistics' bits; its element-wise MAX over the ranks, e.g. torch's all_reduce, or None
+/// for one rank), then the scaler's select.
+std::vector<scale_value> exchange_scales(scaler& sc, const py::buffer& values, const std::vector<std::size_t>& sizes,
+                                         const py::object& combine) {
+  const char* who = "cpd exchange";
+  const view v = float_view(values, false, who, "the values");
+  std::vector<std::size_t> at(sizes.size() + 1, 0);
+  for (std::size_t t = 0; t < sizes.size(); ++t) at[t + 1] = at[t] + sizes[t];
+  if (at.back() != v.n)
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(v.n) + " values for tensors of " +
+                                std::to_string(at.back()));
+  const float* p = static_cast<const float*>(v.ptr);
+  const auto with_others = [&](std::int32_t* st, std::size_t n) {
+    if (combine.is_none()) return;
+    py::array_t<std::int32_t> a(static_cast<py::ssize_t>(n));
+    std::copy(st, st + n, a.mutable_data());
+    const auto got = combine(a).cast<py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>>();
+    if (static_cast<std::size_t>(got.size()) != n)
+      throw std::invalid_argument(std::string(who) + ": the combined statistics are " + std::to_string(got.size()) +
+                                  " values, not " + std::to_string(n));
+    std::copy(got.data(), got.data() + n, st);
+  };
+  std::vector<const float*> x(sizes.size());
+  std::vector<scale_value> out;
+  for (const cpd::any_scale& s : cpd::exchange_scales(
+           1, sizes.size(),
+           [&](std::size_t, std::size_t t) { return cpd::exchange_input{p + at[t], nullptr, sizes[t]}; },
+           [&](std::size_t) -> scaler& { return sc; }, with_others, x.data()))
+    out.push_back(from_scale(s));
+  return out;
 }
 
 /// One rank's side of an exchange of T tensors whose messages the caller moves: the rank
@@ -836,6 +779,17 @@ PYBIND11_MODULE(_cpd, m) {
   m.def("exchange_format_names", &exchange_format_names);
   m.def("mx_quantize", &mx_quantize);
   m.def("simulate", &simulate);
+  m.def("check_simulation", [](const std::string& fmt, const std::string& rounding, const std::string& algorithm,
+                               bool kahan) { (void)simulation_options(fmt, rounding, algorithm, kahan); });
+  m.attr("value_stats_fields") = [] {
+    py::list l;
+    for (const cpd::value_stats_field& f : cpd::value_stats_fields) l.append(f.name);
+    return py::tuple(l);
+  }();
+  m.attr("roundings") = names_list(cpd::enum_names<cpd::rounding>::values);
+  m.attr("overflows") = names_list(cpd::enum_names<cpd::overflow>::values);
+  m.attr("simulated_algorithms") = names_list(cpd::simulated_algorithms);
+  m.attr("rank_algorithms") = names_list(cpd::rank_algorithms);
   m.def("hardware_threads", [] { return std::max(1u, std::thread::hardware_concurrency()); });
 
   py::class_<scale_value>(m, "Scale")
@@ -851,18 +805,20 @@ PYBIND11_MODULE(_cpd, m) {
       });
 
   py::class_<scaler>(m, "Scaler")
-      .def_readonly("kind", &scaler::kind)
-      .def("statistic", &scaler::statistic_of)
-      .def("combine", [](const scaler& s, py::object a, py::object b) { return s.combine(a, b); })
-      .def("select", [](const scaler& s, py::object st) { return s.select(st); })
-      .def_property_readonly("identity", [](const scaler& s) { return s.identity; });
-  m.def("make_aps", &make_aps);
-  m.def("make_current", &make_current);
-  m.def("make_delayed", &make_delayed);
-  m.def("make_loss", &make_loss);
-  m.def("make_amax_sqrtw", &make_amax_sqrtw);
-  m.def("make_predivide", &make_predivide);
-  m.def("make_fixed", &make_fixed);
+      .def_property_readonly("kind", [](const scaler& s) { return std::string(cpd::to_string(s.kind())); })
+      .def("statistic", &scaler_statistic)
+      .def("combine",
+           [](const scaler& s, const py::object& a, const py::object& b) {
+             return statistic_object(s, s.combine(statistic_word(s, a), statistic_word(s, b)));
+           })
+      .def("select", [](scaler& s, const py::object& st) { return from_scale(s.select(statistic_word(s, st))); })
+      .def_property_readonly("identity", [](const scaler& s) { return statistic_object(s, s.identity()); });
+  m.def("make_scaler", &make_scaler, py::arg("name"), py::arg("format"), py::arg("world_size") = 0,
+        py::arg("margin") = 0, py::arg("epsilon") = 0.0f, py::arg("power_of_two") = false,
+        py::arg("history_length") = 1024, py::arg("amax_algorithm") = "max", py::arg("init_scale") = 65536.0f,
+        py::arg("growth_factor") = 2.0f, py::arg("backoff_factor") = 0.5f, py::arg("growth_interval") = 2000,
+        py::arg("min_scale") = 0x1p-126f, py::arg("exponent") = 0);
+  m.def("exchange_scales", &exchange_scales);
 
   py::class_<exchange_base>(m, "Exchange")
       .def("load", &exchange_base::load)

@@ -526,6 +526,52 @@ def test_simulate_allreduce_refuses_a_scaler_made_for_another_exchange():
     cpd.simulate_allreduce(grads, "e4m3fn", scaler=cpd.fixed_scaling(2))
 
 
+def test_the_names_and_counters_are_the_cpp_librarys():
+    # cpd::from_string's names, cpd::simulated_algorithms, cpd::value_stats_fields: one list each
+    assert cpd.roundings == ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "stochastic", "odd")
+    assert cpd.algorithms == ("sequential", "ring", "halving_doubling", "pipelined_ring", "two_step", "all_gather")
+    assert cpd.value_stats_fields == ("count", "zeros", "underflow", "overflow", "nan", "saturated", "nan_inputs",
+                                      "inf_inputs")
+    x = np.float32([0, 1e-30, 3e38, np.nan, np.inf, 1.0])
+    _, counts = cpd.quantize(x, "e4m3fn", stats=True)
+    assert tuple(counts) == cpd.value_stats_fields
+    assert (counts["zeros"], counts["underflow"], counts["nan_inputs"], counts["inf_inputs"]) == (1, 1, 1, 1)
+    with pytest.raises(ValueError, match="'nearest' is not one of nearest_even, nearest_away, toward_zero"):
+        cpd.quantize(x, "e4m3fn", rounding="nearest")
+    with pytest.raises(ValueError, match="'x' is not one of max, most_recent"):
+        cpd.delayed_scaling("e4m3fn", amax_algorithm="x")
+    with pytest.raises(ValueError, match="'round' is not one of floor, ceil, rceil"):
+        cpd.mx_quantize(x, "e4m3fn", rule="round")
+    g = [np.ones(8, np.float32)] * 2
+    with pytest.raises(ValueError, match="'zigzag' is not one of sequential, ring, halving_doubling, pipelined_ring"):
+        cpd.simulate_allreduce(g, "e4m3fn", algorithm="zigzag")
+    # native is MPI's own order: the simulation refuses it by name, before the scaler's select
+    loss = cpd.dynamic_loss_scaling(init_scale=1024.0, growth_interval=1)
+    with pytest.raises(ValueError, match="algorithm native is not one the simulation runs .sequential, ring,"):
+        cpd.simulate_allreduce(g, "e4m3fn", scaler=loss, algorithm="native")
+    assert loss.select(0).value == 2048.0  # (the refused call did not update it)
+
+
+def test_a_refused_simulation_leaves_a_stateful_scaler_as_it_was():
+    # the simulation takes power-of-two scales: loss and delayed scaling are refused before
+    # their select runs, so that a refused call does not move GradScaler's scale or the history
+    g = [np.full(8, 0.5, np.float32)] * 2
+    loss = cpd.dynamic_loss_scaling(init_scale=1024.0, growth_interval=1)
+    with pytest.raises(ValueError, match="the scaler dynamic_loss_scaling selects float scales; the simulation"):
+        cpd.simulate_allreduce(g, "e4m3fn", scaler=loss)
+    assert loss.select(0).value == 2048.0
+    delayed = cpd.delayed_scaling("e4m3fn")
+    with pytest.raises(ValueError, match="the scaler delayed_scaling selects float scales"):
+        cpd.simulate_allreduce(g, "e4m3fn", scaler=delayed)
+    assert delayed.select(0.0).value == 1.0  # (no amax of an earlier step in its history)
+    # a call refused for its rounding or format leaves the scaler's state too
+    with pytest.raises(ValueError, match="rounds nearest_even or stochastic, not odd"):
+        cpd.simulate_allreduce(g, "e4m3fn", scaler=loss, rounding="odd")
+    with pytest.raises(ValueError, match="format e6m9 is not compiled into the package"):
+        cpd.simulate_allreduce(g, "e6m9", scaler=loss)
+    assert loss.select(0).value == 4096.0
+
+
 def test_decode_takes_every_scale_exponent_that_quantize_and_encode_take():
     x = np.concatenate([wide_floats(3000), np.float32([3.4028235e38, -3e38, 1e-45, np.inf, -np.inf, np.nan])])
     for fmt in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e8m0fnu", "bf16", "fp16"):

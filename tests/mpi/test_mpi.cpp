@@ -71,19 +71,19 @@ struct inputs {
   }
 };
 
-cpd::mpi::key_type key_of(std::uint64_t step, std::size_t t) { return {0x5EED + step, 1000 * t}; }
+cpd::random_stream key_of(std::uint64_t step, std::size_t t) { return {0x5EED + step, 1000 * t}; }
 
 /// Runs `steps` steps of the real ring allreduce and of the simulation, and checks they agree
 /// bit for bit (outputs, scales, and with error feedback this rank's residuals).
 template <class F, cpd::rounding R = cpd::rounding::nearest_even>
 void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int steps = 2,
-                                   cpd::mpi::algorithm algo = cpd::mpi::algorithm::ring,
+                                   cpd::allreduce_algorithm algo = cpd::allreduce_algorithm::ring,
                                    cpd::format acc = cpd::format::of<cpd::float_t<8, 23>>(),
                                    std::size_t segment_bytes = std::size_t(1) << 18,
                                    const std::vector<std::size_t>& sz = sizes) {
   const int w = world_size(), me = world_rank();
   const std::size_t tn = sz.size();
-  CAPTURE(cpd::mpi::to_string(algo));
+  CAPTURE(cpd::to_string(algo));
   cpd::mpi::allreduce_plan<F, R> plan(MPI_COMM_WORLD, sz, {algo, kahan, mean, acc, segment_bytes});
   // Residual arrays: [rank][tensor] for the simulation, and this rank's own for the real run.
   std::vector<std::vector<std::vector<float>>> sim_res(static_cast<std::size_t>(w));
@@ -112,10 +112,7 @@ void check_ring_matches_simulation(bool kahan, bool mean, bool feedback, int ste
         e[static_cast<std::size_t>(r)] = sim_res[static_cast<std::size_t>(r)][t].data();
       }
       cpd::allreduce_options opt;
-      opt.algorithm = algo == cpd::mpi::algorithm::two_step         ? cpd::allreduce_algorithm::two_step
-                      : algo == cpd::mpi::algorithm::all_gather     ? cpd::allreduce_algorithm::all_gather
-                      : algo == cpd::mpi::algorithm::pipelined_ring ? cpd::allreduce_algorithm::pipelined_ring
-                                                                    : cpd::allreduce_algorithm::ring;
+      opt.algorithm = algo;
       opt.accumulator = acc;
       opt.kahan = kahan;
       opt.mean = mean;
@@ -182,7 +179,7 @@ TEST_CASE("ring: bit for bit the simulation with stochastic rounding") {
 
 TEST_CASE_TEMPLATE("two_step and all_gather: bit for bit the simulation", F, cpd::float8_e4m3fn, cpd::float8_e5m2,
                    cpd::float16, cpd::bfloat16, cpd::float4_e2m1fn, cpd::float6_e3m2fn) {
-  using A = cpd::mpi::algorithm;
+  using A = cpd::allreduce_algorithm;
   check_ring_matches_simulation<F>(false, false, false, 2, A::two_step);
   check_ring_matches_simulation<F>(false, true, true, 2, A::two_step, cpd::format::of<cpd::bfloat16>());
   check_ring_matches_simulation<F>(false, true, true, 2, A::all_gather);
@@ -191,7 +188,7 @@ TEST_CASE_TEMPLATE("two_step and all_gather: bit for bit the simulation", F, cpd
 
 TEST_CASE_TEMPLATE("pipelined_ring: bit for bit the simulation and the ring, with many segments", F,
                    cpd::float8_e4m3fn, cpd::float16, cpd::float4_e2m1fn) {
-  using A = cpd::mpi::algorithm;
+  using A = cpd::allreduce_algorithm;
   // 40-byte segments: every step's message of these tensors in several segments, some empty.
   cpd::format f32 = cpd::format::of<cpd::float_t<8, 23>>();
   check_ring_matches_simulation<F>(false, false, false, 2, A::pipelined_ring, f32, 40);
@@ -202,7 +199,7 @@ TEST_CASE_TEMPLATE("pipelined_ring: bit for bit the simulation and the ring, wit
 TEST_CASE("pipelined_ring: tensors larger than a compute block (MPI progress between blocks)") {
   // The pipelined ring quantizes, adds and finishes in blocks of 2^15 values with an MPI_Test
   // between them: tensors of several blocks per segment, in place and unpacked (FP4, Kahan).
-  using A = cpd::mpi::algorithm;
+  using A = cpd::allreduce_algorithm;
   const cpd::format f32 = cpd::format::of<cpd::float_t<8, 23>>();
   const std::vector<std::size_t> large = {70001, 3, 140000};
   check_ring_matches_simulation<cpd::float8_e4m3fn>(false, false, true, 2, A::pipelined_ring, f32, 1 << 20, large);
@@ -214,7 +211,7 @@ TEST_CASE("pipelined_ring: tensors larger than a compute block (MPI progress bet
 }
 
 TEST_CASE("two_step and all_gather: bit for bit the simulation with stochastic rounding") {
-  using A = cpd::mpi::algorithm;
+  using A = cpd::allreduce_algorithm;
   check_ring_matches_simulation<cpd::float8_e5m2, cpd::rounding::stochastic>(false, true, true, 2, A::two_step);
   check_ring_matches_simulation<cpd::float8_e4m3fn, cpd::rounding::stochastic>(true, false, false, 1, A::all_gather);
   check_ring_matches_simulation<cpd::float8_e5m2, cpd::rounding::stochastic>(true, true, true, 1, A::pipelined_ring,
@@ -244,9 +241,9 @@ TEST_CASE("two_step and all_gather: bytes sent") {
   for (int k = 1; k < w; ++k) two += chunk_bytes((me + k) % w);
   for (int s = 0; s + 1 < w; ++s) two += chunk_bytes(((me - s) % w + w) % w);
   for (std::size_t n : sizes) all += static_cast<std::uint64_t>(w - 1) * P::packed_bytes(n);
-  P p2(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::two_step, false, false});
+  P p2(MPI_COMM_WORLD, sizes, {cpd::allreduce_algorithm::two_step, false, false});
   CHECK(p2(ts, cpd::aps<F>(w)).payload_bytes == two);
-  P pa(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::all_gather, false, false});
+  P pa(MPI_COMM_WORLD, sizes, {cpd::allreduce_algorithm::all_gather, false, false});
   CHECK(pa(ts, cpd::aps<F>(w)).payload_bytes == all);
 }
 
@@ -259,9 +256,9 @@ TEST_CASE("ring and native: bytes sent are the packed codes plus the statistics"
   for (std::size_t s : sizes) n += s;
   const std::uint64_t stats = (3 + sizes.size()) * 4;
   for (bool kahan : {false, true}) {
-    for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
+    for (auto algo : {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::native}) {
       CAPTURE(kahan);
-      CAPTURE(cpd::mpi::to_string(algo));
+      CAPTURE(cpd::to_string(algo));
       cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, sizes, {algo, kahan, true});
       std::vector<std::vector<float>> out(sizes.size());
       std::vector<cpd::mpi::tensor> ts;
@@ -271,7 +268,7 @@ TEST_CASE("ring and native: bytes sent are the packed codes plus the statistics"
       }
       const auto res = plan(ts, cpd::aps<F>(w));
       CHECK(res.statistics_bytes == stats);
-      if (algo == cpd::mpi::algorithm::native) {
+      if (algo == cpd::allreduce_algorithm::native) {
         CHECK(res.payload_bytes == n * (kahan ? 2 : 1));  // one byte per value (two with the compensation)
       } else {
         CHECK(res.payload_bytes == expected_ring_bytes<F>(w, me, kahan));
@@ -285,7 +282,7 @@ TEST_CASE("ring and native: bytes sent are the packed codes plus the statistics"
   }
   // Sub-byte packing: two FP4 codes per byte, each tensor padded to a whole byte.
   using F4 = cpd::float4_e2m1fn;
-  cpd::mpi::allreduce_plan<F4> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::native, false, false});
+  cpd::mpi::allreduce_plan<F4> plan(MPI_COMM_WORLD, sizes, {cpd::allreduce_algorithm::native, false, false});
   std::vector<std::vector<float>> out(sizes.size());
   std::vector<cpd::mpi::tensor> ts;
   std::uint64_t packed = 0;
@@ -304,8 +301,8 @@ void check_native_bound(bool kahan) {
   const int w = world_size(), me = world_rank();
   const inputs in(31, w);
   const auto& mine = in.g[static_cast<std::size_t>(me)];
-  cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::native, kahan, false});
-  cpd::mpi::allreduce_plan<F> ring(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::ring, kahan, false});
+  cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, sizes, {cpd::allreduce_algorithm::native, kahan, false});
+  cpd::mpi::allreduce_plan<F> ring(MPI_COMM_WORLD, sizes, {cpd::allreduce_algorithm::ring, kahan, false});
   std::vector<std::vector<float>> out(sizes.size()), out_ring(sizes.size());
   std::vector<cpd::mpi::tensor> ts, tr;
   for (std::size_t t = 0; t < sizes.size(); ++t) {
@@ -358,7 +355,7 @@ TEST_CASE("a rank with an all-zero tensor: finite scale, exact zeros where every
   const int w = world_size(), me = world_rank();
   const std::vector<std::size_t> n = {5, 9};
   std::vector<float> a(5, 0.0f), b(9, me == 0 ? 0.0f : 1.5f), oa(5), ob(9);
-  for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
+  for (auto algo : {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::native}) {
     cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, n, {algo, false, false});
     std::vector<cpd::mpi::tensor> ts = {{a.data(), oa.data(), 5}, {b.data(), ob.data(), 9}};
     const auto res = plan(ts, cpd::aps<F>(w));
@@ -399,7 +396,7 @@ TEST_CASE("mismatched sizes, counts or formats: an error on every rank, no hang"
   }
   // Different options.
   CHECK_THROWS_AS(
-      cpd::mpi::allreduce_plan<F>(MPI_COMM_WORLD, k, {cpd::mpi::algorithm::ring, me == 0, false}),
+      cpd::mpi::allreduce_plan<F>(MPI_COMM_WORLD, k, {cpd::allreduce_algorithm::ring, me == 0, false}),
       cpd::mpi::mismatch_error);
   // A call that does not match the plan on one rank: every rank throws, and the plan still works.
   cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, k);
@@ -418,6 +415,23 @@ TEST_CASE("mismatched sizes, counts or formats: an error on every rank, no hang"
   cpd::mpi::allreduce_plan<F, cpd::rounding::stochastic> sp(MPI_COMM_WORLD, k);
   t.key = {static_cast<std::uint64_t>(me == 0), 0};
   CHECK_THROWS_AS(sp(&t, 1, cpd::aps<F>(w)), cpd::mpi::mismatch_error);
+}
+
+TEST_CASE("the algorithms cpd::mpi does not run: refused alike on every rank, by name") {
+  // cpd::allreduce_algorithm names every algorithm; a plan runs cpd::mpi::algorithms.
+  for (auto a : {cpd::allreduce_algorithm::sequential, cpd::allreduce_algorithm::halving_doubling}) {
+    CAPTURE(cpd::to_string(a));
+    CHECK_THROWS_WITH_AS(cpd::mpi::allreduce_plan<cpd::float8_e5m2>(MPI_COMM_WORLD, {8}, {a, false, false}),
+                         (std::string("cpd::mpi::allreduce_plan: options::algo ") + cpd::to_string(a) +
+                          " is not one cpd::mpi runs (ring, pipelined_ring, two_step, all_gather, native)")
+                             .c_str(),
+                         std::invalid_argument);
+  }
+  CHECK_THROWS_WITH_AS(cpd::mpi::allreduce_plan<cpd::float8_e5m2>(
+                           MPI_COMM_WORLD, {8}, {static_cast<cpd::allreduce_algorithm>(9), false, false}),
+                       doctest::Contains("options::algo 9 is not one cpd::mpi runs"), std::invalid_argument);
+  // and every algorithm it runs still builds
+  for (auto a : cpd::mpi::algorithms) cpd::mpi::allreduce_plan<cpd::float8_e5m2>(MPI_COMM_WORLD, {8}, {a, false, false});
 }
 
 TEST_CASE("MPI errors become exceptions") {
@@ -455,7 +469,7 @@ TEST_CASE_TEMPLATE("ring: inf and NaN inputs and overflowing sums as in the simu
   for (auto& v : g) gp.push_back(v.data());
   for (bool kahan : {false, true}) {
     CAPTURE(kahan);
-    cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, {n}, {cpd::mpi::algorithm::ring, kahan, true});
+    cpd::mpi::allreduce_plan<F> plan(MPI_COMM_WORLD, {n}, {cpd::allreduce_algorithm::ring, kahan, true});
     std::vector<float> out(n), expect(n);
     cpd::mpi::tensor t{g[static_cast<std::size_t>(me)].data(), out.data(), n};
     plan(&t, 1);  // no scaling: the overflow happens
@@ -477,8 +491,8 @@ TEST_CASE("dynamic_plan: a format from a command line gives the bits of the comp
   const auto& mine = in.g[static_cast<std::size_t>(me)];
   for (bool use_aps : {true, false}) {
     cpd::mpi::dynamic_plan<list> dyn(MPI_COMM_WORLD, cpd::format::parse("e5m2"), cpd::rounding::nearest_even, sizes,
-                                     {cpd::mpi::algorithm::ring, false, true}, use_aps);
-    cpd::mpi::allreduce_plan<cpd::float8_e5m2> plan(MPI_COMM_WORLD, sizes, {cpd::mpi::algorithm::ring, false, true});
+                                     {cpd::allreduce_algorithm::ring, false, true}, use_aps);
+    cpd::mpi::allreduce_plan<cpd::float8_e5m2> plan(MPI_COMM_WORLD, sizes, {cpd::allreduce_algorithm::ring, false, true});
     std::vector<std::vector<float>> a(sizes.size()), b(sizes.size());
     std::vector<cpd::mpi::tensor> ta, tb;
     for (std::size_t t = 0; t < sizes.size(); ++t) {

@@ -60,7 +60,7 @@ const std::vector<std::size_t> sizes = {37, 29};
 /// Runs the plan and the simulation on the same inputs and compares (bits on the ring; the
 /// non-finite positions for the native op, whose summation order is MPI's).
 template <class F, class Scaler>
-void check_plan(const Scaler& scaler, cpd::mpi::algorithm algo, bool kahan) {
+void check_plan(const Scaler& scaler, cpd::allreduce_algorithm algo, bool kahan) {
   const int w = ranks_in_world(), me = rank_in_world();
   std::vector<std::vector<std::vector<float>>> g(static_cast<std::size_t>(w));  // [rank][tensor][j]
   for (int r = 0; r < w; ++r)
@@ -93,7 +93,7 @@ void check_plan(const Scaler& scaler, cpd::mpi::algorithm algo, bool kahan) {
     CHECK(res.scales[t].nonfinite == (t == 0));  // the scale says that some rank held inf or NaN
     for (std::size_t j = 0; j < sizes[t]; ++j) {
       CAPTURE(j);
-      if (algo == cpd::mpi::algorithm::ring) CHECK(bits_of(out[t][j]) == bits_of(expect[j]));
+      if (algo == cpd::allreduce_algorithm::ring) CHECK(bits_of(out[t][j]) == bits_of(expect[j]));
       else CHECK(std::isfinite(out[t][j]) == std::isfinite(expect[j]));  // (Kahan: inf - inf may be NaN)
     }
     if (t == 0) {  // the NaNs of the last rank reach every rank
@@ -111,9 +111,9 @@ TEST_CASE_TEMPLATE("a NaN or inf on one rank: every rank gets the simulation's r
                    cpd::float4_e2m1fn, cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float8_e4m3fn,
                    cpd::float8_e5m2, cpd::float8_e4m3fnuz) {
   const int w = ranks_in_world();
-  for (auto algo : {cpd::mpi::algorithm::ring, cpd::mpi::algorithm::native}) {
+  for (auto algo : {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::native}) {
     for (bool kahan : {false, true}) {
-      const std::string algo_name = cpd::mpi::to_string(algo);
+      const std::string algo_name = cpd::to_string(algo);
       CAPTURE(algo_name);
       CAPTURE(kahan);
       check_plan<F>(cpd::aps<F>(w), algo, kahan);

@@ -117,22 +117,6 @@ class format {
 };
 
 namespace detail {
-/// s for an error message: bytes outside printable ASCII as \xNN (a NUL would end what()).
-inline std::string printable(std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    }
-  }
-  return out;
-}
 
 /// A decimal number of 1 to 6 digits at the front of s (removed), else false.
 inline bool parse_int(std::string_view& s, int& out) noexcept {
@@ -260,6 +244,16 @@ using compiled_formats =
                 float_t<3, 1>, float_t<3, 2>, float_t<3, 3>, float_t<4, 1>, float_t<4, 2>, float_t<5, 1>,
                 float_t<6, 1>, float_t<3, 0, fn>, float_t<4, 0, fn>, float_t<5, 0, fn>, float_t<6, 0, fn>,
                 float_t<7, 0, fn>>;
+
+/// The formats of the exchanges whose format is chosen at run time: the gradient formats of
+/// cpd-train, the Python package's exchange and scalers, cpd::make_scaler's default (every
+/// scaler, simulate_allreduce and rank_exchange is a template over the format: each format of
+/// the list is compiled in). float32, the OCP and ml_dtypes 8-, 6- and 4-bit formats, fp16,
+/// bf16, and e3m0fn, e4m0fn, e3m2, e2m1.
+using exchange_formats =
+    format_list<float_t<8, 23>, float8_e4m3fn, float8_e4m3, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz,
+                float8_e3m4, float16, bfloat16, float6_e3m2fn, float6_e2m3fn, float4_e2m1fn, float_t<3, 0, fn>,
+                float_t<4, 0, fn>, float_t<3, 2>, float_t<2, 1>>;
 
 namespace detail {
 template <class Fn, class F0, class... Fs>

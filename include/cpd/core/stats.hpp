@@ -2,12 +2,13 @@
 #pragma once
 
 // cpd::value_stats: what rounding did to a set of values, one set of counters with
-// one meaning wherever cpd counts: a bulk call (bulk_options::stats, under its old
-// name bulk_stats), a measurement without writing (cpd::measure_quantization, under
-// its old name quantization_stats), an allreduce (allreduce_result::scaled) and a
-// training run. The events are the rounding core's (cpd/core/detail/round.hpp): an
-// overflow is IEEE's (the magnitude, rounded with an unbounded exponent, exceeds the
-// largest finite value), whatever the overflow mode then makes of it.
+// one meaning wherever cpd counts: a bulk call (bulk_options::stats), a measurement
+// without writing (cpd::measure_quantization), an allreduce (allreduce_result::scaled)
+// and a training run. value_stats_fields lists the counters by name, once: sums,
+// comparisons, printers, MPI reductions and the Python package's dicts iterate it.
+// The events are the rounding core's (cpd/core/detail/round.hpp): an overflow is
+// IEEE's (the magnitude, rounded with an unbounded exponent, exceeds the largest
+// finite value), whatever the overflow mode then makes of it.
 
 #include <cpd/core/config.hpp>
 
@@ -37,24 +38,8 @@ struct value_stats {
   /// nonfinite_inputs() / count.
   [[nodiscard]] constexpr double nonfinite_fraction() const noexcept { return fraction(nonfinite_inputs()); }
 
-  /// Adds the counts of o.
-  constexpr value_stats& operator+=(const value_stats& o) noexcept {
-    count += o.count;
-    zeros += o.zeros;
-    underflow += o.underflow;
-    overflow += o.overflow;
-    nan += o.nan;
-    saturated += o.saturated;
-    nan_inputs += o.nan_inputs;
-    inf_inputs += o.inf_inputs;
-    return *this;
-  }
-  friend constexpr bool operator==(const value_stats& a, const value_stats& b) noexcept {
-    return a.count == b.count && a.zeros == b.zeros && a.underflow == b.underflow && a.overflow == b.overflow &&
-           a.nan == b.nan && a.saturated == b.saturated && a.nan_inputs == b.nan_inputs &&
-           a.inf_inputs == b.inf_inputs;
-  }
-  friend constexpr bool operator!=(const value_stats& a, const value_stats& b) noexcept { return !(a == b); }
+  /// Adds the counts of o (every counter of value_stats_fields).
+  constexpr value_stats& operator+=(const value_stats& o) noexcept;
 
  private:
   [[nodiscard]] constexpr double fraction(std::uint64_t k) const noexcept {
@@ -62,9 +47,35 @@ struct value_stats {
   }
 };
 
-/// The statistics of a bulk call (bulk_options::stats): the name before value_stats.
-using bulk_stats = value_stats;
-/// The statistics of cpd::measure_quantization: the name before value_stats.
-using quantization_stats = value_stats;
+/// One counter of value_stats: its name (as printed, and the key of the Python package's
+/// dicts) and its member.
+struct value_stats_field {
+  /// A pointer to a counter of value_stats.
+  using member_type = std::uint64_t value_stats::*;
+  const char* name;
+  member_type member;
+};
+
+/// Every counter of value_stats, in declaration order.
+inline constexpr value_stats_field value_stats_fields[] = {
+    {"count", &value_stats::count},         {"zeros", &value_stats::zeros},
+    {"underflow", &value_stats::underflow}, {"overflow", &value_stats::overflow},
+    {"nan", &value_stats::nan},             {"saturated", &value_stats::saturated},
+    {"nan_inputs", &value_stats::nan_inputs}, {"inf_inputs", &value_stats::inf_inputs}};
+static_assert(sizeof(value_stats) == sizeof value_stats_fields / sizeof value_stats_fields[0] * sizeof(std::uint64_t),
+              "cpd::value_stats_fields must list every counter of cpd::value_stats");
+
+constexpr value_stats& value_stats::operator+=(const value_stats& o) noexcept {
+  for (const value_stats_field& f : value_stats_fields) this->*f.member += o.*f.member;
+  return *this;
+}
+
+/// Every counter equal.
+constexpr bool operator==(const value_stats& a, const value_stats& b) noexcept {
+  for (const value_stats_field& f : value_stats_fields)
+    if (a.*f.member != b.*f.member) return false;
+  return true;
+}
+constexpr bool operator!=(const value_stats& a, const value_stats& b) noexcept { return !(a == b); }
 
 }  // namespace cpd

@@ -30,12 +30,12 @@ struct codec_exchange_options {
   /// Error feedback: W arrays of n floats, each worker's residual; read (added to the gradient,
   /// in float) and overwritten with the new residual x - decode(encode(x)). nullptr: none.
   float* const* residuals = nullptr;
-  codec_key key{};       ///< worker r encodes with stream codec_stream(key, W, r)
+  random_stream key{};   ///< worker r encodes with stream codec_stream(key, W, r)
   unsigned threads = 0;  ///< worker threads; 0: std::thread::hardware_concurrency()
 };
 
 /// The stream with which worker `rank` of `world_size` encodes: key.stream * world_size + rank.
-[[nodiscard]] constexpr std::uint64_t codec_stream(const codec_key& key, int world_size, int rank) noexcept {
+[[nodiscard]] constexpr std::uint64_t codec_stream(const random_stream& key, int world_size, int rank) noexcept {
   return key.stream * static_cast<std::uint64_t>(world_size) + static_cast<std::uint64_t>(rank);
 }
 
@@ -88,7 +88,7 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
       for (std::size_t i = 0; i < n; ++i) e[i] = x[i] + e[i];
       x = e;
     }
-    codec_key k{opt.key.seed, codec_stream(opt.key, world_size, static_cast<int>(r))};
+    random_stream k{opt.key.seed, codec_stream(opt.key, world_size, static_cast<int>(r))};
     c.encode(x, n, payloads.data() + r * bytes, k);
     float* d = decoded.data() + r * n;
     c.decode(payloads.data() + r * bytes, n, d);

@@ -9,16 +9,21 @@
 // simulation's own, over MPI one small allreduce of two integers per tensor per step), so the
 // simulation and every rank of a real exchange choose the same formats and give the same bits.
 // A rule may also name the scaling rule and the exchange algorithm of the tensors it covers
-// (precision_choice): names the policy keeps for the exchange to interpret.
+// (precision_choice: a cpd::scaler_kind and a cpd::allreduce_algorithm); the exchange that runs
+// the policy refuses those it cannot run.
 
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/format.hpp>
+#include <cpd/core/names.hpp>
 #include <cpd/core/stats.hpp>
+#include <cpd/exchange/algorithm.hpp>
+#include <cpd/scaling/registry.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,12 +32,12 @@
 namespace cpd {
 
 /// What a policy chooses for a tensor at a step: the format, and optionally the scaling rule
-/// and the exchange algorithm by name (empty: the exchange's own). The policy does not
-/// interpret the names; the exchange that runs it checks them (precision_policy::choices()).
+/// and the exchange algorithm (empty: the exchange's own). The exchange that runs the policy
+/// checks that it runs them (precision_policy::choices()).
 struct precision_choice {
   format fmt = format::of<float_t<8, 23>>();
-  std::string scaler;     ///< e.g. "aps"; empty: the run's rule
-  std::string algorithm;  ///< e.g. "two_step"; empty: the run's algorithm
+  std::optional<scaler_kind> scaler;             ///< e.g. scaler_kind::aps; empty: the run's rule
+  std::optional<allreduce_algorithm> algorithm;  ///< e.g. two_step; empty: the run's algorithm
 
   friend bool operator==(const precision_choice& a, const precision_choice& b) {
     return a.fmt == b.fmt && a.scaler == b.scaler && a.algorithm == b.algorithm;
@@ -160,7 +165,8 @@ class precision_policy {
   ///   tensors I[,I...] FORMAT [...]                  (I an index, negative from the end; or A..B)
   ///   from step S FORMAT [...] | from epoch E FORMAT [...]   (epochs: steps_per_epoch > 0)
   ///   adapt FORMAT above X [below Y] [hold N] [...]          (below defaults to X, hold to 1)
-  /// where [...] is [scaler NAME] [algorithm NAME], names kept for the exchange to check.
+  /// where [...] is [scaler NAME] [algorithm NAME]: a name of cpd::scaler_kind and one of
+  /// cpd::allreduce_algorithm (to_string's).
   /// Throws std::invalid_argument naming what is wrong (and quoting the rule, its control
   /// bytes and NUL escaped as \xNN).
   [[nodiscard]] static precision_policy parse(std::string_view spec, format base, std::size_t tensors,
@@ -300,11 +306,20 @@ class precision_policy {
 
   /// `scaler NAME` or `algorithm NAME` into c; false for another key.
   static bool parse_option(precision_choice& c, std::string_view key, std::string_view value, const std::string& rule) {
-    if (key != "scaler" && key != "algorithm") return false;
-    std::string& slot = key == "scaler" ? c.scaler : c.algorithm;
-    if (!slot.empty()) fail_rule(rule, std::string(key) + " twice");
-    slot = std::string(value);
+    if (key == "scaler") set_named(c.scaler, "scaler", value, rule);
+    else if (key == "algorithm") set_named(c.algorithm, "algorithm", value, rule);
+    else return false;
     return true;
+  }
+
+  /// slot = the value of E named `value` (from_string's names); fails naming the names of E.
+  template <class E>
+  static void set_named(std::optional<E>& slot, const char* key, std::string_view value, const std::string& rule) {
+    if (slot) fail_rule(rule, std::string(key) + " twice");
+    slot = try_from_string<E>(value);
+    if (!slot)
+      fail_policy(std::string(key) + " '" + detail::printable(value) + "' is not one of " + names_of<E>() + " (in '" +
+                  detail::printable(rule) + "')");
   }
 
   /// FORMAT at w[at], then pairs of `scaler NAME` / `algorithm NAME` to the end.

@@ -105,7 +105,7 @@ class summation {
   using storage = typename codes::storage;
   using code_arith = code_sum<F, R, O>;
 
-  summation(Scale scale, int world, bool kahan, bool mean, stream_key key) noexcept
+  summation(Scale scale, int world, bool kahan, bool mean, random_stream key) noexcept
       : sc_(scale), w_(world), kahan_(kahan), mean_(mean), key_(key), c_(choose_hop<F, R, block>()) {
     if constexpr (std::is_same_v<Scale, pow2_scale>) pow2_ok_ = scale_factors(f1_, f2_);
   }
@@ -565,7 +565,7 @@ class summation {
   int w_;
   bool kahan_;
   bool mean_;
-  stream_key key_;
+  random_stream key_;
   hop_choice c_;
   float f1_ = 1.0f, f2_ = 1.0f;  ///< a power-of-two scale as two float factors (pow2_ok_)
   bool pow2_ok_ = false;

@@ -42,6 +42,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/exchange/algorithm.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/exchange/simulate.hpp>
@@ -64,13 +65,13 @@ struct exchange_tensor {
   float* out = nullptr;       ///< the reduced values; may be `in`, never `residual`
   std::size_t size = 0;       ///< the number of values (the same on every rank)
   float* residual = nullptr;  ///< error feedback: overwritten with in - unscale(Q(in * scale)); or nullptr
-  stream_key key{};           ///< random bits of stochastic rounding (allreduce_options::key)
+  random_stream key{};        ///< random bits of stochastic rounding (allreduce_options::key)
   Scale scale{};              ///< the scale every rank selected
 };
 
 /// The options of a rank's exchange, the same on every rank.
 struct exchange_options {
-  /// ring, pipelined_ring, two_step or all_gather.
+  /// One of rank_algorithms: ring, pipelined_ring, two_step or all_gather.
   allreduce_algorithm algorithm = allreduce_algorithm::ring;
   bool kahan = false;  ///< Kahan-compensated sums (ring, pipelined_ring; all_gather's local sums)
   bool mean = false;   ///< divide the unscaled sum by W (in float)
@@ -110,15 +111,9 @@ class rank_exchange {
   rank_exchange(int world, int rank, exchange_options opt) : w_(world), r_(rank), opt_(std::move(opt)) {
     if (world < 1 || rank < 0 || rank >= world)
       detail::fail_invalid("cpd::rank_exchange: rank " + std::to_string(rank) + " of " + std::to_string(world));
-    switch (opt_.algorithm) {
-      case allreduce_algorithm::ring:
-      case allreduce_algorithm::pipelined_ring: ring_ = true; break;
-      case allreduce_algorithm::two_step: detail::check_accumulator(opt_.accumulator, opt_.kahan); break;
-      case allreduce_algorithm::all_gather: break;
-      default:
-        detail::fail_invalid(std::string("cpd::rank_exchange: algorithm ") + to_string(opt_.algorithm) +
-                             " is not one a rank runs alone (ring, pipelined_ring, two_step, all_gather)");
-    }
+    detail::check_one_of("cpd::rank_exchange", "algorithm", opt_.algorithm, rank_algorithms, "a rank runs alone");
+    ring_ = opt_.algorithm == allreduce_algorithm::ring || opt_.algorithm == allreduce_algorithm::pipelined_ring;
+    if (opt_.algorithm == allreduce_algorithm::two_step) detail::check_accumulator(opt_.accumulator, opt_.kahan);
     direct_ = ring_ && !W::nibbles && !opt_.kahan;
   }
 

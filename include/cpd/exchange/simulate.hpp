@@ -16,8 +16,10 @@
 #include <cpd/core/float.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/exchange/algorithm.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/scales.hpp>
 #include <cpd/host/detail/parallel_for.hpp>
 #include <cpd/host/detail/tuning.hpp>
 #include <cpd/host/execution.hpp>
@@ -37,36 +39,12 @@
 
 namespace cpd {
 
-/// The summation order of a simulated allreduce.
-enum class allreduce_algorithm : unsigned char {
-  sequential,        ///< rank 0 adds ranks 1, 2, ..., W-1 in order (CPD's emulation)
-  ring,              ///< ring reduce-scatter then all-gather, chunk by chunk, every hop rounded to F
-  halving_doubling,  ///< recursive halving reduce-scatter + recursive doubling all-gather (Rabenseifner)
-  pipelined_ring,    ///< ring's roundings; over MPI, segments in flight while others are coded
-  two_step,          ///< reduce-scatter into a wide accumulator, one rounding to F, all-gather
-  all_gather         ///< every rank gathers all quantized vectors and adds them in rank order (CPD's)
-};
-
-/// The name of an algorithm ("sequential", "ring", "halving_doubling", "pipelined_ring",
-/// "two_step", "all_gather").
-constexpr const char* to_string(allreduce_algorithm a) noexcept {
-  switch (a) {
-    case allreduce_algorithm::sequential: return "sequential";
-    case allreduce_algorithm::ring: return "ring";
-    case allreduce_algorithm::halving_doubling: return "halving_doubling";
-    case allreduce_algorithm::pipelined_ring: return "pipelined_ring";
-    case allreduce_algorithm::two_step: return "two_step";
-    case allreduce_algorithm::all_gather: return "all_gather";
-  }
-  return "?";
-}
-
 /// Options of simulate_allreduce.
 struct allreduce_options {
   allreduce_algorithm algorithm = allreduce_algorithm::ring;  ///< the summation order
   bool kahan = false;       ///< Kahan-compensated sums (the compensation travels with the partial sum)
   bool mean = false;        ///< divide the unscaled sum by W (in float)
-  stream_key key{};         ///< random bits for stochastic rounding (docs/reduction.md)
+  random_stream key{};      ///< random bits for stochastic rounding (docs/reduction.md)
   unsigned threads = 0;     ///< worker threads; 0: std::thread::hardware_concurrency()
   /// Error feedback: W arrays of n floats, each worker's rounding residual; read (added to the
   /// gradient before scaling) and overwritten with the new residual. nullptr: none.
@@ -134,6 +112,7 @@ class allreduce_engine {
           halving_doubling(static_cast<int>(c), a, b, m);
         });
         break;
+      case allreduce_algorithm::native: break;  // (refused by check_allreduce_args)
     }
   }
 
@@ -265,39 +244,16 @@ class allreduce_engine {
   int levels_ = 0;
 };
 
-/// two_step's accumulator: float32, or a format whose float sums can be rounded to odd
-/// and then to it (values that are floats, at most 22 significand bits); no Kahan (the wide
-/// accumulator is two_step's answer to the error that Kahan compensates).
-inline void check_accumulator(const format& acc, bool kahan) {
-  if (kahan)
-    fail_invalid("cpd::simulate_allreduce: two_step adds in a wide accumulator and takes no Kahan "
-                 "compensation; set allreduce_options::kahan to false");
-  const spec& s = acc.spec();
-  if (acc == format::of<float_t<8, 23>>()) return;
-  if (!s.fits_float || s.M > 21)
-    fail_invalid("cpd::simulate_allreduce: the accumulator " + acc.name() +
-                 " must be float32 or a format whose values are floats with at most 22 significand bits");
-}
-
-/// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm that is one of
-/// allreduce_algorithm's enumerators, no null array when n > 0, sizes that fit and no
-/// overlap of a written array with another (detail::check_exchange_arrays).
+/// Checks the arguments of simulate_allreduce: world_size >= 1, an algorithm of
+/// simulated_algorithms (not native; two_step with an accumulator it takes), no null array
+/// when n > 0, sizes that fit and no overlap of a written array with another
+/// (detail::check_exchange_arrays).
 inline void check_allreduce_args(const float* const* x, const float* out, std::size_t n, int world_size,
                                  const allreduce_options& opt) {
   if (world_size < 1) fail_invalid("cpd::simulate_allreduce: world_size must be >= 1");
-  switch (opt.algorithm) {
-    case allreduce_algorithm::sequential:
-    case allreduce_algorithm::ring:
-    case allreduce_algorithm::halving_doubling:
-    case allreduce_algorithm::pipelined_ring:
-    case allreduce_algorithm::all_gather: break;
-    case allreduce_algorithm::two_step:
-      check_accumulator(opt.accumulator, opt.kahan);
-      break;
-    default:
-      fail_invalid("cpd::simulate_allreduce: allreduce_options::algorithm " +
-                   std::to_string(static_cast<int>(opt.algorithm)) + " is not a cpd::allreduce_algorithm");
-  }
+  check_one_of("cpd::simulate_allreduce", "allreduce_options::algorithm", opt.algorithm, simulated_algorithms,
+               "the simulation runs");
+  if (opt.algorithm == allreduce_algorithm::two_step) check_accumulator(opt.accumulator, opt.kahan);
   if (n == 0) return;
   if (x == nullptr || out == nullptr) fail_invalid("cpd::simulate_allreduce: null pointer with n > 0");
   for (int r = 0; r < world_size; ++r)
@@ -344,31 +300,24 @@ allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* 
   return result;
 }
 
-/// The whole protocol for W workers: with error feedback, x_r += residual_r (in float, into the
-/// residual arrays); st_r = scaler.statistic(x_r); st = combine over r = 0..W-1 in rank order;
+/// The whole protocol for W workers, the first steps by exchange_scales (exchange/scales.hpp):
+/// with error feedback, x_r = g_r + residual_r (in float, into the residual arrays);
+/// st_r = scaler.statistic(x_r); st = combine over r = 0..W-1 in rank order;
 /// scale = scaler.select(st); then simulate_allreduce_scaled.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scaler,
           class = std::enable_if_t<!std::is_same_v<std::decay_t<Scaler>, allreduce_options>>>
 auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size, Scaler&& scaler,
                         const allreduce_options& opt = {}) {
-  using S = std::decay_t<Scaler>;
   const detail::default_fp_env fp_env;
   detail::check_allreduce_args(g, out, n, world_size, opt);
-  const float* const* x = g;
-  std::vector<const float*> xs;
-  if (opt.residuals) {
-    xs.resize(static_cast<std::size_t>(world_size));
-    for (int r = 0; r < world_size; ++r) {
-      float* e = opt.residuals[r];
-      const float* gr = g[r];
-      for (std::size_t i = 0; i < n; ++i) e[i] = gr[i] + e[i];
-      xs[static_cast<std::size_t>(r)] = e;
-    }
-    x = xs.data();
-  }
-  typename S::statistic_type st = S::identity;
-  for (int r = 0; r < world_size; ++r) st = S::combine(st, detail::exchange_statistic(scaler, x[r], n));
-  return simulate_allreduce_scaled<F, R, O>(x, out, n, world_size, scaler.select(st), opt);
+  std::vector<const float*> x(static_cast<std::size_t>(world_size));
+  const auto scales = exchange_scales(
+      x.size(), 1,
+      [&](std::size_t r, std::size_t) {
+        return exchange_input{g[r], opt.residuals ? opt.residuals[r] : nullptr, n};
+      },
+      [&](std::size_t) -> auto& { return scaler; }, local_combine{}, x.data());
+  return simulate_allreduce_scaled<F, R, O>(x.data(), out, n, world_size, scales[0], opt);
 }
 
 /// simulate_allreduce without a scale (each value quantized as it is).

@@ -131,7 +131,7 @@ inline void agree(MPI_Comm comm, const char* who, const std::vector<agreed>& fie
     if (lo == hi) continue;
     what += what.empty() ? ": the ranks disagree on " : ", ";
     what += fields[i].name;
-    const auto show = [&](std::uint64_t v) { return fields[i].show ? fields[i].show(v) : std::to_string(v); };
+    const auto show = [&](std::uint64_t x) { return fields[i].show ? fields[i].show(x) : std::to_string(x); };
     what += fields[i].shown.empty() ? " (from " + show(lo) + " to " + show(hi) + ")"
                                     : " (this rank: " + fields[i].shown + ")";
   }

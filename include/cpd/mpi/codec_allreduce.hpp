@@ -32,7 +32,7 @@ namespace mpi {
 struct codec_options {
   bool mean = false;         ///< divide the sum by the number of ranks (in float)
   float* residual = nullptr;  ///< this rank's error-feedback residual (n floats), or nullptr
-  codec_key key{};           ///< rank r encodes with stream cpd::codec_stream(key, ranks, r)
+  random_stream key{};        ///< rank r encodes with stream cpd::codec_stream(key, ranks, r)
 };
 
 /// out[0..n) = the rank-order float sum (or mean) of every rank's decoded payload of g[0..n)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// <cpd/mpi/native_op.hpp>: algorithm::native of cpd::mpi::allreduce_plan (docs/mpi.md):
+// <cpd/mpi/native_op.hpp>: allreduce_algorithm::native of cpd::mpi::allreduce_plan (docs/mpi.md):
 // one MPI_Allreduce with a user-defined MPI_Op that decodes, adds, rounds and
 // re-encodes, in MPI's own summation order. A unit of the op's datatype is one code
 // (two when packed in nibbles); with Kahan, a (sum, compensation) pair combined as

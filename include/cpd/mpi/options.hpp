@@ -2,7 +2,7 @@
 #pragma once
 
 // <cpd/mpi/options.hpp>: the vocabulary of cpd's MPI allreduce (docs/mpi.md): the
-// algorithms, the options of a plan, one tensor of a call and what a call did.
+// algorithms it runs, the options of a plan, one tensor of a call and what a call did.
 // Shared by the plan (cpd/mpi/plan.hpp) and its transports (cpd/mpi/transport.hpp,
 // cpd/mpi/native_op.hpp).
 
@@ -14,30 +14,16 @@
 
 namespace cpd::mpi {
 
-/// How the packed codes are summed.
-enum class algorithm : unsigned char {
-  ring,        ///< reduce-scatter + all-gather over MPI_Sendrecv, the order of simulate_allreduce(ring)
-  native,      ///< MPI_Allreduce with a user-defined MPI_Op (MPI's summation order)
-  two_step,    ///< chunks to their owners, a wide sum rounded once, all-gather: simulate_allreduce(two_step)
-  all_gather,  ///< every rank's codes to every rank, summed in rank order: simulate_allreduce(all_gather)
-  pipelined_ring  ///< the ring in segments with nonblocking messages, coding overlapping transfer: ring's bits
-};
-
-/// The name of an algorithm ("ring", "native", "two_step", "all_gather", "pipelined_ring").
-constexpr const char* to_string(algorithm a) noexcept {
-  switch (a) {
-    case algorithm::ring: return "ring";
-    case algorithm::native: return "native";
-    case algorithm::two_step: return "two_step";
-    case algorithm::all_gather: return "all_gather";
-    case algorithm::pipelined_ring: return "pipelined_ring";
-  }
-  return "?";
-}
+/// The algorithms cpd::mpi runs: the rank schedule's (cpd/exchange/schedule.hpp: ring,
+/// pipelined_ring, two_step and all_gather, the bits of cpd::simulate_allreduce with the same
+/// algorithm) and native (MPI_Allreduce with a user-defined MPI_Op: MPI's summation order).
+inline constexpr allreduce_algorithm algorithms[] = {allreduce_algorithm::ring, allreduce_algorithm::pipelined_ring,
+                                                     allreduce_algorithm::two_step, allreduce_algorithm::all_gather,
+                                                     allreduce_algorithm::native};
 
 /// Options fixed for the life of an allreduce_plan.
 struct options {
-  algorithm algo = algorithm::ring;  ///< the summation algorithm
+  allreduce_algorithm algo = allreduce_algorithm::ring;  ///< the summation algorithm, one of mpi::algorithms
   bool kahan = false;                ///< Kahan-compensated sums (the compensation travels with the sum)
   bool mean = false;                 ///< divide the unscaled sum by the number of ranks (in float)
   /// two_step: the wide accumulator, as allreduce_options::accumulator (float32 by default).
@@ -46,16 +32,13 @@ struct options {
   std::size_t segment_bytes = std::size_t(1) << 18;
 };
 
-/// The (seed, stream) of stochastic rounding: the type of allreduce_options::key.
-using key_type = decltype(allreduce_options{}.key);
-
 /// One tensor of a multi-tensor allreduce, as this rank sees it.
 struct tensor {
   const float* in = nullptr;   ///< this rank's values (e.g. its gradient)
   float* out = nullptr;        ///< the reduced values; may equal in, not residual
   std::size_t size = 0;        ///< the number of values (the same on every rank)
   float* residual = nullptr;   ///< error feedback: this rank's residual, read and overwritten; or nullptr
-  key_type key{};              ///< random bits of stochastic rounding, as allreduce_options::key
+  random_stream key{};         ///< random bits of stochastic rounding, as allreduce_options::key
 };
 
 /// What one call did on this rank.

@@ -12,11 +12,11 @@
 //   4. each value quantized once as Q(x * scale), packed into codes of F (cpd/mpi/wire.hpp),
 //      the residual updated to x - unscale(Q(x * scale));
 //   5. the codes summed in F, every partial sum rounded:
-//      - algorithm::ring, pipelined_ring, two_step, all_gather: the rank schedule of
+//      - ring, pipelined_ring, two_step, all_gather: the rank schedule of
 //        cpd/exchange/schedule.hpp, its messages moved by cpd/mpi/transport.hpp, in
 //        exactly the rounding order of cpd::simulate_allreduce with the same algorithm:
 //        the same inputs give the same bits on N ranks and in the simulator;
-//      - algorithm::native (cpd/mpi/native_op.hpp): MPI_Allreduce with a user-defined
+//      - native (cpd/mpi/native_op.hpp): MPI_Allreduce with a user-defined
 //        MPI_Op that decodes, adds, rounds and re-encodes (MPI's own summation order);
 //   6. decoded, unscaled (and divided by the number of ranks for a mean).
 // Steps 4 to 6 are the summation protocol of cpd/exchange/protocol.hpp, which
@@ -29,6 +29,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/scales.hpp>
 #include <cpd/mpi/check.hpp>
 #include <cpd/mpi/native_op.hpp>
 #include <cpd/mpi/options.hpp>
@@ -95,7 +96,7 @@ class allreduce_plan {
       check_options();  // after agree: the same options everywhere, so every rank throws alike
       codes::table();
       cpd::detail::code_sum<F, R, O>::get();
-      if (opt_.algo == algorithm::native) {
+      if (opt_.algo == allreduce_algorithm::native) {
         const detail::native_layout<F> layout{opt_.kahan};
         detail::check(MPI_Type_contiguous(static_cast<int>(layout.unit_bytes()), MPI_BYTE, &unit_type_),
                       "MPI_Type_contiguous");
@@ -135,7 +136,7 @@ class allreduce_plan {
   /// The allreduce of count tensors (count and sizes as at construction) with a scaler shared by
   /// every tensor (e.g. cpd::aps<F>(size())), whose statistics are 32-bit and combine by max.
   /// Collective. Each tensor's out equals simulate_allreduce<F, R, O>(all ranks' in, out, size,
-  /// size(), scaler, {ring, kahan, mean, key, residuals}) for algorithm::ring.
+  /// size(), scaler, {algo, kahan, mean, key, residuals}) for every algorithm but native.
   template <class Scaler>
   auto operator()(const tensor* t, std::size_t count, Scaler&& scaler) {
     return run(t, count, [&](std::size_t) -> decltype(auto) { return (scaler); });
@@ -154,19 +155,11 @@ class allreduce_plan {
   result<pow2_scale> operator()(const std::vector<tensor>& t) { return (*this)(t.data(), t.size()); }
 
  private:
-  /// What every rank must pass alike at construction (checked by detail::agree).
-  /// An algorithm that is one of algorithm's enumerators; two_step's accumulator as
-  /// simulate_allreduce checks it.
+  /// The options every rank passed alike (checked by detail::agree): an algorithm of
+  /// mpi::algorithms, two_step's accumulator as simulate_allreduce checks it.
   void check_options() const {
-    switch (opt_.algo) {
-      case algorithm::ring:
-      case algorithm::native:
-      case algorithm::all_gather:
-      case algorithm::pipelined_ring: return;
-      case algorithm::two_step: cpd::detail::check_accumulator(opt_.accumulator, opt_.kahan); return;
-    }
-    cpd::detail::fail_invalid("cpd::mpi::allreduce_plan: options::algo " + std::to_string(static_cast<int>(opt_.algo)) +
-                              " is not a cpd::mpi::algorithm");
+    cpd::detail::check_one_of("cpd::mpi::allreduce_plan", "options::algo", opt_.algo, algorithms, "cpd::mpi runs");
+    if (opt_.algo == allreduce_algorithm::two_step) cpd::detail::check_accumulator(opt_.accumulator, opt_.kahan);
   }
 
   [[nodiscard]] std::vector<detail::agreed> agreement() const {
@@ -185,7 +178,7 @@ class allreduce_plan {
             detail::format_field(format::of<F>()),
             {"the rounding", static_cast<std::uint64_t>(R), to_string(R)},
             {"the overflow", static_cast<std::uint64_t>(O), to_string(O)},
-            {"the algorithm", static_cast<std::uint64_t>(opt_.algo), to_string(opt_.algo)},
+            {"the algorithm", static_cast<std::uint64_t>(opt_.algo), cpd::detail::name_or_number(opt_.algo)},
             {"kahan", opt_.kahan ? 1u : 0u, ""},
             detail::format_field(opt_.accumulator, "the accumulator"),
             {"mean", opt_.mean ? 1u : 0u, ""}};
@@ -225,28 +218,16 @@ class allreduce_plan {
     return true;
   }
 
-  /// Steps 1-3 of a call: error feedback into x, the statistics and check words combined over
-  /// the ranks in one MPI_Allreduce(MPI_MAX), then every tensor's scale. A bad call is reported
-  /// on every rank (mismatch_error), through that same allreduce.
+  /// Steps 1-3 of a call by exchange_scales (exchange/scales.hpp): error feedback into x, the
+  /// statistics combined over the ranks in one MPI_Allreduce(MPI_MAX) that also carries check
+  /// words, then every tensor's scale. A bad call is reported on every rank (mismatch_error),
+  /// through that same allreduce, which this rank then enters without statistics.
   template <class Scale, class ScalerOf>
   void scales(const tensor* t, bool bad, ScalerOf& scaler_of, std::vector<const float*>& x, result<Scale>& res,
               detail::comm_clock& clock) {
-    using St = typename std::decay_t<decltype(scaler_of(std::size_t(0)))>::statistic_type;
-    const std::size_t tn = sizes_.size();
-    std::vector<std::int32_t> stats(3 + tn, 0);
     detail::fingerprint f;
     f.add(bad ? 1 : 0);
-    for (std::size_t i = 0; !bad && i < tn; ++i) {
-      x[i] = t[i].in;
-      if (t[i].residual) {
-        float* e = t[i].residual;
-        for (std::size_t j = 0; j < t[i].size; ++j) e[j] = t[i].in[j] + e[j];
-        x[i] = e;
-      }
-      const St st = cpd::detail::exchange_statistic(scaler_of(i), x[i], t[i].size);
-      std::int32_t word;
-      std::memcpy(&word, &st, 4);
-      stats[3 + i] = word;
+    for (std::size_t i = 0; !bad && i < sizes_.size(); ++i) {
       f.add(t[i].residual != nullptr ? 1 : 0);
       if (sr) {
         f.add(t[i].key.seed);
@@ -254,29 +235,43 @@ class allreduce_plan {
       }
     }
     const auto h = static_cast<std::int32_t>(static_cast<std::uint32_t>(f.h ^ (f.h >> 32)));
-    stats[0] = h;
-    stats[1] = ~h;
-    stats[2] = bad ? 1 : 0;
-    res.statistics_bytes = stats.size() * 4;
+    auto combine = [&](auto* st, std::size_t tn) { combine_over_ranks(st, tn, h, bad, res.statistics_bytes, clock); };
+    if (bad) {
+      combine(static_cast<std::int32_t*>(nullptr), 0);  // (throws mismatch_error on every rank)
+      return;
+    }
+    res.scales = exchange_scales(
+        1, sizes_.size(), [&](std::size_t, std::size_t i) { return exchange_input{t[i].in, t[i].residual, t[i].size}; },
+        scaler_of, combine, x.data());
+  }
+
+  /// The statistics st[0..tn) of this rank (bits of 32-bit values) combined by max over the
+  /// ranks in place, in one MPI_Allreduce(MPI_MAX) of int32 that leads with three check words:
+  /// h and ~h (the ranks agree on error feedback and keys when the max of ~h is ~ the max of
+  /// h) and whether some rank's call is bad (then mismatch_error on every rank).
+  template <class St>
+  void combine_over_ranks(St* st, std::size_t tn, std::int32_t h, bool bad, std::uint64_t& statistics_bytes,
+                          detail::comm_clock& clock) {
+    std::vector<std::int32_t> words(3 + sizes_.size(), 0);
+    for (std::size_t i = 0; i < tn; ++i) std::memcpy(&words[3 + i], &st[i], 4);
+    words[0] = h;
+    words[1] = ~h;
+    words[2] = bad ? 1 : 0;
+    statistics_bytes = words.size() * 4;
     clock.time([&] {
-      detail::check(MPI_Allreduce(MPI_IN_PLACE, stats.data(), static_cast<int>(stats.size()), MPI_INT32_T, MPI_MAX,
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()), MPI_INT32_T, MPI_MAX,
                                   g_.comm),
                     "MPI_Allreduce (statistics)");
     });
-    if (stats[2] != 0)
+    if (words[2] != 0)
       cpd::detail::throw_error<mismatch_error>(
           bad ? "cpd::mpi::allreduce_plan: this rank passed tensors that do not match the plan "
                 "(count, sizes, null pointers, or residual == out)"
               : "cpd::mpi::allreduce_plan: another rank passed tensors that do not match the plan");
-    if (stats[1] != ~stats[0])
+    if (words[1] != ~words[0])
       cpd::detail::throw_error<mismatch_error>(
           "cpd::mpi::allreduce_plan: the ranks disagree on error feedback or the random keys");
-    res.scales.resize(tn);
-    for (std::size_t i = 0; i < tn; ++i) {
-      St st;
-      std::memcpy(&st, &stats[3 + i], 4);
-      res.scales[i] = scaler_of(i).select(st);
-    }
+    for (std::size_t i = 0; i < tn; ++i) std::memcpy(&st[i], &words[3 + i], 4);
   }
 
   template <class ScalerOf>
@@ -295,7 +290,7 @@ class allreduce_plan {
     std::vector<const float*> x(sizes_.size(), nullptr);
     scales(t, !matches(t, count), scaler_of, x, res, clock);
 
-    if (opt_.algo != algorithm::native) {
+    if (opt_.algo != allreduce_algorithm::native) {
       // The rank schedule (exchange/schedule.hpp): the simulation's bits by construction; for a
       // format without NaN its messages carry the NaN bits of a tensor marked nonfinite.
       detail::schedule_allreduce(exchange<Scale>(), g_, sizes_, t, x.data(), res, clock);

@@ -36,15 +36,12 @@ namespace cpd::mpi::detail {
 /// accumulator; for the pipelined ring, segments of opt.segment_bytes, each a message.
 inline exchange_options schedule_options(const options& opt) {
   exchange_options o;
-  o.algorithm = opt.algo == algorithm::two_step         ? allreduce_algorithm::two_step
-                : opt.algo == algorithm::all_gather     ? allreduce_algorithm::all_gather
-                : opt.algo == algorithm::pipelined_ring ? allreduce_algorithm::pipelined_ring
-                                                        : allreduce_algorithm::ring;
+  o.algorithm = opt.algo;
   o.kahan = opt.kahan;
   o.mean = opt.mean;
   o.accumulator = opt.accumulator;
   o.max_message = max_message;
-  if (opt.algo == algorithm::pipelined_ring) {
+  if (opt.algo == allreduce_algorithm::pipelined_ring) {
     o.segment_bytes = std::max<std::size_t>(opt.segment_bytes, 1);
     o.distinct_buffers = true;
   }

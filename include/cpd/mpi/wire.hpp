@@ -41,7 +41,7 @@ inline void sendrecv(MPI_Comm comm, const unsigned char* s, std::size_t sbytes, 
   } while (so < sbytes || ro < rbytes);
 }
 
-/// The buffers algorithm::native keeps between calls.
+/// The buffers allreduce_algorithm::native keeps between calls.
 template <class F>
 struct workspace {
   std::vector<unsigned char> bytes;             ///< send and receive buffers

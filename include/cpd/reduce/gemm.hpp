@@ -38,7 +38,7 @@ inline byte_range matrix_bytes(const char* name, const float* p, std::size_t row
 /// Options of the low-precision GEMM.
 struct gemm_options {
   bool kahan = false;  ///< Kahan-compensated accumulation (every step rounded)
-  stream_key key{};    ///< random bits for stochastic rounding
+  random_stream key{};  ///< random bits for stochastic rounding
 };
 
 /// C = A * B with a low-precision accumulator (CPD's quantized GEMM): A is m x k (row-major,

@@ -63,7 +63,7 @@ struct kahan_accumulator {
 
 /// Element-wise Kahan step of (sum[i], comp[i]) with x[i]; random bits key.bits(k, i), k = 0..3.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, stream_key key = {}) noexcept {
+void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, random_stream key = {}) noexcept {
   constexpr bool sr = R == rounding::stochastic;
   const detail::default_fp_env fp_env;
   for (std::size_t i = 0; i < n; ++i)
@@ -73,7 +73,7 @@ void kahan_accumulate(float* sum, float* comp, const float* x, std::size_t n, st
 
 /// The Kahan sum of x[0..n) in F, every step rounded; random bits key.bits(k, i), k = 0..3.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-[[nodiscard]] float kahan_sum(const float* x, std::size_t n, stream_key key = {}) noexcept {
+[[nodiscard]] float kahan_sum(const float* x, std::size_t n, random_stream key = {}) noexcept {
   constexpr bool sr = R == rounding::stochastic;
   const detail::default_fp_env fp_env;
   float s = 0.0f, c = 0.0f;

@@ -3,9 +3,10 @@
 
 // Rounded sums (docs/reduction.md): one addition Q(a + b) rounds the exact sum of
 // a and b once to F, through the rounding core, never through float on the way;
-// rounded_sub and rounded_mul likewise; stream_key, the random bits of the
-// stochastic roundings of a reduction; accumulate and sum, whose every partial
-// result is rounded to F.
+// rounded_sub and rounded_mul likewise; accumulate and sum, whose every partial
+// result is rounded to F. Their stochastic roundings draw from the one random key,
+// cpd::random_stream: rounding number s of element i draws key.bits(s, i) =
+// random_bits(seed, stream + s, i) (docs/reduction.md lists s for every call).
 //
 // Values are floats that hold values of F ("fake quantization"). No result
 // depends on the caller's floating-point environment (cpd/core/detail/fenv.hpp):
@@ -151,14 +152,9 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
   return detail::canonical_nan(detail::round_to<F, R, O>(detail::widen(a) * detail::widen(b), random_bits));
 }
 
-/// Where the random bits of stochastic rounding come from: rounding number s of element i
-/// draws reduce_random_bits(seed, stream + s, i) (docs/reduction.md lists s for every call).
-/// (cpd::random_stream, the one random key: key.bits(s, i) is random_bits(seed, stream + s, i).)
-using stream_key = random_stream;
-
 /// Element-wise acc[i] = Q(acc[i] + x[i]); random bits key.bits(0, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-void accumulate(float* acc, const float* x, std::size_t n, stream_key key = {}) noexcept {
+void accumulate(float* acc, const float* x, std::size_t n, random_stream key = {}) noexcept {
   const detail::default_fp_env fp_env;
   for (std::size_t i = 0; i < n; ++i)
     acc[i] = detail::rounded_add_in_default_env<F, R, O>(acc[i], x[i], R == rounding::stochastic ? key.bits(0, i) : 0u);
@@ -166,7 +162,7 @@ void accumulate(float* acc, const float* x, std::size_t n, stream_key key = {}) 
 
 /// The sum of x[0..n) in F, left to right from 0: s = Q(s + x[i]); random bits key.bits(0, i).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-[[nodiscard]] float sum(const float* x, std::size_t n, stream_key key = {}) noexcept {
+[[nodiscard]] float sum(const float* x, std::size_t n, random_stream key = {}) noexcept {
   const detail::default_fp_env fp_env;
   float s = 0.0f;
   for (std::size_t i = 0; i < n; ++i)

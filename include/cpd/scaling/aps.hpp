@@ -25,7 +25,7 @@ namespace cpd {
 /// Automatic precision scaling (Han et al., PPoPP 2021) for world_size workers summing in F:
 /// statistic = ceil(log2(max|g| * world_size)), combined by max, shift = emax(F) - statistic - margin.
 template <class F>
-class aps {
+class aps : public tensor_statistics<aps<F>> {
   static_assert(is_float_format_v<F>, "cpd::aps: F must be a cpd::float_t");
 
  public:
@@ -67,11 +67,6 @@ class aps {
     return statistic_of_amax(detail::bit_cast<float>(detail::amax_bits(g, n)));
   }
 
-  /// One statistic per tensor: out[t] = statistic(g[t], n[t]) for t < count.
-  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
-  }
-
   /// max(a, b).
   [[nodiscard]] static constexpr statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return a > b ? a : b;
@@ -105,7 +100,7 @@ class aps {
 
 /// A scale fixed in advance: the baseline "no scaling" is fixed_scaling{}. Its statistic only
 /// says whether the data holds inf or NaN, so that the fixed scale signals it as every scaler does.
-class fixed_scaling {
+class fixed_scaling : public tensor_statistics<fixed_scaling> {
  public:
   /// 1 when the data holds inf or NaN, else 0; combined by max.
   using statistic_type = std::int32_t;
@@ -123,9 +118,6 @@ class fixed_scaling {
   /// 1 when any of g[0..n) is inf or NaN (one read of the data), else 0.
   [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
     return detail::any_nonfinite(g, n) ? 1 : 0;
-  }
-  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
   }
   [[nodiscard]] static constexpr statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return a > b ? a : b;

@@ -32,7 +32,7 @@ namespace cpd {
 /// max(F) / (amax * sqrt(W)) / 2^margin in float (1 for amax 0, inf or NaN; marked nonfinite
 /// for inf or NaN), optionally truncated to a power of two.
 template <class F>
-class amax_sqrtw_scaling {
+class amax_sqrtw_scaling : public tensor_statistics<amax_sqrtw_scaling<F>> {
   static_assert(is_float_format_v<F>, "cpd::amax_sqrtw_scaling: F must be a cpd::float_t");
 
  public:
@@ -61,9 +61,6 @@ class amax_sqrtw_scaling {
   [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
     return detail::bit_cast<float>(detail::amax_bits(g, n));
   }
-  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
-  }
   /// NaN-propagating max.
   [[nodiscard]] static statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return detail::amax_combine(a, b);
@@ -85,7 +82,7 @@ class amax_sqrtw_scaling {
 /// worker multiplies its gradient by 1/W (rounded to float) before it is rounded and summed,
 /// and the sum is multiplied by W afterwards (the exchange's unscale; with a mean, the result is
 /// the sum divided by W). The statistic only says whether the data holds inf or NaN.
-class predivide_scaling {
+class predivide_scaling : public tensor_statistics<predivide_scaling> {
  public:
   /// 1 when the data holds inf or NaN, else 0; combined by max.
   using statistic_type = std::int32_t;
@@ -103,9 +100,6 @@ class predivide_scaling {
   /// 1 when any of g[0..n) is inf or NaN, else 0.
   [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
     return detail::any_nonfinite(g, n) ? 1 : 0;
-  }
-  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
   }
   [[nodiscard]] static constexpr statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return a > b ? a : b;

@@ -23,7 +23,7 @@ namespace cpd {
 /// Dynamic loss scaling with the semantics of PyTorch's torch.amp.GradScaler: the statistic is
 /// found_inf (any inf/NaN in the scaled gradients), combined by max; an overflow multiplies the
 /// scale by backoff and skips the step, growth_interval clean steps in a row multiply it by growth.
-class dynamic_loss_scaling {
+class dynamic_loss_scaling : public tensor_statistics<dynamic_loss_scaling> {
  public:
   /// found_inf: 0 or 1, combined by max.
   using statistic_type = std::int32_t;
@@ -79,9 +79,6 @@ class dynamic_loss_scaling {
   /// 1 when the scaled gradients hold an inf or a NaN, else 0.
   [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
     return detail::amax_bits(g, n) >= 0x7F800000u ? 1 : 0;
-  }
-  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
   }
   [[nodiscard]] static constexpr statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return a > b ? a : b;

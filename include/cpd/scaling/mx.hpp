@@ -14,8 +14,9 @@
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/detail/round.hpp>
 #include <cpd/core/float.hpp>
-#include <cpd/reduce/reduce.hpp>
+#include <cpd/core/names.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/reduce/reduce.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <cstddef>
@@ -53,11 +54,17 @@ constexpr const char* to_string(mx_scale_rule r) noexcept {
   return r == mx_scale_rule::floor ? "floor" : r == mx_scale_rule::ceil ? "ceil" : "rceil";
 }
 
+template <>
+struct enum_names<mx_scale_rule> {
+  static constexpr const char* type = "cpd::mx_scale_rule";
+  static constexpr mx_scale_rule values[] = {mx_scale_rule::floor, mx_scale_rule::ceil, mx_scale_rule::rceil};
+};
+
 /// Options of MX encoding.
 struct mx_options {
   std::size_t block_size = 32;                ///< values per shared scale (k)
   mx_scale_rule rule = mx_scale_rule::floor;  ///< how the shared exponent is chosen
-  stream_key key{};                           ///< random bits of element i: key.bits(0, i) (stochastic)
+  random_stream key{};                        ///< random bits of element i: key.bits(0, i) (stochastic)
 };
 
 /// The e8m0 code NaN (0xFF) of a block holding inf or NaN.

@@ -115,6 +115,21 @@ inline int floor_log2(double v) noexcept {
 
 }  // namespace detail
 
+/// The multi-tensor form of the protocol, written once: a scaler derives from
+/// tensor_statistics<itself> and has statistics(), one statistic per tensor, so that one small
+/// allreduce covers a whole model.
+template <class Scaler>
+class tensor_statistics {
+ public:
+  /// out[t] = statistic(g[t], n[t]) for t < count.
+  template <class S = Scaler>
+  void statistics(const float* const* g, const std::size_t* n, std::size_t count,
+                  typename S::statistic_type* out) const noexcept {
+    const S& scaler = static_cast<const S&>(*this);
+    for (std::size_t t = 0; t < count; ++t) out[t] = scaler.statistic(g[t], n[t]);
+  }
+};
+
 /// The combined statistic of n per-worker statistics, with Scaler::combine.
 template <class Scaler>
 [[nodiscard]] typename Scaler::statistic_type combine_all(const typename Scaler::statistic_type* st, std::size_t n) {

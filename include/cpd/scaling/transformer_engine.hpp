@@ -10,6 +10,7 @@
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/encoding.hpp>
 #include <cpd/core/float.hpp>
+#include <cpd/core/names.hpp>
 #include <cpd/scaling/scale.hpp>
 
 #include <cstddef>
@@ -60,7 +61,7 @@ inline float te_scale_from_amax(float amax, float max_f, float eps, int margin, 
 /// Per-tensor current scaling as Transformer Engine's Float8CurrentScaling:
 /// scale = max(F) / max(amax, epsilon) / 2^margin, optionally truncated to a power of two.
 template <class F>
-class current_scaling {
+class current_scaling : public tensor_statistics<current_scaling<F>> {
   static_assert(is_float_format_v<F>, "cpd::current_scaling: F must be a cpd::float_t");
 
  public:
@@ -88,9 +89,6 @@ class current_scaling {
   [[nodiscard]] statistic_type statistic(const float* g, std::size_t n) const noexcept {
     return detail::bit_cast<float>(detail::amax_bits(g, n));
   }
-  void statistics(const float* const* g, const std::size_t* n, std::size_t count, statistic_type* out) const noexcept {
-    for (std::size_t t = 0; t < count; ++t) out[t] = statistic(g[t], n[t]);
-  }
   /// NaN-propagating max.
   [[nodiscard]] static statistic_type combine(statistic_type a, statistic_type b) noexcept {
     return detail::amax_combine(a, b);
@@ -115,11 +113,22 @@ enum class amax_algorithm : unsigned char {
   most_recent  ///< the amax of the last step
 };
 
+/// The name of an amax algorithm ("max", "most_recent": Transformer Engine's amax_compute_algo).
+constexpr const char* to_string(amax_algorithm a) noexcept {
+  return a == amax_algorithm::max ? "max" : a == amax_algorithm::most_recent ? "most_recent" : "?";
+}
+
+template <>
+struct enum_names<amax_algorithm> {
+  static constexpr const char* type = "cpd::amax_algorithm";
+  static constexpr amax_algorithm values[] = {amax_algorithm::max, amax_algorithm::most_recent};
+};
+
 /// Delayed scaling as Transformer Engine's DelayedScaling recipe, for one tensor: the scale used at
 /// a step comes from the amaxes of earlier steps, scale = max(F) / amax / 2^margin, kept unchanged
 /// while that amax is 0, inf or NaN.
 template <class F>
-class delayed_scaling {
+class delayed_scaling : public tensor_statistics<delayed_scaling<F>> {
   static_assert(is_float_format_v<F>, "cpd::delayed_scaling: F must be a cpd::float_t");
 
  public:

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace cpd::detail {
@@ -31,6 +32,25 @@ template <class E, class... A>
 
 /// A bad argument: std::invalid_argument(what).
 [[noreturn]] inline void fail_invalid(const std::string& what) { throw_error<std::invalid_argument>(what); }
+
+/// s for an error message: control bytes (NUL included) and DEL as \xNN, so that a message is
+/// one line and no NUL ends what(); the bytes above 0x7f too, unless keep_utf8 (text whose
+/// UTF-8 should show as itself).
+inline std::string printable(std::string_view s, bool keep_utf8 = false) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f && (u < 0x80 || keep_utf8)) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out;
+}
 
 /// A size that does not fit (an element count times a width overflows): std::length_error(what).
 [[noreturn]] inline void fail_length(const std::string& what) { throw_error<std::length_error>(what); }

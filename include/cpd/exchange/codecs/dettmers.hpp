@@ -170,7 +170,7 @@ class dynamic_tree_codec final : public detail::block8_codec {
   /// block: values per scale; 0 scales the whole tensor at once.
   explicit dynamic_tree_codec(std::size_t block = 0) : block8_codec("dyntree8", block) {}
 
-  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& = {}) const override {
     const auto& t = detail::dynamic_tree();
     encode_blocks(in, n, payload, [&](std::size_t lo, std::size_t hi, std::uint8_t* codes) {
       float m = 0.0f, am = 0.0f;
@@ -200,7 +200,7 @@ class linear8_codec final : public detail::block8_codec {
   /// block: values per scale; 0 scales the whole tensor at once.
   explicit linear8_codec(std::size_t block = 0) : block8_codec("linear8", block) {}
 
-  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& = {}) const override {
     encode_blocks(in, n, payload, [&](std::size_t lo, std::size_t hi, std::uint8_t* codes) {
       float am = 0.0f;
       for (std::size_t i = lo; i < hi; ++i) am = std::fmax(am, std::fabs(in[i]));

@@ -46,7 +46,7 @@ class float_codec final : public codec {
   /// The scale word of a payload whose input held inf or NaN.
   static constexpr std::uint32_t nonfinite_scale = 0x80000000u;
 
-  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const override {
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& key = {}) const override {
     const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const aps<F> a(1);
     const pow2_scale sc = a.select(a.statistic(in, n));

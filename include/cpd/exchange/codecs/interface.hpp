@@ -35,10 +35,6 @@
 
 namespace cpd {
 
-/// The random bits of a stochastic encode, element i drawing cpd::random_bits(seed, stream, i):
-/// the one (seed, stream) key of cpd (core/random.hpp).
-using codec_key = random_stream;
-
 /// A gradient codec: n floats <-> payload_size(n) bytes. Implementations are immutable
 /// (const member functions, no state), so one object serves any number of threads.
 class codec {
@@ -52,7 +48,7 @@ class codec {
   /// Whether encode draws random bits (then the payload depends on the key).
   [[nodiscard]] virtual bool stochastic() const noexcept = 0;
   /// Encodes in[0..n) into payload[0..payload_size(n)).
-  virtual void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const = 0;
+  virtual void encode(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& key = {}) const = 0;
   /// Decodes the payload of n values into out[0..n).
   virtual void decode(const std::uint8_t* payload, std::size_t n, float* out) const = 0;
 

@@ -35,7 +35,7 @@ class onebit_codec final : public codec {
   }
   [[nodiscard]] bool stochastic() const noexcept override { return false; }
 
-  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& = {}) const override {
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& = {}) const override {
     const detail::default_fp_env fp_env;  // (docs/reliability.md)
     const std::size_t nb = detail::block_count(n, bucket_);
     std::uint8_t* bits = payload + 8 * nb;

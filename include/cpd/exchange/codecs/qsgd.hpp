@@ -47,7 +47,7 @@ class qsgd_codec final : public codec {
   }
   [[nodiscard]] bool stochastic() const noexcept override { return true; }
 
-  void encode(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key = {}) const override {
+  void encode(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& key = {}) const override {
     const detail::default_fp_env fp_env;  // (docs/reliability.md)
     switch (bits_) {
       case 2: encode_bits<2>(in, n, payload, key); break;
@@ -66,7 +66,7 @@ class qsgd_codec final : public codec {
 
  private:
   template <int B>
-  void encode_bits(const float* in, std::size_t n, std::uint8_t* payload, const codec_key& key) const {
+  void encode_bits(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& key) const {
     constexpr unsigned s = (1u << (B - 1)) - 1u;
     const std::size_t nb = detail::block_count(n, bucket_);
     std::uint8_t* packed = payload + 4 * nb;
