@@ -2,7 +2,8 @@
 #
 # cmake -DCPD_SOURCE_DIR=<dir> -P cpd-check-headers.cmake
 # Fails when a header under include/ is missing from cmake/cpd-headers.cmake,
-# or when that list names a file that does not exist.
+# when that list names a file that does not exist, or when docs/architecture.md
+# does not name a header (as `stem` or stem.hpp / stem.cuh) in its tables.
 
 cmake_minimum_required(VERSION 3.23)
 
@@ -26,6 +27,19 @@ endforeach()
 foreach(header IN LISTS CPD_HEADERS)
   if(NOT EXISTS "${CPD_SOURCE_DIR}/${header}")
     message(SEND_ERROR "${header} is listed in cmake/cpd-headers.cmake but does not exist")
+    math(EXPR errors "${errors} + 1")
+  endif()
+endforeach()
+
+file(READ "${CPD_SOURCE_DIR}/docs/architecture.md" architecture)
+foreach(header IN LISTS CPD_HEADERS)
+  get_filename_component(name "${header}" NAME)
+  get_filename_component(stem "${header}" NAME_WE)
+  string(FIND "${architecture}" "${name}" at_name)
+  string(FIND "${architecture}" "`${stem}`" at_stem)
+  string(FIND "${architecture}" "`${stem} " at_stem_word)
+  if(at_name EQUAL -1 AND at_stem EQUAL -1 AND at_stem_word EQUAL -1)
+    message(SEND_ERROR "${header} is not named in docs/architecture.md (say what it holds in its folder's row)")
     math(EXPR errors "${errors} + 1")
   endif()
 endforeach()
