@@ -3,6 +3,7 @@
 
 // The command line of cpd-train: every flag, its default, and clear errors.
 
+#include "choices.hpp"
 #include "files.hpp"
 
 #include <cpd/cpd.hpp>
@@ -28,18 +29,6 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A gradient format on the command line: "fp32" means no rounding at all.
-struct grad_format {
-  std::string name;                 // as given on the command line
-  std::optional<cpd::format> fmt;   // empty for fp32
-};
-
-/// A gradient codec on the command line (--codec): one more run, next to the format x APS runs.
-struct codec_spec {
-  std::string name;  // as cpd::codec::name() gives it, with every parameter (e.g. "qsgd:4bit:512")
-  bool error_feedback = false;
-};
-
 /// Whether codec runs feed their quantization error back into the next step.
 enum class error_feedback { automatic, on, off };
 
@@ -49,9 +38,6 @@ inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
   if (mode != error_feedback::automatic) return mode == error_feedback::on;
   return dynamic_cast<const cpd::onebit_codec*>(&c) != nullptr;
 }
-
-/// How the weights are updated when they are kept in a low-precision format.
-enum class update_rounding { nearest_even, stochastic, kahan };
 
 /// The algorithms cpd-train runs: the simulation's (over MPI, cpd::rank_algorithms).
 inline constexpr const auto& train_algorithms = cpd::simulated_algorithms;
@@ -100,15 +86,6 @@ inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
     if (kahan && *c.algorithm == cpd::allreduce_algorithm::two_step)
       throw usage_error("--policy: algorithm two_step with --kahan: two_step sums in float32 and rounds once");
   }
-}
-
-/// The rule and algorithm a policy choice runs: its own (check_choice checked them), or the
-/// run's where it names none.
-inline cpd::scaler_kind choice_scaler(const cpd::precision_choice& c, cpd::scaler_kind run) {
-  return c.scaler.value_or(run);
-}
-inline cpd::allreduce_algorithm choice_algorithm(const cpd::precision_choice& c, cpd::allreduce_algorithm run) {
-  return c.algorithm.value_or(run);
 }
 
 /// The table's and the CSV's APS column: off (no scaling), on (APS), else the scaler's name.
