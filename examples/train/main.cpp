@@ -610,8 +610,9 @@ int start_mpi(options& o, int& argc, char**& argv, int& rank) {
 #endif
 }
 
-int run_main(int argc, char** argv, int& rank) {
-  options o;
+/// The command line read and its formats checked against the ones compiled in: a status when
+/// the program ends here (--help, a bad flag), else nullopt.
+std::optional<int> read_command_line(int argc, char** argv, options& o) {
   try {
     auto parsed = train::parse(argc, argv);
     if (!parsed) {
@@ -638,55 +639,30 @@ int run_main(int argc, char** argv, int& rank) {
             train::train_format_names());
         return train::exit_usage;
       }
+  return std::nullopt;
+}
 
-  if (o.mpi)
-    if (const int st = start_mpi(o, argc, argv, rank)) return st;
-  const bool printer = rank <= 0;
-  struct mpi_finalizer {
-    bool on;
-    ~mpi_finalizer() {
-#if CPD_TRAIN_MPI
-      if (on && std::uncaught_exceptions() == 0) MPI_Finalize();  // else main's MPI_Abort
-#endif
-    }
-  } finalize_mpi{o.mpi};
-
-  outputs out;
-  if (const int st = agree(open_outputs(o, printer, out), o.mpi, rank)) return st;
-  dataset tr, te;
-  if (const int st = agree(load_data(o, tr, te), o.mpi, rank)) return st;
-#if CPD_TRAIN_MPI
-  if (o.mpi)
-    if (const int st = agree_fields({data_field(tr, te)}, rank)) return st;
-#endif
-  if (const int st = agree(check_data(o, tr), o.mpi, rank)) return st;
-
-  // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
+/// The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
+std::vector<run_config> run_configs(const options& o) {
   std::vector<run_config> configs;
   for (const auto& gf : o.grad_formats)
     for (cpd::scaler_kind s : o.scalers) configs.push_back({gf, s, std::nullopt, o.policy.has_value()});
   for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, cpd::scaler_kind::none, c});
+  return configs;
+}
 
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
-  const train::thread_pool pool(threads);
-  if (!printer && !std::freopen("/dev/null", "w", stdout)) return train::exit_failure;  // only rank 0 reports
-  print_setup(o, tr, te, threads);
+/// The progress bar's label of run i of n: "[i/n name aps|no-aps|scaler]".
+std::string run_label(const run_config& rc, std::size_t i, std::size_t n) {
+  const std::string how = rc.codec                                  ? ""
+                          : rc.scaler == cpd::scaler_kind::aps  ? " aps"
+                          : rc.scaler == cpd::scaler_kind::none ? " no-aps"
+                                                                  : std::string(" ") + cpd::to_string(rc.scaler);
+  return "[" + std::to_string(i) + "/" + std::to_string(n) + " " + rc.name() + how + "]";
+}
 
-  std::vector<run_result> runs;
-  for (const run_config& rc : configs) {
-    const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(configs.size()) + " " +
-                              rc.name() + (rc.codec                                  ? ""
-                                           : rc.scaler == cpd::scaler_kind::aps  ? " aps"
-                                           : rc.scaler == cpd::scaler_kind::none ? " no-aps"
-                                                                                   : std::string(" ") +
-                                                                                         cpd::to_string(rc.scaler)) +
-                              "]";
-    runs.push_back(run_one(o, rc, tr, te, pool, label, rank));
-  }
-  print_table(runs);
-  if (!printer) return train::exit_ok;
-
+/// Rank 0's outputs after the table: the CSV and the plot, standard output flushed, and the
+/// runs that diverged named; the exit status.
+int write_outputs(outputs& out, const std::vector<run_result>& runs) {
   int status = train::exit_ok;
   try {
     if (out.csv.is_open()) write_csv(out.csv, runs);
@@ -709,6 +685,48 @@ int run_main(int argc, char** argv, int& rank) {
     if (status == train::exit_ok) status = train::exit_diverged;
   }
   return status;
+}
+
+/// MPI_Finalize at the end of an --mpi job that did not throw (else main's MPI_Abort).
+struct mpi_finalizer {
+  bool on;
+  ~mpi_finalizer() {
+#if CPD_TRAIN_MPI
+    if (on && std::uncaught_exceptions() == 0) MPI_Finalize();
+#endif
+  }
+};
+
+int run_main(int argc, char** argv, int& rank) {
+  options o;
+  if (const std::optional<int> st = read_command_line(argc, argv, o)) return *st;
+  if (o.mpi)
+    if (const int st = start_mpi(o, argc, argv, rank)) return st;
+  const bool printer = rank <= 0;
+  const mpi_finalizer finalize_mpi{o.mpi};
+
+  outputs out;
+  if (const int st = agree(open_outputs(o, printer, out), o.mpi, rank)) return st;
+  dataset tr, te;
+  if (const int st = agree(load_data(o, tr, te), o.mpi, rank)) return st;
+#if CPD_TRAIN_MPI
+  if (o.mpi)
+    if (const int st = agree_fields({data_field(tr, te)}, rank)) return st;
+#endif
+  if (const int st = agree(check_data(o, tr), o.mpi, rank)) return st;
+
+  const std::vector<run_config> configs = run_configs(o);
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
+  const train::thread_pool pool(threads);
+  if (!printer && !std::freopen("/dev/null", "w", stdout)) return train::exit_failure;  // only rank 0 reports
+  print_setup(o, tr, te, threads);
+
+  std::vector<run_result> runs;
+  for (const run_config& rc : configs)
+    runs.push_back(run_one(o, rc, tr, te, pool, run_label(rc, runs.size() + 1, configs.size()), rank));
+  print_table(runs);
+  return printer ? write_outputs(out, runs) : train::exit_ok;
 }
 
 }  // namespace
