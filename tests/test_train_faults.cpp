@@ -338,7 +338,7 @@ TEST_CASE("values clipped to max in a format without inf count as overflowed") {
   grads[0] = {10.0f, 0.5f, 0.0f, 1.0f};
   grads[1] = {-7.0f, 0.5f, 0.0f, 1.0f};
   train::aligned_vector<float> mean(4);
-  ex.allreduce_mean(grads, mean.data(), one_thread{}, /*step=*/0);
+  ex.allreduce_mean(grads, mean.data(), /*step=*/0, one_thread{});
   CHECK(ex.stats().count == 8);
   CHECK(ex.stats().overflow == 2);
   CHECK(ex.stats().nonfinite_inputs() == 0);

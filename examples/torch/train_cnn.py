@@ -77,7 +77,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def parse_args(argv):
+def make_parser():
+    """The command line's flags, their defaults and their help."""
     p = argparse.ArgumentParser(
         prog=PROG,
         description="A LeNet-5-like CNN on Fashion-MNIST with W data-parallel workers whose gradients are "
@@ -125,8 +126,12 @@ def parse_args(argv):
                    help="ddp mode's fp32: DDP's own allreduce (gloo), or cpd's hook with fp32 (float32 sums "
                         "in ring order)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on standard error")
-    a = p.parse_args(argv)
+    return p
 
+
+def parse_args(argv):
+    """The flags of argv, checked; a UsageError names the flag and its value."""
+    a = make_parser().parse_args(argv)
     if a.workers is None:
         a.workers = 8 if a.mode == "emulated" else 4
     if not 1 <= a.workers <= 256:
@@ -397,8 +402,6 @@ class TimedHook:
 def ddp_worker(rank, args, configs, port, result_path):
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    import cpd.torch as ct
     import warnings
     # cpd.torch wraps the exchange's read-only message buffers in tensors that gloo only reads.
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -409,80 +412,85 @@ def ddp_worker(rank, args, configs, port, result_path):
     dist.init_process_group("gloo", rank=rank, world_size=W)
     try:
         data = load_data(args.data, args.limit_train)
-        x_all, y_all = data["train_x"], data["train_y"].long()
         # Rank r evaluates its slice of the test set; the correct counts are summed.
         tlo, thi = rank * len(data["test_x"]) // W, (rank + 1) * len(data["test_x"]) // W
-        test_x, test_y = data["test_x"][tlo:thi], data["test_y"][tlo:thi].long()
-        n, B = len(x_all), args.batch
-        steps = n // B
-        results = []
-        for seed in args.seeds:
-            for fmt, aps in configs:
-                torch.manual_seed(seed)
-                net = lenet5()
-                model = DDP(net)
-                if fmt == "fp32" and args.ddp_fp32 == "allreduce":
-                    inner = None
-                else:
-                    inner = ct.comm_hook("fp32" if fmt == "fp32" else fmt, scaler="aps" if aps == "on" else "none",
-                                         seed=seed, record=True)
-                hook = TimedHook(inner, fmt)
-                model.register_comm_hook(None, hook)
-                opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-                loss_fn = torch.nn.CrossEntropyLoss()
-                gen = torch.Generator()
-                gen.manual_seed(seed)
-                res = {"format": fmt, "aps": aps, "seed": seed, "epochs": [], "diverged": False}
-                dist.barrier()
-                t0 = time.perf_counter()
-                for epoch in range(args.epochs):
-                    e0 = time.perf_counter()
-                    perm = torch.randperm(n, generator=gen)
-                    loss_sum = 0.0
-                    for step in range(steps):
-                        idx = perm[step * B:(step + 1) * B]
-                        x = torch.tensor_split(as_input(x_all[idx]), W)[rank]
-                        y = torch.tensor_split(y_all[idx], W)[rank]
-                        opt.zero_grad(set_to_none=True)
-                        loss = loss_fn(model(x), y)
-                        loss.backward()
-                        opt.step()
-                        loss_sum += float(loss.detach()) * len(x)
-                    sums = torch.tensor([loss_sum, correct(net, test_x, test_y)], dtype=torch.float64)
-                    dist.all_reduce(sums)
-                    loss, acc = sums[0].item() / (steps * B), sums[1].item() / len(data["test_x"])
-                    secs = time.perf_counter() - e0
-                    stats = reduce_stats(hook.stats)
-                    out_nf = inner.out_nonfinite if inner is not None else 0
-                    fl, ov, nf = fractions(stats, out_nf)
-                    res["epochs"].append({"epoch": epoch + 1, "train_loss": loss, "test_accuracy": acc,
-                                          "seconds": secs, "flushed": fl, "overflowed": ov, "nonfinite": nf})
-                    if rank == 0 and not args.no_progress:
-                        print(f"{label(fmt, aps, seed, len(args.seeds))} epoch {epoch + 1}/{args.epochs}: train loss "
-                              f"{loss:.4f}, test accuracy {acc:.4f} ({secs:.1f} s; exchange "
-                              f"{hook.seconds / ((epoch + 1) * steps) * 1e3:.2f} ms per step)",
-                              file=sys.stderr, flush=True)
-                    if not math.isfinite(loss):
-                        res["diverged"] = True
-                        break
-                res["seconds"] = time.perf_counter() - t0
-                res["diverged"] |= not weights_finite(net)
-                res["steps"] = steps * len(res["epochs"])
-                res["stats"] = reduce_stats(hook.stats)
-                res["out_nonfinite"] = inner.out_nonfinite if inner is not None else 0
-                res["nonfinite_steps"] = inner.nonfinite_steps if inner is not None else 0
-                res["hash"] = weights_hash(net)
-                # Rank 0's clock; the slowest rank sets every rank's pace through the exchange.
-                res["exchange_seconds"] = hook.seconds
-                # What this rank sent per gradient value (payload and APS statistics); unknown for
-                # gloo's own allreduce, whose algorithm gloo chooses.
-                res["bits_per_value"] = inner.bits_per_value if inner is not None else None
-                results.append(res)
+        shard = {"x": data["train_x"], "y": data["train_y"].long(), "test_x": data["test_x"][tlo:thi],
+                 "test_y": data["test_y"][tlo:thi].long(), "tests": len(data["test_x"])}
+        results = [ddp_run(rank, args, shard, seed, fmt, aps) for seed in args.seeds for fmt, aps in configs]
         if rank == 0:
             with open(result_path, "w") as f:
                 json.dump(results, f)
     finally:
         dist.destroy_process_group()
+
+
+def ddp_run(rank, args, shard, seed, fmt, aps):
+    """One run of rank `rank` under DDP: its share of every batch, the exchange through the cpd
+    hook (or gloo's allreduce for fp32), the losses and test counts summed over the ranks."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import cpd.torch as ct
+    W, B = args.workers, args.batch
+    steps = len(shard["x"]) // B
+    torch.manual_seed(seed)
+    net = lenet5()
+    model = DDP(net)
+    if fmt == "fp32" and args.ddp_fp32 == "allreduce":
+        inner = None
+    else:
+        inner = ct.comm_hook("fp32" if fmt == "fp32" else fmt, scaler="aps" if aps == "on" else "none",
+                             seed=seed, record=True)
+    hook = TimedHook(inner, fmt)
+    model.register_comm_hook(None, hook)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    res = {"format": fmt, "aps": aps, "seed": seed, "epochs": [], "diverged": False}
+    dist.barrier()
+    t0 = time.perf_counter()
+    for epoch in range(args.epochs):
+        e0 = time.perf_counter()
+        perm = torch.randperm(len(shard["x"]), generator=gen)
+        loss_sum = 0.0
+        for step in range(steps):
+            idx = perm[step * B:(step + 1) * B]
+            x = torch.tensor_split(as_input(shard["x"][idx]), W)[rank]
+            y = torch.tensor_split(shard["y"][idx], W)[rank]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            loss_sum += float(loss.detach()) * len(x)
+        sums = torch.tensor([loss_sum, correct(net, shard["test_x"], shard["test_y"])], dtype=torch.float64)
+        dist.all_reduce(sums)
+        loss, acc = sums[0].item() / (steps * B), sums[1].item() / shard["tests"]
+        secs = time.perf_counter() - e0
+        fl, ov, nf = fractions(reduce_stats(hook.stats), inner.out_nonfinite if inner is not None else 0)
+        res["epochs"].append({"epoch": epoch + 1, "train_loss": loss, "test_accuracy": acc,
+                              "seconds": secs, "flushed": fl, "overflowed": ov, "nonfinite": nf})
+        if rank == 0 and not args.no_progress:
+            print(f"{label(fmt, aps, seed, len(args.seeds))} epoch {epoch + 1}/{args.epochs}: train loss "
+                  f"{loss:.4f}, test accuracy {acc:.4f} ({secs:.1f} s; exchange "
+                  f"{hook.seconds / ((epoch + 1) * steps) * 1e3:.2f} ms per step)",
+                  file=sys.stderr, flush=True)
+        if not math.isfinite(loss):
+            res["diverged"] = True
+            break
+    res["seconds"] = time.perf_counter() - t0
+    res["diverged"] |= not weights_finite(net)
+    res["steps"] = steps * len(res["epochs"])
+    res["stats"] = reduce_stats(hook.stats)
+    res["out_nonfinite"] = inner.out_nonfinite if inner is not None else 0
+    res["nonfinite_steps"] = inner.nonfinite_steps if inner is not None else 0
+    res["hash"] = weights_hash(net)
+    # Rank 0's clock; the slowest rank sets every rank's pace through the exchange.
+    res["exchange_seconds"] = hook.seconds
+    # What this rank sent per gradient value (payload and APS statistics); unknown for
+    # gloo's own allreduce, whose algorithm gloo chooses.
+    res["bits_per_value"] = inner.bits_per_value if inner is not None else None
+    return res
 
 
 def reduce_stats(stats):

@@ -3,6 +3,7 @@
 
 // The command line of cpd-train: every flag, its default, and clear errors.
 
+#include "choices.hpp"
 #include "files.hpp"
 
 #include <cpd/cpd.hpp>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -28,18 +30,6 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A gradient format on the command line: "fp32" means no rounding at all.
-struct grad_format {
-  std::string name;                 // as given on the command line
-  std::optional<cpd::format> fmt;   // empty for fp32
-};
-
-/// A gradient codec on the command line (--codec): one more run, next to the format x APS runs.
-struct codec_spec {
-  std::string name;  // as cpd::codec::name() gives it, with every parameter (e.g. "qsgd:4bit:512")
-  bool error_feedback = false;
-};
-
 /// Whether codec runs feed their quantization error back into the next step.
 enum class error_feedback { automatic, on, off };
 
@@ -49,9 +39,6 @@ inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
   if (mode != error_feedback::automatic) return mode == error_feedback::on;
   return dynamic_cast<const cpd::onebit_codec*>(&c) != nullptr;
 }
-
-/// How the weights are updated when they are kept in a low-precision format.
-enum class update_rounding { nearest_even, stochastic, kahan };
 
 /// The algorithms cpd-train runs: the simulation's (over MPI, cpd::rank_algorithms).
 inline constexpr const auto& train_algorithms = cpd::simulated_algorithms;
@@ -100,15 +87,6 @@ inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
     if (kahan && *c.algorithm == cpd::allreduce_algorithm::two_step)
       throw usage_error("--policy: algorithm two_step with --kahan: two_step sums in float32 and rounds once");
   }
-}
-
-/// The rule and algorithm a policy choice runs: its own (check_choice checked them), or the
-/// run's where it names none.
-inline cpd::scaler_kind choice_scaler(const cpd::precision_choice& c, cpd::scaler_kind run) {
-  return c.scaler.value_or(run);
-}
-inline cpd::allreduce_algorithm choice_algorithm(const cpd::precision_choice& c, cpd::allreduce_algorithm run) {
-  return c.algorithm.value_or(run);
 }
 
 /// The table's and the CSV's APS column: off (no scaling), on (APS), else the scaler's name.
@@ -261,125 +239,152 @@ inline std::vector<cpd::precision_choice> policy_choices(const options& o) {
                                               2 * (o.hidden.size() + 1));
 }
 
-/// Parses argv; throws usage_error with a clear message. Returns nullopt for --help.
-inline std::optional<options> parse(int argc, char** argv) {
-  options o;
+/// The flags that parse reads in a second pass, once every flag is known.
+struct deferred_flags {
   std::string formats = "fp32,e5m2,e4m3,e3m0", aps = "off,on";
   std::optional<std::string> codecs, feedback_flag, scaler_list;
   error_feedback feedback = error_feedback::automatic;
-  std::set<std::string> seen;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw usage_error(a + ": missing value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") return std::nullopt;
-    if (a.rfind("--", 0) == 0 && !seen.insert(a).second) throw usage_error(a + " given twice");
-    if (a == "--grad-formats") formats = value();
-    else if (a == "--aps") aps = value();
-    else if (a == "--scaler") scaler_list = value();
-    else if (a == "--policy") o.policy = read_policy(value(), &o.policy_file);
-    else if (a == "--codec") codecs = value();
-    else if (a == "--error-feedback") {
-      const std::string v = value();
-      feedback_flag = v;
-      if (v == "auto") feedback = error_feedback::automatic;
-      else if (v == "on") feedback = error_feedback::on;
-      else if (v == "off") feedback = error_feedback::off;
-      else throw usage_error("--error-feedback: '" + v + "' is not auto, on or off");
-    } else if (a == "--kahan") o.kahan = true;
-    else if (a == "--algorithm") o.algorithm = parse_algorithm(value());
-    else if (a == "--workers") o.workers = static_cast<int>(parse_int(a, value(), 1, 4096));
-    else if (a == "--epochs") o.epochs = static_cast<int>(parse_int(a, value(), 1, 100000));
-    else if (a == "--batch") o.batch = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
-    else if (a == "--lr") o.lr = parse_float_in(a, value(), false);
-    else if (a == "--momentum") {
-      const std::string v = value();
-      o.momentum = parse_float_in(a, v, true);
-      if (o.momentum >= 1) throw usage_error("--momentum: " + v + " is not below 1 (the velocity would never decay)");
-    }
-    else if (a == "--lars") o.lars = true;
-    else if (a == "--weight-decay") o.weight_decay = parse_float_in(a, value(), true);
-    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, (1ll << 62)));
-    else if (a == "--data" || a == "--csv" || a == "--plot") {
-      std::string& target = a == "--data" ? o.data_dir : a == "--csv" ? o.csv : o.plot;
-      target = value();
-      if (target.empty()) throw usage_error(a + ": empty path");
-    } else if (a == "--activations") {
-      o.activations_name = value();
-      o.activations = parse_grad_format(a, o.activations_name).fmt;
-    } else if (a == "--weights") {
-      o.weights_name = value();
-      o.weights = parse_grad_format(a, o.weights_name).fmt;
-    } else if (a == "--update-rounding") {
-      const std::string v = value();
-      if (v == "nearest_even") o.update = update_rounding::nearest_even;
-      else if (v == "stochastic") o.update = update_rounding::stochastic;
-      else if (v == "kahan") o.update = update_rounding::kahan;
-      else throw usage_error("--update-rounding: '" + v + "' is not nearest_even, stochastic or kahan");
-    } else if (a == "--threads") o.threads = static_cast<int>(parse_int(a, value(), 0, 1024));
-    else if (a == "--train-limit") o.train_limit = static_cast<std::size_t>(parse_int(a, value(), 1, 1ll << 40));
-    else if (a == "--hidden") {
-      o.hidden.clear();
-      for (const std::string& h : parse_list(a, value()))
-        o.hidden.push_back(static_cast<std::size_t>(parse_int(a, h, 1, 1 << 16)));
-      if (o.hidden.size() > 64) throw usage_error("--hidden: more than 64 hidden layers");
-    } else if (a == "--no-progress") o.progress = false;
-    else if (a == "--mpi") o.mpi = true;
-    else throw usage_error("unknown option '" + a + "' (see --help)");
+  std::set<std::string> seen;  // every --flag given
+};
+
+/// The next argument, the value of flag a.
+using flag_value = std::function<std::string()>;
+
+/// The flags of what is run (formats, scalers, a policy, codecs, the exchange); false when a
+/// is none of them.
+inline bool parse_run_flag(const std::string& a, const flag_value& value, options& o, deferred_flags& d) {
+  if (a == "--grad-formats") d.formats = value();
+  else if (a == "--aps") d.aps = value();
+  else if (a == "--scaler") d.scaler_list = value();
+  else if (a == "--policy") o.policy = read_policy(value(), &o.policy_file);
+  else if (a == "--codec") d.codecs = value();
+  else if (a == "--error-feedback") {
+    const std::string v = value();
+    d.feedback_flag = v;
+    if (v == "auto") d.feedback = error_feedback::automatic;
+    else if (v == "on") d.feedback = error_feedback::on;
+    else if (v == "off") d.feedback = error_feedback::off;
+    else throw usage_error("--error-feedback: '" + v + "' is not auto, on or off");
+  } else if (a == "--kahan") o.kahan = true;
+  else if (a == "--algorithm") o.algorithm = parse_algorithm(value());
+  else return false;
+  return true;
+}
+
+/// The flags of the optimizer and the network; false when a is none of them.
+inline bool parse_training_flag(const std::string& a, const flag_value& value, options& o) {
+  if (a == "--workers") o.workers = static_cast<int>(parse_int(a, value(), 1, 4096));
+  else if (a == "--epochs") o.epochs = static_cast<int>(parse_int(a, value(), 1, 100000));
+  else if (a == "--batch") o.batch = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
+  else if (a == "--lr") o.lr = parse_float_in(a, value(), false);
+  else if (a == "--momentum") {
+    const std::string v = value();
+    o.momentum = parse_float_in(a, v, true);
+    if (o.momentum >= 1) throw usage_error("--momentum: " + v + " is not below 1 (the velocity would never decay)");
   }
-  if (formats != "none")
-    for (const std::string& f : parse_list("--grad-formats", formats)) {
-      grad_format g = parse_grad_format("--grad-formats", f);
-      for (const grad_format& h : o.grad_formats)
-        if (h.fmt == g.fmt)
-          throw usage_error("--grad-formats: " + (h.name == f ? f + " twice" : f + " is the same format as " + h.name));
-      o.grad_formats.push_back(std::move(g));
-    }
-  if (scaler_list && seen.count("--aps"))
+  else if (a == "--lars") o.lars = true;
+  else if (a == "--weight-decay") o.weight_decay = parse_float_in(a, value(), true);
+  else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, (1ll << 62)));
+  else if (a == "--hidden") {
+    o.hidden.clear();
+    for (const std::string& h : parse_list(a, value()))
+      o.hidden.push_back(static_cast<std::size_t>(parse_int(a, h, 1, 1 << 16)));
+    if (o.hidden.size() > 64) throw usage_error("--hidden: more than 64 hidden layers");
+  } else return false;
+  return true;
+}
+
+/// The flags of the data, the outputs, the precision of weights and activations and the
+/// process; false when a is none of them.
+inline bool parse_setup_flag(const std::string& a, const flag_value& value, options& o) {
+  if (a == "--data" || a == "--csv" || a == "--plot") {
+    std::string& target = a == "--data" ? o.data_dir : a == "--csv" ? o.csv : o.plot;
+    target = value();
+    if (target.empty()) throw usage_error(a + ": empty path");
+  } else if (a == "--activations") {
+    o.activations_name = value();
+    o.activations = parse_grad_format(a, o.activations_name).fmt;
+  } else if (a == "--weights") {
+    o.weights_name = value();
+    o.weights = parse_grad_format(a, o.weights_name).fmt;
+  } else if (a == "--update-rounding") {
+    const std::string v = value();
+    if (v == "nearest_even") o.update = update_rounding::nearest_even;
+    else if (v == "stochastic") o.update = update_rounding::stochastic;
+    else if (v == "kahan") o.update = update_rounding::kahan;
+    else throw usage_error("--update-rounding: '" + v + "' is not nearest_even, stochastic or kahan");
+  } else if (a == "--threads") o.threads = static_cast<int>(parse_int(a, value(), 0, 1024));
+  else if (a == "--train-limit") o.train_limit = static_cast<std::size_t>(parse_int(a, value(), 1, 1ll << 40));
+  else if (a == "--no-progress") o.progress = false;
+  else if (a == "--mpi") o.mpi = true;
+  else return false;
+  return true;
+}
+
+/// --grad-formats: the formats, none twice (under any name).
+inline void parse_grad_formats(const std::string& formats, options& o) {
+  if (formats == "none") return;
+  for (const std::string& f : parse_list("--grad-formats", formats)) {
+    grad_format g = parse_grad_format("--grad-formats", f);
+    for (const grad_format& h : o.grad_formats)
+      if (h.fmt == g.fmt)
+        throw usage_error("--grad-formats: " + (h.name == f ? f + " twice" : f + " is the same format as " + h.name));
+    o.grad_formats.push_back(std::move(g));
+  }
+}
+
+/// --scaler, or --aps (off: none, on: aps): the scaling rules of each format, none twice.
+inline void parse_scalers(const deferred_flags& d, options& o) {
+  if (d.scaler_list && d.seen.count("--aps"))
     throw usage_error("--aps and --scaler: give one (--aps on is --scaler aps, --aps off is --scaler none)");
-  if (scaler_list) {
-    for (const std::string& v : parse_list("--scaler", *scaler_list)) {
-      const cpd::scaler_kind k = parse_name("--scaler", v, train_scalers);
-      if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end())
-        throw usage_error("--scaler: " + v + " twice");
-      if (o.mpi && !cpd::is_one_of(k, mpi_scalers))
-        throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs aps, loss and none (the others run in "
-                          "the emulated exchange)");
-      o.scalers.push_back(k);
-    }
-  } else {
-    for (const std::string& v : parse_list("--aps", aps)) {
+  const std::string flag = d.scaler_list ? "--scaler" : "--aps";
+  for (const std::string& v : parse_list(flag, d.scaler_list ? *d.scaler_list : d.aps)) {
+    cpd::scaler_kind k = cpd::scaler_kind::none;
+    if (d.scaler_list) {
+      k = parse_name("--scaler", v, train_scalers);
+    } else {
       if (v != "off" && v != "on") throw usage_error("--aps: '" + v + "' is not off or on");
-      const cpd::scaler_kind k = v == "on" ? cpd::scaler_kind::aps : cpd::scaler_kind::none;
-      if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end())
-        throw usage_error("--aps: " + v + " twice");
-      o.scalers.push_back(k);
+      k = v == "on" ? cpd::scaler_kind::aps : cpd::scaler_kind::none;
     }
+    if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end()) throw usage_error(flag + ": " + v + " twice");
+    if (d.scaler_list && o.mpi && !cpd::is_one_of(k, mpi_scalers))
+      throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs aps, loss and none (the others run in "
+                        "the emulated exchange)");
+    o.scalers.push_back(k);
   }
-  if (codecs)
-    for (const std::string& spec : parse_list("--codec", *codecs)) {
+}
+
+/// --codec and --error-feedback: the codecs, none twice, each with its error feedback.
+inline void parse_codecs(const deferred_flags& d, options& o) {
+  if (d.codecs)
+    for (const std::string& spec : parse_list("--codec", *d.codecs)) {
       const std::unique_ptr<cpd::codec> c = parse_codec(spec);
-      for (const codec_spec& d : o.codecs)
-        if (d.name == c->name()) throw usage_error("--codec: " + d.name + " twice");
-      o.codecs.push_back({c->name(), wants_error_feedback(*c, feedback)});
+      for (const codec_spec& e : o.codecs)
+        if (e.name == c->name()) throw usage_error("--codec: " + e.name + " twice");
+      o.codecs.push_back({c->name(), wants_error_feedback(*c, d.feedback)});
     }
   if (o.grad_formats.empty() && o.codecs.empty())
     throw usage_error("--grad-formats none and no --codec: nothing to run");
-  if (feedback_flag && o.codecs.empty())
-    throw usage_error("--error-feedback " + *feedback_flag + " without --codec: only codec runs have error feedback");
-  if (o.policy) {
-    if (o.grad_formats.empty()) throw usage_error("--policy: --grad-formats none leaves no format run to apply it to");
-    try {  // the tensors are known here (two per layer); the steps of an epoch only with the data
-      for (const cpd::precision_choice& c : policy_choices(o)) check_choice(c, o.mpi, o.kahan);
-    } catch (const std::invalid_argument& e) {
-      std::string why = e.what();
-      const std::string prefix = "cpd::precision_policy: ";
-      if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
-      throw usage_error("--policy: " + why);
-    }
+  if (d.feedback_flag && o.codecs.empty())
+    throw usage_error("--error-feedback " + *d.feedback_flag + " without --codec: only codec runs have error feedback");
+}
+
+/// --policy against the runs and the tensors (the steps of an epoch are known only with the data).
+inline void check_policy_flag(const options& o) {
+  if (!o.policy) return;
+  if (o.grad_formats.empty()) throw usage_error("--policy: --grad-formats none leaves no format run to apply it to");
+  try {  // the tensors are known here (two per layer); the steps of an epoch only with the data
+    for (const cpd::precision_choice& c : policy_choices(o)) check_choice(c, o.mpi, o.kahan);
+  } catch (const std::invalid_argument& e) {
+    std::string why = e.what();
+    const std::string prefix = "cpd::precision_policy: ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    throw usage_error("--policy: " + why);
   }
+}
+
+/// The flags that cannot go together.
+inline void check_combinations(const options& o) {
   if (o.batch < o.workers)
     throw usage_error("--batch " + std::to_string(o.batch) + " is smaller than --workers " + std::to_string(o.workers));
   if (o.update != update_rounding::nearest_even && !o.weights)
@@ -389,6 +394,28 @@ inline std::optional<options> parse(int argc, char** argv) {
   if (o.mpi && !cpd::is_one_of(o.algorithm, cpd::rank_algorithms))
     throw usage_error(std::string("--algorithm ") + cpd::to_string(o.algorithm) +
                       " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");
+}
+
+/// Parses argv; throws usage_error with a clear message. Returns nullopt for --help.
+inline std::optional<options> parse(int argc, char** argv) {
+  options o;
+  deferred_flags d;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const flag_value value = [&]() -> std::string {
+      if (i + 1 >= argc) throw usage_error(a + ": missing value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") return std::nullopt;
+    if (a.rfind("--", 0) == 0 && !d.seen.insert(a).second) throw usage_error(a + " given twice");
+    if (!parse_run_flag(a, value, o, d) && !parse_training_flag(a, value, o) && !parse_setup_flag(a, value, o))
+      throw usage_error("unknown option '" + a + "' (see --help)");
+  }
+  parse_grad_formats(d.formats, o);
+  parse_scalers(d, o);
+  parse_codecs(d, o);
+  check_policy_flag(o);
+  check_combinations(o);
   return o;
 }
 

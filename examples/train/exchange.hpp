@@ -4,7 +4,7 @@
 // The gradient exchange of cpd-train and the low-precision weight store.
 
 #include "aligned.hpp"
-#include "cli.hpp"
+#include "choices.hpp"
 #include "mlp.hpp"
 
 #include <cpd/exchange/simulate.hpp>
@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,7 +107,7 @@ class exchanger {
   /// (global) step `step`. Returns false when the step must be skipped (loss scaling found
   /// an inf or NaN in the sums; the loss scale has backed off), else true.
   template <class Pool>
-  bool allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, const Pool& pool, std::uint64_t step) {
+  bool allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, std::uint64_t step, const Pool& pool) {
     opt_.threads = static_cast<unsigned>(pool.size());
     std::vector<const float*> ptrs(grads.size());
     std::uint64_t nonfinite = 0;
@@ -152,7 +153,7 @@ class exchanger {
   /// (loss_scale_state), a fixed power of two for the step.
   reducer_fn make_reducer(const cpd::format& f, cpd::scaler_kind scaler, cpd::allreduce_algorithm algorithm) {
     if (!cpd::visit<cpd::exchange_formats>(f, [](auto) {}))
-      throw usage_error("gradient format " + (f == cpd::format::of<cpd::float_t<8, 23>>() ? "fp32" : f.name()) +
+      throw std::invalid_argument("gradient format " + (f == cpd::format::of<cpd::float_t<8, 23>>() ? "fp32" : f.name()) +
                         " is not compiled into cpd-train; use one of " + train_format_names() +
                         " (or add it to cpd::exchange_formats in include/cpd/core/format.hpp)");
     const int w = workers_;
@@ -284,8 +285,10 @@ class codec_exchanger {
         inputs_(feedback_ ? static_cast<std::size_t>(workers) : 0, aligned_vector<float>(n)) {}
 
   /// mean = the W-way mean of grads, per tensor, through the codec; `step` keys its random bits.
+  /// Returns true: no step is skipped (as exchanger::allreduce_mean's, with which it shares
+  /// gradient_exchange.hpp's adapter).
   template <class Pool>
-  void allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, std::uint64_t step, const Pool& pool) {
+  bool allreduce_mean(std::vector<aligned_vector<float>>& grads, float* mean, std::uint64_t step, const Pool& pool) {
     const std::size_t W = grads.size(), n = residuals_[0].size();
     pool.parallel_for(W, [&](std::size_t w) {
       prepare_codec_residual(feedback_, grads[w].data(), residuals_[w].data(), feedback_ ? inputs_[w].data() : nullptr,
@@ -313,9 +316,14 @@ class codec_exchanger {
     });
     for (const cpd::value_stats& s : per) stats_ += s;
     stats_.overflow += count_nonfinite(mean, tensors_);
+    return true;
   }
 
   const cpd::value_stats& stats() const { return stats_; }
+  /// Bits on the wire per gradient value (codec_bits_per_value).
+  double bits_per_value() const { return codec_bits_per_value(*codec_, tensors_); }
+  /// Codecs scale by themselves: no loss scaling, no step skipped.
+  const loss_scale_state& loss() const { return loss_; }
 
  private:
   std::unique_ptr<cpd::codec> codec_;
@@ -325,6 +333,7 @@ class codec_exchanger {
   std::vector<aligned_vector<float>> residuals_;  // per worker; -0 before every step without feedback
   std::vector<aligned_vector<float>> inputs_;     // per worker: gradient + residual (feedback only)
   cpd::value_stats stats_;
+  loss_scale_state loss_;  // unused
 };
 
 /// The weights, kept in float or in a low-precision format with a chosen update rounding.

@@ -9,6 +9,7 @@
 #include "agreement.hpp"
 #include "cli.hpp"
 #include "exchange.hpp"
+#include "gradient_exchange.hpp"
 #include "idx.hpp"
 #include "memory.hpp"
 #include "output.hpp"
@@ -34,6 +35,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -141,125 +143,157 @@ std::optional<cpd::precision_policy> policy(const options& o, const run_config& 
                                       net.tensors().size(), tr.n / static_cast<std::size_t>(o.batch));
 }
 
+/// The MLP of the flags: tr.dim inputs, the --hidden layers, 10 classes, its activations
+/// rounded as --activations asks.
+train::mlp make_net(const options& o, std::size_t inputs) {
+  std::vector<std::size_t> widths{inputs};
+  widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
+  widths.push_back(10);
+  train::mlp net(widths);
+  net.round_activations(o.activations);
+  return net;
+}
+
+/// One run's gradient exchange: a format (with its scaler and policy) or a codec, over the W
+/// workers emulated in this process (rank < 0) or as worker `rank` of an MPI job.
+std::unique_ptr<train::gradient_exchange> make_exchange(const options& o, const run_config& rc, const train::mlp& net,
+                                                        const dataset& tr, const train::thread_pool& pool, int rank) {
+#if CPD_TRAIN_MPI
+  if (rank >= 0) {
+    if (rc.codec)
+      return std::make_unique<train::mpi_worker_exchange<train::mpi_codec_exchanger>>(rank, *rc.codec, o.seed,
+                                                                                      net.tensors(), net.size());
+    return std::make_unique<train::mpi_worker_exchange<train::mpi_exchanger>>(
+        rank, rc.format.fmt, rc.scaler, o.kahan, net.tensors(), o.algorithm, policy(o, rc, net, tr));
+  }
+#else
+  (void)rank;  // start_mpi refused --mpi
+#endif
+  const std::size_t W = static_cast<std::size_t>(o.workers);
+  if (rc.codec)
+    return std::make_unique<train::emulated_exchange<train::codec_exchanger>>(pool, W, *rc.codec, o.workers, o.seed,
+                                                                              net.tensors(), net.size());
+  return std::make_unique<train::emulated_exchange<train::exchanger>>(
+      pool, W, rc.format.fmt, rc.scaler, o.kahan, o.workers, net.tensors(), o.algorithm, policy(o, rc, net, tr));
+}
+
+/// One run's training: the network, its weights, its exchange and the buffers of a step.
+class trainer {
+ public:
+  trainer(const options& o, const run_config& rc, const dataset& tr, const train::thread_pool& pool, int rank)
+      : o_(o), tr_(tr), net_(make_net(o, tr.dim)), weights_(o.weights, o.update, o.seed, init_params()),
+        exchange_(make_exchange(o, rc, net_, tr, pool, rank)),
+        grads_(W(), train::aligned_vector<float>(net_.size())), losses_(W()), mean_(net_.size()),
+        velocity_(net_.size(), 0.0f), update_(net_.size()), order_(tr.n), shuffle_rng_{o.seed ^ 0x5DEECE66Dull},
+        batch_x_(B() * tr.dim), batch_y_(B()) {
+    for (std::size_t i = 0; i < tr.n; ++i) order_[i] = i;
+  }
+
+  /// One epoch: the data shuffled, then every batch's gradients computed, exchanged and
+  /// applied; returns the mean train loss and counts the steps and the exchange's seconds.
+  double epoch(int epoch, run_result& res, train::progress_bar& bar) {
+    const std::size_t steps = tr_.n / B();
+    for (std::size_t i = tr_.n; i > 1; --i) std::swap(order_[i - 1], order_[shuffle_rng_.below(i)]);
+    double loss_sum = 0;
+    for (std::size_t step = 0; step < steps; ++step) {
+      const std::uint64_t global_step = static_cast<std::uint64_t>(epoch) * steps + step;
+      fill_batch(step);
+      exchange_->compute([&](std::size_t w) { work(w); });
+      const auto x0 = std::chrono::steady_clock::now();
+      const bool apply = exchange_->allreduce_mean(grads_, losses_, mean_.data(), global_step);
+      res.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - x0).count();
+      ++res.steps;
+      for (double l : losses_) loss_sum += l;
+      if (apply) {  // false: loss scaling skips this step (GradScaler's skipped optimizer step)
+        sgd_update(o_, net_, weights_.values(), mean_.data(), velocity_.data(), update_.data());
+        weights_.apply(update_.data(), global_step);
+      }
+      bar.update(epoch, o_.epochs, step, steps, loss_sum / static_cast<double>((step + 1) * B()));
+    }
+    return loss_sum / static_cast<double>(steps * B());
+  }
+
+  /// The fraction of the test set the weights classify correctly.
+  double accuracy(const dataset& te) const {
+    return static_cast<double>(net_.correct(weights_.values(), te.x.data(), te.y.data(), te.n)) /
+           static_cast<double>(te.n);
+  }
+
+  /// The run's statistics, bits per value, loss scaling, weights-hash and divergence.
+  void finish(const run_config& rc, run_result& res) const {
+    res.stats = exchange_->stats();
+    res.bits_per_value = exchange_->bits_per_value();
+    if (rc.scaler == cpd::scaler_kind::loss) {
+      res.skipped_steps = exchange_->loss().skipped_steps();
+      res.loss_scale = exchange_->loss().scale();
+    }
+    res.hash = train::fnv1a64(weights_.values(), net_.size() * sizeof(float));
+    for (const epoch_result& e : res.epochs) res.diverged |= !std::isfinite(e.train_loss);
+    for (std::size_t i = 0; i < net_.size(); ++i) res.diverged |= !std::isfinite(weights_.values()[i]);
+  }
+
+ private:
+  std::size_t W() const { return static_cast<std::size_t>(o_.workers); }
+  std::size_t B() const { return static_cast<std::size_t>(o_.batch); }
+
+  train::aligned_vector<float> init_params() const {
+    train::aligned_vector<float> params;
+    net_.init(params, o_.seed);
+    return params;
+  }
+
+  /// The samples of batch `step` of this epoch's order.
+  void fill_batch(std::size_t step) {
+    for (std::size_t i = 0; i < B(); ++i) {
+      const std::size_t k = order_[step * B() + i];
+      std::copy_n(tr_.x.data() + k * tr_.dim, tr_.dim, batch_x_.data() + i * tr_.dim);
+      batch_y_[i] = tr_.y[k];
+    }
+  }
+
+  /// Worker w takes samples [w*B/W, (w+1)*B/W) of the batch: its own mean gradient.
+  void work(std::size_t w) {
+    const std::size_t lo = w * B() / W(), hi = (w + 1) * B() / W();
+    losses_[w] = net_.gradient(weights_.values(), batch_x_.data() + lo * tr_.dim, batch_y_.data() + lo, hi - lo,
+                               grads_[w].data());
+  }
+
+  const options& o_;
+  const dataset& tr_;
+  train::mlp net_;
+  train::weight_store weights_;
+  std::unique_ptr<train::gradient_exchange> exchange_;
+  std::vector<train::aligned_vector<float>> grads_;
+  std::vector<double> losses_;
+  train::aligned_vector<float> mean_, velocity_, update_;
+  std::vector<std::size_t> order_;
+  train::splitmix64 shuffle_rng_;
+  train::aligned_vector<float> batch_x_;
+  std::vector<std::uint8_t> batch_y_;
+};
+
 /// One run. rank < 0: all W workers emulated in this process; else this process
 /// is worker `rank` of an MPI job of W ranks.
 run_result run_one(const options& o, const run_config& rc, const dataset& tr, const dataset& te,
                    const train::thread_pool& pool, const std::string& label, int rank) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::size_t> widths{tr.dim};
-  widths.insert(widths.end(), o.hidden.begin(), o.hidden.end());
-  widths.push_back(10);
-  train::mlp net(widths);
-  net.round_activations(o.activations);
-  train::aligned_vector<float> params;
-  net.init(params, o.seed);
-  train::weight_store weights(o.weights, o.update, o.seed, params);
-
-  const std::size_t W = static_cast<std::size_t>(o.workers);
-  // Exactly one of these exchanges the gradients: a format (ex, mex) or a codec (cex, mcex).
-  std::optional<train::exchanger> ex;
-  std::optional<train::codec_exchanger> cex;
-#if CPD_TRAIN_MPI
-  std::optional<train::mpi_exchanger> mex;
-  std::optional<train::mpi_codec_exchanger> mcex;
-  if (rank >= 0 && rc.codec) mcex.emplace(*rc.codec, o.seed, net.tensors(), net.size());
-  if (rank >= 0 && !rc.codec)
-    mex.emplace(rc.format.fmt, rc.scaler, o.kahan, net.tensors(), o.algorithm,
-                policy(o, rc, net, tr));
-#endif
-  if (rank < 0 && rc.codec) cex.emplace(*rc.codec, o.workers, o.seed, net.tensors(), net.size());
-  if (rank < 0 && !rc.codec)
-    ex.emplace(rc.format.fmt, rc.scaler, o.kahan, o.workers, net.tensors(), o.algorithm, policy(o, rc, net, tr));
-  std::vector<train::aligned_vector<float>> grads(W, train::aligned_vector<float>(net.size()));
-  std::vector<double> losses(W);
-  train::aligned_vector<float> mean(net.size()), velocity(net.size(), 0.0f), update(net.size());
-  std::vector<std::size_t> order(tr.n);
-  for (std::size_t i = 0; i < tr.n; ++i) order[i] = i;
-  train::splitmix64 shuffle_rng{o.seed ^ 0x5DEECE66Dull};
-  const std::size_t B = static_cast<std::size_t>(o.batch);
-  const std::size_t steps = tr.n / B;
-  train::aligned_vector<float> batch_x(B * tr.dim);
-  std::vector<std::uint8_t> batch_y(B);
-
+  trainer t(o, rc, tr, pool, rank);
   run_result res;
   res.grad_format = rc.name();
   res.scaler = rc.scaler;
   res.codec = rc.codec.has_value();
-  if (rc.codec) res.bits_per_value = train::codec_bits_per_value(*cpd::make_codec(rc.codec->name), net.tensors());
-  else if (rc.format.fmt) res.bits_per_value = rc.format.fmt->spec().bits;
   train::progress_bar bar(o.progress, label);
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     const auto e0 = std::chrono::steady_clock::now();
-    for (std::size_t i = tr.n; i > 1; --i) std::swap(order[i - 1], order[shuffle_rng.below(i)]);
-    double loss_sum = 0;
-    for (std::size_t step = 0; step < steps; ++step) {
-      const std::uint64_t global_step = static_cast<std::uint64_t>(epoch) * steps + step;
-      for (std::size_t i = 0; i < B; ++i) {
-        const std::size_t k = order[step * B + i];
-        std::copy_n(tr.x.data() + k * tr.dim, tr.dim, batch_x.data() + i * tr.dim);
-        batch_y[i] = tr.y[k];
-      }
-      // Worker w takes samples [w*B/W, (w+1)*B/W) of the batch: its own mean gradient.
-      auto worker = [&](std::size_t w) {
-        const std::size_t lo = w * B / W, hi = (w + 1) * B / W;
-        losses[w] = net.gradient(weights.values(), batch_x.data() + lo * tr.dim, batch_y.data() + lo, hi - lo,
-                                 grads[w].data());
-      };
-      std::chrono::steady_clock::time_point x0;
-      bool apply = true;  // false: loss scaling skips this step (GradScaler's skipped optimizer step)
-      if (rank < 0) {
-        pool.parallel_for(W, worker);
-        x0 = std::chrono::steady_clock::now();
-        if (cex) cex->allreduce_mean(grads, mean.data(), global_step, pool);
-        else apply = ex->allreduce_mean(grads, mean.data(), pool, global_step);
-      } else {
-#if CPD_TRAIN_MPI
-        const auto r = static_cast<std::size_t>(rank);
-        worker(r);
-        x0 = std::chrono::steady_clock::now();
-        // Every rank gets every worker's loss, summed below in rank order as in the emulation.
-        MPI_Allgather(&losses[r], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
-        if (mcex) mcex->allreduce_mean(grads[r].data(), mean.data(), global_step);
-        else apply = mex->allreduce_mean(grads[r].data(), mean.data(), global_step);
-#endif
-      }
-      res.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - x0).count();
-      ++res.steps;
-      for (double l : losses) loss_sum += l;
-      if (apply) {
-        sgd_update(o, net, weights.values(), mean.data(), velocity.data(), update.data());
-        weights.apply(update.data(), global_step);
-      }
-      bar.update(epoch, o.epochs, step, steps, loss_sum / static_cast<double>((step + 1) * B));
-    }
     epoch_result er;
-    er.train_loss = loss_sum / static_cast<double>(steps * B);
-    er.test_accuracy = static_cast<double>(net.correct(weights.values(), te.x.data(), te.y.data(), te.n)) /
-                       static_cast<double>(te.n);
+    er.train_loss = t.epoch(epoch, res, bar);
+    er.test_accuracy = t.accuracy(te);
     res.best_accuracy = std::max(res.best_accuracy, er.test_accuracy);
     res.epochs.push_back(er);
     bar.epoch_done(epoch, o.epochs, er.train_loss, er.test_accuracy,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count());
   }
-  if (cex) res.stats = cex->stats();
-  if (ex) res.stats = ex->stats();
-  if (ex && (rc.policy || rc.scaler == cpd::scaler_kind::mx32)) res.bits_per_value = ex->bits_per_value();
-  if (ex && rc.scaler == cpd::scaler_kind::loss) {
-    res.skipped_steps = ex->loss().skipped_steps();
-    res.loss_scale = ex->loss().scale();
-  }
-#if CPD_TRAIN_MPI
-  if (mcex) res.stats = mcex->stats();
-  if (mex) res.stats = mex->stats();
-  if (mex && rc.policy) res.bits_per_value = mex->bits_per_value();
-  if (mex && rc.scaler == cpd::scaler_kind::loss) {
-    res.skipped_steps = mex->loss().skipped_steps();
-    res.loss_scale = mex->loss().scale();
-  }
-#endif
-  res.hash = train::fnv1a64(weights.values(), net.size() * sizeof(float));
-  for (const epoch_result& e : res.epochs) res.diverged |= !std::isfinite(e.train_loss);
-  for (std::size_t i = 0; i < net.size(); ++i) res.diverged |= !std::isfinite(weights.values()[i]);
+  t.finish(rc, res);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
@@ -576,8 +610,9 @@ int start_mpi(options& o, int& argc, char**& argv, int& rank) {
 #endif
 }
 
-int run_main(int argc, char** argv, int& rank) {
-  options o;
+/// The command line read and its formats checked against the ones compiled in: a status when
+/// the program ends here (--help, a bad flag), else nullopt.
+std::optional<int> read_command_line(int argc, char** argv, options& o) {
   try {
     auto parsed = train::parse(argc, argv);
     if (!parsed) {
@@ -604,55 +639,30 @@ int run_main(int argc, char** argv, int& rank) {
             train::train_format_names());
         return train::exit_usage;
       }
+  return std::nullopt;
+}
 
-  if (o.mpi)
-    if (const int st = start_mpi(o, argc, argv, rank)) return st;
-  const bool printer = rank <= 0;
-  struct mpi_finalizer {
-    bool on;
-    ~mpi_finalizer() {
-#if CPD_TRAIN_MPI
-      if (on && std::uncaught_exceptions() == 0) MPI_Finalize();  // else main's MPI_Abort
-#endif
-    }
-  } finalize_mpi{o.mpi};
-
-  outputs out;
-  if (const int st = agree(open_outputs(o, printer, out), o.mpi, rank)) return st;
-  dataset tr, te;
-  if (const int st = agree(load_data(o, tr, te), o.mpi, rank)) return st;
-#if CPD_TRAIN_MPI
-  if (o.mpi)
-    if (const int st = agree_fields({data_field(tr, te)}, rank)) return st;
-#endif
-  if (const int st = agree(check_data(o, tr), o.mpi, rank)) return st;
-
-  // The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
+/// The format x APS runs, then one run per codec: all share the seed, initial weights and data order.
+std::vector<run_config> run_configs(const options& o) {
   std::vector<run_config> configs;
   for (const auto& gf : o.grad_formats)
     for (cpd::scaler_kind s : o.scalers) configs.push_back({gf, s, std::nullopt, o.policy.has_value()});
   for (const train::codec_spec& c : o.codecs) configs.push_back({{c.name, std::nullopt}, cpd::scaler_kind::none, c});
+  return configs;
+}
 
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
-  const train::thread_pool pool(threads);
-  if (!printer && !std::freopen("/dev/null", "w", stdout)) return train::exit_failure;  // only rank 0 reports
-  print_setup(o, tr, te, threads);
+/// The progress bar's label of run i of n: "[i/n name aps|no-aps|scaler]".
+std::string run_label(const run_config& rc, std::size_t i, std::size_t n) {
+  const std::string how = rc.codec                                  ? ""
+                          : rc.scaler == cpd::scaler_kind::aps  ? " aps"
+                          : rc.scaler == cpd::scaler_kind::none ? " no-aps"
+                                                                  : std::string(" ") + cpd::to_string(rc.scaler);
+  return "[" + std::to_string(i) + "/" + std::to_string(n) + " " + rc.name() + how + "]";
+}
 
-  std::vector<run_result> runs;
-  for (const run_config& rc : configs) {
-    const std::string label = "[" + std::to_string(runs.size() + 1) + "/" + std::to_string(configs.size()) + " " +
-                              rc.name() + (rc.codec                                  ? ""
-                                           : rc.scaler == cpd::scaler_kind::aps  ? " aps"
-                                           : rc.scaler == cpd::scaler_kind::none ? " no-aps"
-                                                                                   : std::string(" ") +
-                                                                                         cpd::to_string(rc.scaler)) +
-                              "]";
-    runs.push_back(run_one(o, rc, tr, te, pool, label, rank));
-  }
-  print_table(runs);
-  if (!printer) return train::exit_ok;
-
+/// Rank 0's outputs after the table: the CSV and the plot, standard output flushed, and the
+/// runs that diverged named; the exit status.
+int write_outputs(outputs& out, const std::vector<run_result>& runs) {
   int status = train::exit_ok;
   try {
     if (out.csv.is_open()) write_csv(out.csv, runs);
@@ -675,6 +685,48 @@ int run_main(int argc, char** argv, int& rank) {
     if (status == train::exit_ok) status = train::exit_diverged;
   }
   return status;
+}
+
+/// MPI_Finalize at the end of an --mpi job that did not throw (else main's MPI_Abort).
+struct mpi_finalizer {
+  bool on;
+  ~mpi_finalizer() {
+#if CPD_TRAIN_MPI
+    if (on && std::uncaught_exceptions() == 0) MPI_Finalize();
+#endif
+  }
+};
+
+int run_main(int argc, char** argv, int& rank) {
+  options o;
+  if (const std::optional<int> st = read_command_line(argc, argv, o)) return *st;
+  if (o.mpi)
+    if (const int st = start_mpi(o, argc, argv, rank)) return st;
+  const bool printer = rank <= 0;
+  const mpi_finalizer finalize_mpi{o.mpi};
+
+  outputs out;
+  if (const int st = agree(open_outputs(o, printer, out), o.mpi, rank)) return st;
+  dataset tr, te;
+  if (const int st = agree(load_data(o, tr, te), o.mpi, rank)) return st;
+#if CPD_TRAIN_MPI
+  if (o.mpi)
+    if (const int st = agree_fields({data_field(tr, te)}, rank)) return st;
+#endif
+  if (const int st = agree(check_data(o, tr), o.mpi, rank)) return st;
+
+  const std::vector<run_config> configs = run_configs(o);
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const int st = agree(check_memory(o, configs, tr.dim, threads), o.mpi, rank)) return st;
+  const train::thread_pool pool(threads);
+  if (!printer && !std::freopen("/dev/null", "w", stdout)) return train::exit_failure;  // only rank 0 reports
+  print_setup(o, tr, te, threads);
+
+  std::vector<run_result> runs;
+  for (const run_config& rc : configs)
+    runs.push_back(run_one(o, rc, tr, te, pool, run_label(rc, runs.size() + 1, configs.size()), rank));
+  print_table(runs);
+  return printer ? write_outputs(out, runs) : train::exit_ok;
 }
 
 }  // namespace

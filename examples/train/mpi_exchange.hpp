@@ -8,6 +8,7 @@
 // cpd::simulate_codec_allreduce.
 
 #include "exchange.hpp"
+#include "gradient_exchange.hpp"
 #include "mlp.hpp"
 
 #include <cpd/cpd.hpp>
@@ -16,12 +17,15 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace train {
@@ -173,7 +177,8 @@ class mpi_codec_exchanger {
         input_(feedback_ ? n : 0) {}
 
   /// mean = the mean over all ranks of this rank's gradient `local`, through the codec.
-  void allreduce_mean(const float* local, float* mean, std::uint64_t step) {
+  /// Returns true: no step is skipped.
+  bool allreduce_mean(const float* local, float* mean, std::uint64_t step) {
     const std::size_t n = residual_.size();
     prepare_codec_residual(feedback_, local, residual_.data(), input_.data(), n);
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
@@ -188,6 +193,7 @@ class mpi_codec_exchanger {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) stats_.overflow += count_nonfinite(mean, tensors_);
+    return true;
   }
 
   /// The statistics of all ranks (collective).
@@ -196,6 +202,12 @@ class mpi_codec_exchanger {
   /// Bytes of the payloads this rank sent.
   std::uint64_t bytes_sent() const { return bytes_; }
 
+  /// Bits on the wire per gradient value (codec_bits_per_value).
+  double bits_per_value() const { return codec_bits_per_value(*codec_, tensors_); }
+
+  /// Codecs scale by themselves: no loss scaling, no step skipped.
+  const loss_scale_state& loss() const { return loss_; }
+
  private:
   std::unique_ptr<cpd::codec> codec_;
   bool feedback_;
@@ -203,7 +215,33 @@ class mpi_codec_exchanger {
   std::vector<tensor_view> tensors_;
   aligned_vector<float> residual_, input_;
   cpd::value_stats stats_;
+  loss_scale_state loss_;  // unused
   std::uint64_t bytes_ = 0;
+};
+
+/// This process as worker `rank` of the MPI job: it computes its own gradient, gathers
+/// every worker's loss (summed in rank order by the training loop, as in the emulation) and
+/// exchanges through Exchanger (mpi_exchanger or mpi_codec_exchanger, built in place).
+template <class Exchanger>
+class mpi_worker_exchange final : public gradient_exchange {
+ public:
+  template <class... Args>
+  explicit mpi_worker_exchange(int rank, Args&&... args)
+      : rank_(static_cast<std::size_t>(rank)), ex_(std::forward<Args>(args)...) {}
+
+  void compute(const std::function<void(std::size_t)>& worker) override { worker(rank_); }
+  bool allreduce_mean(std::vector<aligned_vector<float>>& grads, std::vector<double>& losses, float* mean,
+                      std::uint64_t step) override {
+    MPI_Allgather(&losses[rank_], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    return ex_.allreduce_mean(grads[rank_].data(), mean, step);
+  }
+  cpd::value_stats stats() const override { return ex_.stats(); }
+  double bits_per_value() const override { return ex_.bits_per_value(); }
+  const loss_scale_state& loss() const override { return ex_.loss(); }
+
+ private:
+  std::size_t rank_;
+  Exchanger ex_;
 };
 
 }  // namespace train
