@@ -232,7 +232,9 @@ class mpi_worker_exchange final : public gradient_exchange {
   void compute(const std::function<void(std::size_t)>& worker) override { worker(rank_); }
   bool allreduce_mean(std::vector<aligned_vector<float>>& grads, std::vector<double>& losses, float* mean,
                       std::uint64_t step) override {
-    MPI_Allgather(&losses[rank_], 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    // Every rank's loss into losses; this rank's is already at losses[rank_] (MPI_IN_PLACE: the
+    // standard forbids a send buffer inside the receive buffer).
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, losses.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
     return ex_.allreduce_mean(grads[rank_].data(), mean, step);
   }
   cpd::value_stats stats() const override { return ex_.stats(); }
