@@ -141,7 +141,7 @@ inline void check_posit_code(const char* who, const posit_format& p, std::uint64
 
 /// The code of x (float or double) rounded to posit p in mode R; for stochastic, the
 /// low random_bits_used bits of random_bits (clamped to [1, 32]) are the random bits.
-template <rounding R = rounding::nearest_even, class T>
+template <rounding R = rounding::nearest_even, class T, class = std::enable_if_t<std::is_floating_point_v<T>>>
 [[nodiscard]] constexpr std::uint32_t posit_encode(const posit_format& p, T x, std::uint32_t random_bits = 0,
                                                    int random_bits_used = 32) noexcept {
   detail::check_posit_value<T>();
@@ -161,7 +161,7 @@ template <class T = double>
 
 /// x rounded to posit p in mode R, as a T; from float every value of p must be a float
 /// (std::invalid_argument otherwise: use double).
-template <rounding R = rounding::nearest_even, class T>
+template <rounding R = rounding::nearest_even, class T, class = std::enable_if_t<std::is_floating_point_v<T>>>
 [[nodiscard]] T posit_quantize(const posit_format& p, T x, std::uint32_t random_bits = 0,
                                int random_bits_used = 32) {
   detail::check_posit_value<T>();
@@ -172,7 +172,7 @@ template <rounding R = rounding::nearest_even, class T>
 
 /// posit_encode with a runtime mode (std::invalid_argument for a mode that is no
 /// enumerator, or random_bits_used outside [1, 32]).
-template <class T>
+template <class T, class = std::enable_if_t<std::is_floating_point_v<T>>>
 [[nodiscard]] std::uint32_t posit_encode(const posit_format& p, rounding r, T x, std::uint32_t random_bits = 0,
                                          int random_bits_used = 32) {
   detail::check_random_bits("cpd::posit_encode", random_bits_used);
@@ -182,7 +182,7 @@ template <class T>
 }
 
 /// posit_quantize with a runtime mode (errors as posit_encode's and posit_quantize's).
-template <class T>
+template <class T, class = std::enable_if_t<std::is_floating_point_v<T>>>
 [[nodiscard]] T posit_quantize(const posit_format& p, rounding r, T x, std::uint32_t random_bits = 0,
                                int random_bits_used = 32) {
   detail::check_random_bits("cpd::posit_quantize", random_bits_used);
