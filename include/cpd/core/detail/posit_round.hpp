@@ -162,40 +162,59 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr std::uint32_t posit_round_bits(posit
   return select(special, p.nar_code(), select(a == 0, 0u, signed_code));
 }
 
+/// The fields of a nonzero, non-NaR code: sign, exponent (k * 2^es + e) and the fraction
+/// bits at the top of a 32-bit word (at most 29 of them), by 32-bit integer arithmetic.
+struct posit_fields {
+  bool neg;
+  int exponent;
+  std::uint32_t fraction;
+};
+
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr posit_fields posit_split(posit_spec p, std::uint32_t code) noexcept {
+  const int n = p.n, es = p.es;
+  const bool neg = ((code >> (n - 1)) & 1) != 0;
+  const std::uint32_t mag = select(neg, std::uint32_t(0u - code), code) & p.code_mask();
+  // The n - 1 bits after the sign at the top of w (at least one zero below them); the
+  // regime is the run of w's first bit.
+  const std::uint32_t w = mag << (33 - n);
+  const bool ones = (w >> 31) != 0;
+  const int run = select(ones, countl_zero(std::uint32_t(~w)), countl_zero(std::uint32_t(w | 1)));
+  const int k = select(ones, run - 1, -run);
+  const std::uint32_t rest = (w << run) << 1;  // exponent bits, then fraction (zeros past the end)
+  const int ex = static_cast<int>((rest >> (31 - es)) >> 1);
+  return {neg, k * (1 << es) + ex, rest << es};
+}
+
 /// The value of code c (its n low bits) of posit p as the bits of a double (exact: a
 /// posit of at most 32 bits has at most 29 fraction bits and |exponent| <= 480);
 /// NaR decodes to the quiet NaN.
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr std::uint64_t posit_decode_bits(posit_spec p, std::uint32_t c) noexcept {
   using W = std::uint64_t;
-  const int n = p.n, es = p.es;
   const std::uint32_t code = c & p.code_mask();
-  const bool neg = ((code >> (n - 1)) & 1) != 0;
-  const std::uint32_t mag = select(neg, std::uint32_t(0u - code), code) & p.code_mask();
-  // The n - 1 bits after the sign at the top of w; the regime is the run of its first bit.
-  const W w = W(mag) << (65 - n);
-  const bool ones = (w >> 63) != 0;
-  const int run = select(ones, countl_zero(W(~w)), countl_zero(W(w | 1)));
-  const int k = select(ones, run - 1, -run);
-  const W rest = (w << run) << 1;  // exponent bits, then fraction (zeros past the end)
-  const int ex = static_cast<int>((rest >> (63 - es)) >> 1);
-  const W fraction = (rest << es) >> 12;  // the 52 bits of a double's mantissa
-  const int e = k * (1 << es) + ex;
-  const W bits = (W(e + 1023) << 52) | fraction | select(neg, W(1) << 63, W(0));
+  const posit_fields f = posit_split(p, code);
+  const W bits = (W(f.exponent + 1023) << 52) | (W(f.fraction) << 20) | select(f.neg, W(1) << 63, W(0));
   return select(code == 0, W(0), select(code == p.nar_code(), W(0x7FF8000000000000ull), bits));
 }
 
 /// The value of code c of posit p as the bits of a T: exact for double, and for float
-/// when p.fits_float(); otherwise the double rounded to the nearest float (ties to even,
-/// by the rounding core, so in any floating-point environment).
+/// when p.fits_float() (then by 32-bit arithmetic alone); otherwise the double rounded to
+/// the nearest float (ties to even, by the rounding core, so in any floating-point
+/// environment).
 template <class T>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr uint_of<T> posit_decode_as(posit_spec p, std::uint32_t c) noexcept {
-  const std::uint64_t d = posit_decode_bits(p, c);
   if constexpr (sizeof(T) == 8) {
-    return d;
+    return posit_decode_bits(p, c);
   } else {
+    if (p.fits_float()) {  // (loop-invariant in the bulk loops)
+      const std::uint32_t code = c & p.code_mask();
+      const posit_fields f = posit_split(p, code);
+      const std::uint32_t bits = (std::uint32_t(f.exponent + 127) << 23) | (f.fraction >> 9) |
+                                 select(f.neg, std::uint32_t(1) << 31, std::uint32_t(0));
+      return select(code == 0, 0u, select(code == p.nar_code(), 0x7FC00000u, bits));
+    }
     constexpr spec fp32 = make_spec(8, 23, encoding_kind::ieee, 127);
     return static_cast<std::uint32_t>(
-        round_bits<rounding::nearest_even, overflow::infinity, double>(fp32, d).code);
+        round_bits<rounding::nearest_even, overflow::infinity, double>(fp32, posit_decode_bits(p, c)).code);
   }
 }
 
