@@ -2,8 +2,8 @@
 // The bulk posit calls (cpd/host/posit_bulk.hpp) against memcpy of the same float32 bytes
 // and against the bulk calls of their float neighbours (bfloat16 and e4m3fn), in the same
 // run (docs/performance.md, "Posits"). Each instruction set's loop by its cap
-// (Args {n, isa}: -1 the CPU's best, 0 baseline, 1 AVX2). bench/bulk_ratios.py prints the
-// ratios to BM_memcpy.
+// (Arg isa: -1 the CPU's best, 0 baseline, 1 AVX2); n is fixed (64 MiB of float32), so
+// the ratio is each line's bytes_per_second over BM_memcpy's.
 
 #include <cpd/cpd.hpp>
 #include <cpd/host/posit_bulk.hpp>
