@@ -11,6 +11,7 @@ set(CPD_HEADERS
   include/cpd/core/detail/checks.hpp
   include/cpd/core/detail/error.hpp
   include/cpd/core/detail/fenv.hpp
+  include/cpd/core/detail/posit_round.hpp
   include/cpd/core/detail/round.hpp
   include/cpd/core/encoding.hpp
   include/cpd/core/float.hpp
@@ -19,6 +20,7 @@ set(CPD_HEADERS
   include/cpd/core/limits.hpp
   include/cpd/core/names.hpp
   include/cpd/core/options.hpp
+  include/cpd/core/posit.hpp
   include/cpd/core/random.hpp
   include/cpd/core/rounding.hpp
   include/cpd/core/stats.hpp
@@ -64,6 +66,7 @@ set(CPD_HEADERS
   include/cpd/host/detail/select.hpp
   include/cpd/host/detail/tuning.hpp
   include/cpd/host/execution.hpp
+  include/cpd/host/posit_bulk.hpp
   include/cpd/host/pack.hpp
   include/cpd/mpi.hpp
   include/cpd/mpi/check.hpp

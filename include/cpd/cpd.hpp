@@ -18,12 +18,14 @@
 #include <cpd/core/io.hpp>
 #include <cpd/core/names.hpp>
 #include <cpd/core/options.hpp>
+#include <cpd/core/posit.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
 
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/execution.hpp>
 #include <cpd/host/pack.hpp>
+#include <cpd/host/posit_bulk.hpp>
 
 #include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/mx.hpp>

@@ -24,6 +24,7 @@ import numpy as _np
 from . import _cpd
 from . import _cuda
 from . import _dtypes
+from . import _posit
 
 __all__ = [
     "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize",
@@ -343,6 +344,8 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     s, st = _key(rounding, seed, stream, "cpd.quantize")
     th = _threads(threads)
     counts = {}
+    if _posit.is_posit(format):
+        return _posit.quantize(x, format, rounding, s, st, int(offset), scale_exponent, out, threads, bool(stats))
 
     exact = _exact_check("cpd.quantize", format, scale_exponent,
                          "pass a float32 input, or out= of float32, and round that as you choose")
@@ -370,6 +373,9 @@ def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, s
         _check_str("cpd.encode", n, v)
     offset = _int("cpd.encode", "offset", offset, 0, 2**64 - 1)
     scale_exponent = _int("cpd.encode", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
+    if _posit.is_posit(format):
+        s, st = _key(rounding, seed, stream, "cpd.encode")
+        return _posit.encode(x, format, rounding, s, st, int(offset), scale_exponent, out, threads, bool(stats))
     bits = finfo(format).bits
     s, st = _key(rounding, seed, stream, "cpd.encode")
     th = _threads(threads)
@@ -404,6 +410,11 @@ def decode(codes, format, scale_exponent=0, out=None, *, threads=None, dtype=Non
     scale_exponent = _int(who, "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     th = _threads(threads)
     name = None if dtype is None else _dtypes.name_of(who, dtype)
+    if _posit.is_posit(format):
+        if out is not None and name is not None and _out_name(who, out) != name:
+            raise TypeError(f"{who}: out is {_out_name(who, out)} and dtype {name}; give one of them")
+        return _posit.decode(codes, format, scale_exponent, out, threads,
+                             name if out is None else _out_name(who, out))
     exact = _exact_check(who, format, scale_exponent, "decode into float32 (dtype= or out=)")
     if out is not None and name is not None and _out_name(who, out) != name:
         raise TypeError(f"{who}: out is {_out_name(who, out)} and dtype {name}; give one of them")
@@ -465,6 +476,9 @@ class finfo:
 
     def __init__(self, format):
         _check_str("cpd.finfo", "format", format)
+        if _posit.is_posit(format):
+            self.__dict__.update(_posit.finfo(format).__dict__)
+            return
         d = _cpd.format_info(format)
         self.name = d["name"]
         self.bits = d["bits"]

@@ -17,6 +17,7 @@
 #include <cpd/exchange/scales.hpp>
 #include <cpd/exchange/schedule.hpp>
 #include <cpd/host/pack.hpp>
+#include <cpd/host/posit_bulk.hpp>
 
 #include "dtypes.hpp"
 
@@ -760,12 +761,15 @@ std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::
 }
 
 
+#include "posit_bindings.hpp"  // posits: uses the helpers above
+
 }  // namespace
 
 PYBIND11_MODULE(_cpd, m) {
   m.doc() = "cpd's native calls (use the package cpd: docs/python.md)";
   m.attr("version") = std::to_string(CPD_VERSION_MAJOR) + "." + std::to_string(CPD_VERSION_MINOR) + "." + std::to_string(CPD_VERSION_PATCH);
   m.def("quantize", &quantize);
+  bind_posits(m);
   m.def("encode", &encode);
   m.def("decode", &decode);
   m.def("cast", &cast);

@@ -10,7 +10,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(os.environ.get("CPD_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
-PAGES = ["docs/python.md", "README.md"]
+PAGES = ["docs/python.md", "README.md", "docs/formats.md"]
 
 
 def blocks(page):
