@@ -4,24 +4,13 @@ scripts/venv.sh): cpd.finfo against ml_dtypes.finfo, every field both define, fo
 format both know. Where an oracle is missing the test skips, except under CI=true, where
 it fails (CI installs every oracle; a skip there would be a test that cannot fail)."""
 
-import importlib
 import math
-import os
 
 import numpy as np
 import pytest
 
 import cpd
-
-
-def oracle(name):
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        msg = f"the test oracle {name} is not installed (scripts/venv.sh installs scripts/oracles.txt into build/venv)"
-        if os.environ.get("CI") == "true":
-            pytest.fail("under CI=true: " + msg)
-        pytest.skip(msg)
+from oracle import oracle
 
 
 FORMATS = ["float8_e4m3fn", "float8_e4m3", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",

@@ -5,25 +5,14 @@ posit32es2 and posit<n>es2 through posit_2 at random) and against a decoder writ
 from the Posit Standard 2022 with exact fractions. Where SoftPosit is missing its tests
 skip, except under CI=true, where they fail."""
 
-import importlib
 import math
-import os
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import cpd
-
-
-def oracle(name):
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        msg = f"the test oracle {name} is not installed (scripts/venv.sh installs scripts/oracles.txt into build/venv)"
-        if os.environ.get("CI") == "true":
-            pytest.fail("under CI=true: " + msg)
-        pytest.skip(msg)
+from oracle import oracle
 
 
 def ref_value(n, es, code):
