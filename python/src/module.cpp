@@ -151,6 +151,20 @@ bulk_args make_args(const std::string& fmt, const std::string& rounding, const s
 
 // --- bulk calls -------------------------------------------------------------------
 
+/// run() with the GIL released and opt.stats pointing at a record when the counts are
+/// asked for; returns them (a dict) or None. Every rounding call goes through it.
+template <class Run>
+py::object counted_call(cpd::bulk_options& opt, bool stats, Run&& run) {
+  cpd::value_stats st;
+  if (stats) opt.stats = &st;
+  {
+    py::gil_scoped_release nogil;
+    run();
+  }
+  if (stats) return stats_dict(st);
+  return py::none();
+}
+
 /// The arguments of a rounding call (quantize, encode), the GIL released around run(args),
 /// and the counts when asked for.
 template <class Run>
@@ -158,14 +172,7 @@ py::object round_call(const std::string& fmt, const std::string& rounding, const
                       std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
                       unsigned threads, bool stats, Run&& run) {
   bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
-  cpd::value_stats st;
-  if (stats) a.opt.stats = &st;
-  {
-    py::gil_scoped_release nogil;
-    run(a);
-  }
-  if (stats) return stats_dict(st);
-  return py::none();
+  return counted_call(a.opt, stats, [&] { run(a); });
 }
 
 // --- values of every dtype: float16 and bfloat16 widened to float (exact), the results

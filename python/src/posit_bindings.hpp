@@ -3,8 +3,15 @@
 
 // The posit calls of the module (cpd/host/posit_bulk.hpp): included by module.cpp inside
 // its anonymous namespace after its argument helpers (view, value_view, code_view,
-// same_size, with_policy, parse_rounding, stats_dict). The package cpd sends a format
+// same_size, with_policy, parse_rounding, counted_call). The package cpd sends a format
 // named "posit<n>es<es>" here (python/cpd/_posit.py). float32 and float64 only.
+
+/// The random key of a posit rounding call (posits take no scale).
+cpd::bulk_options posit_options(std::uint64_t seed, std::uint64_t stream, std::uint64_t offset) {
+  cpd::bulk_options opt;
+  opt.seed = seed, opt.stream = stream, opt.offset = offset;
+  return opt;
+}
 
 /// posit_quantize of a float32 or float64 buffer into one of the same dtype.
 py::object posit_quantize(const py::buffer& in, const py::buffer& out, const std::string& dtype_name,
@@ -16,21 +23,16 @@ py::object posit_quantize(const py::buffer& in, const py::buffer& out, const std
   const view x = value_view(in, false, t, who, "the input");
   const view y = value_view(out, true, t, who, "out");
   same_size(x, y, who);
-  cpd::bulk_options opt;
-  opt.seed = seed, opt.stream = stream, opt.offset = offset;
-  cpd::value_stats st;
-  if (stats) opt.stats = &st;
   const cpd::rounding r = parse_rounding(rounding);
-  {
-    py::gil_scoped_release nogil;
+  cpd::bulk_options opt = posit_options(seed, stream, offset);
+  return counted_call(opt, stats, [&] {
     with_policy(threads, [&](auto policy) {
       if (t == dtype::float64)
         cpd::posit_quantize(policy, p, r, static_cast<const double*>(x.ptr), static_cast<double*>(y.ptr), x.n, opt);
       else
         cpd::posit_quantize(policy, p, r, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, opt);
     });
-  }
-  return stats ? py::object(stats_dict(st)) : py::none();
+  });
 }
 
 template <class T>
@@ -53,17 +55,12 @@ py::object posit_encode(const py::buffer& in, const py::buffer& out, const std::
   const view x = value_view(in, false, t, who, "the input");
   const view c = code_view(out, true, who, "out");
   same_size(x, c, who);
-  cpd::bulk_options opt;
-  opt.seed = seed, opt.stream = stream, opt.offset = offset;
-  cpd::value_stats st;
-  if (stats) opt.stats = &st;
   const cpd::rounding r = parse_rounding(rounding);
-  {
-    py::gil_scoped_release nogil;
+  cpd::bulk_options opt = posit_options(seed, stream, offset);
+  return counted_call(opt, stats, [&] {
     if (t == dtype::float64) posit_encode_codes(p, r, static_cast<const double*>(x.ptr), c, threads, opt);
     else posit_encode_codes(p, r, static_cast<const float*>(x.ptr), c, threads, opt);
-  }
-  return stats ? py::object(stats_dict(st)) : py::none();
+  });
 }
 
 template <class T>
