@@ -11,18 +11,24 @@
 #   2. the cross-check against ml_dtypes (tests/ml_dtypes/check_ml_dtypes.py);
 #   3. bench_cuda (JSON and a table);
 #   4. compute-sanitizer memcheck and racecheck over the device tests.
-# STEPs (default: all) choose among: tests ml_dtypes bench sanitizers; a lease that
-# allows ten minutes a command runs them in two or three calls.
+#   5. python: the Python package's GPU tests (python/tests/test_cuda.py, test_dtypes.py,
+#      test_fakequant.py, test_torch.py) against the package in $CPD_PYTHON_DIR (a
+#      directory holding cpd/ with _cpd and _cpd_cuda built for the machine's Python);
+#   6. python_bench: bench/bench_python_cuda.py (CSV into OUT_DIR).
+# STEPs (default: all but python and python_bench) choose among: tests ml_dtypes bench
+# sanitizers python python_bench; a lease that allows ten minutes a command runs them in
+# two or three calls.
 # Prints a summary last; exit status: the number of failed steps.
 set -uo pipefail
 
-bin=${1:?usage: $0 BIN_DIR OUT_DIR [tests|ml_dtypes|bench|sanitizers]...}
-out=${2:?usage: $0 BIN_DIR OUT_DIR [tests|ml_dtypes|bench|sanitizers]...}
+usage="usage: $0 BIN_DIR OUT_DIR [tests|ml_dtypes|bench|sanitizers|python|python_bench]..."
+bin=${1:?$usage}
+out=${2:?$usage}
 shift 2
 steps=("$@")
 (( ${#steps[@]} )) || steps=(tests ml_dtypes bench sanitizers)
 for s in "${steps[@]}"; do
-  case $s in tests|ml_dtypes|bench|sanitizers) ;; *) echo "$0: unknown step '$s'" >&2; exit 2 ;; esac
+  case $s in tests|ml_dtypes|bench|sanitizers|python|python_bench) ;; *) echo "$0: unknown step '$s'" >&2; exit 2 ;; esac
 done
 wanted() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 mkdir -p "$out"
@@ -81,6 +87,20 @@ elif command -v compute-sanitizer >/dev/null; then
   step memcheck_nccl 200 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 "$bin/test_nccl"
 else
   summary+=("compute-sanitizer      not on this machine")
+fi
+
+if wanted python || wanted python_bench; then
+  pydir=${CPD_PYTHON_DIR:?CPD_PYTHON_DIR must name the directory that holds the package cpd/}
+  pydir=$(cd "$pydir" && pwd)
+fi
+if wanted python; then
+  step python 400 env PYTHONPATH="$pydir" PYTHONUNBUFFERED=1 CPD_EXPECT_CUDA_MODULE=1 XLA_PYTHON_CLIENT_PREALLOCATE=false python3 -m pytest -q -rs \
+    -p no:cacheprovider --junitxml="$out/python.xml" "$here/python/tests/test_cuda.py" \
+    "$here/python/tests/test_dtypes.py" "$here/python/tests/test_fakequant.py" "$here/python/tests/test_torch.py"
+fi
+if wanted python_bench; then
+  step python_bench 300 env PYTHONPATH="$pydir" PYTHONUNBUFFERED=1 python3 "$here/bench/bench_python_cuda.py" \
+    --csv "$out/bench_python_cuda.csv"
 fi
 
 echo "=== summary"

@@ -449,3 +449,41 @@ def test_a_model_with_quantizers_trains():
         losses.append(loss.item())
     assert losses[-1] < 0.1 * losses[0], (losses[0], losses[-1])
     assert "forward=QuantSpec('e4m3fn'" in repr(net)
+
+
+# --- on a GPU: the same bits as on the CPU --------------------------------------------------
+
+def _gpu():
+    from cpd import _cuda
+    return _cuda.available() and torch.cuda.is_available() and _cuda.device_count() > 0
+
+
+@pytest.mark.skipif(not _gpu(), reason="no CUDA GPU or no cpd._cpd_cuda")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
+def test_ste_and_qtorch_on_a_gpu_give_the_cpus_bits(dtype):
+    g = np.random.default_rng(7)
+    x = torch.from_numpy(g.standard_normal(4099) * 10.0 ** g.uniform(-4, 3, 4099)).to(dtype)
+    grad = torch.from_numpy(g.standard_normal(4099) * 10.0 ** g.uniform(-9, 0, 4099)).to(dtype)
+    specs = [(ct.QuantSpec("e4m3fn"), ct.QuantSpec("e5m2", "stochastic")),
+             (ct.QuantSpec("e5m2", scale="amax"), ct.QuantSpec("e4m3fn", "stochastic", scale="amax", margin=1)),
+             (ct.QuantSpec("e2m1fn", "toward_zero", scale=3), None),
+             (None, ct.QuantSpec("e3m0", "nearest_away", "saturate"))]
+    for fwd, bwd in specs:
+        results = []
+        for device in ("cpu", "cuda"):
+            xd = x.to(device).requires_grad_(True)
+            y = ct.quantize_ste(xd, fwd, bwd, seed=5, stream=9)
+            y.backward(grad.to(device))
+            assert y.device.type == device and y.dtype == dtype and xd.grad.dtype == dtype
+            results.append((y.detach().cpu().double().numpy(), xd.grad.cpu().double().numpy()))
+        for a, b in zip(*results):
+            nan = np.isnan(a)
+            assert np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint64),
+                                                                        b[~nan].view(np.uint64)), (fwd, bwd)
+    if dtype == torch.float32:  # cpd.qtorch's float_quantize (QPyTorch's kernel) on the device too
+        for rounding in ("nearest", "stochastic"):
+            cpd.manual_seed(3)
+            a = float_quantize(x, 4, 3, rounding)
+            cpd.manual_seed(3)
+            b = float_quantize(x.cuda(), 4, 3, rounding)
+            assert b.is_cuda and same(a.numpy(), b.cpu().numpy()), rounding
