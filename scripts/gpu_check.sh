@@ -11,8 +11,8 @@
 #   2. the cross-check against ml_dtypes (tests/ml_dtypes/check_ml_dtypes.py);
 #   3. bench_cuda (JSON and a table);
 #   4. compute-sanitizer memcheck and racecheck over the device tests.
-#   5. python: the Python package's GPU tests (python/tests/test_cuda.py, test_dtypes.py,
-#      test_fakequant.py, test_torch.py) against the package in $CPD_PYTHON_DIR (a
+#   5. python: the Python package's GPU tests (python/tests/test_cuda.py, and the GPU tests
+#      of test_fakequant.py and test_torch.py) against the package in $CPD_PYTHON_DIR (a
 #      directory holding cpd/ with _cpd and _cpd_cuda built for the machine's Python);
 #   6. python_bench: bench/bench_python_cuda.py (CSV into OUT_DIR).
 # STEPs (default: all but python and python_bench) choose among: tests ml_dtypes bench
@@ -94,9 +94,11 @@ if wanted python || wanted python_bench; then
   pydir=$(cd "$pydir" && pwd)
 fi
 if wanted python; then
-  step python 400 env PYTHONPATH="$pydir" PYTHONUNBUFFERED=1 CPD_EXPECT_CUDA_MODULE=1 XLA_PYTHON_CLIENT_PREALLOCATE=false python3 -m pytest -q -rs \
-    -p no:cacheprovider --junitxml="$out/python.xml" "$here/python/tests/test_cuda.py" \
-    "$here/python/tests/test_dtypes.py" "$here/python/tests/test_fakequant.py" "$here/python/tests/test_torch.py"
+  # test_cuda.py whole; the GPU tests of the others (their CPU tests run in CI)
+  step python 400 env PYTHONPATH="$pydir" PYTHONUNBUFFERED=1 CPD_EXPECT_CUDA_MODULE=1 XLA_PYTHON_CLIENT_PREALLOCATE=false \
+    python3 -m pytest -q -rs -p no:cacheprovider --junitxml="$out/python.xml" "$here/python/tests/test_cuda.py" \
+    "$here/python/tests/test_fakequant.py::test_ste_and_qtorch_on_a_gpu_give_the_cpus_bits" \
+    "$here/python/tests/test_torch.py::test_hook_and_all_reduce_on_a_gpu_with_nccl"
 fi
 if wanted python_bench; then
   step python_bench 300 env PYTHONPATH="$pydir" PYTHONUNBUFFERED=1 python3 "$here/bench/bench_python_cuda.py" \
