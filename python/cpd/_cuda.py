@@ -17,6 +17,9 @@ except ImportError as e:  # built without nvcc, or no CUDA runtime to load
 from . import _dtypes
 
 _KDL_CUDA, _KDL_CUDA_MANAGED = 2, 13
+# The package whose from_dlpack takes a result back, by the module its array type lives in
+# (JAX's arrays are jaxlib's types: jaxlib._jax.ArrayImpl).
+_PRODUCERS = {"jaxlib": "jax"}
 _TYPESTR = {"f2": "float16", "f4": "float32", "f8": "float64"}
 _CODES = {"u1": 1, "i1": 1, "u2": 2, "i2": 2, "u4": 4, "i4": 4}
 
@@ -131,6 +134,7 @@ class _Array:
             t = torch.empty(shape, dtype=dt, device=self.tensor.device)
             return t, _Array(self.who, t, writable=True)
         root = type(self.obj).__module__.split(".")[0]
+        root = _PRODUCERS.get(root, root)
         if root == "cupy":
             import cupy
             dt = _dtypes.numpy_dtype(self.who, name) if name else {1: "uint8", 2: "uint16", 4: "uint32"}[code_bytes]

@@ -17,6 +17,7 @@
 #include <cpd/host/detail/call.hpp>  // cpd::detail::scaled_spec, as the host calls scale
 #include <cpd/cuda.cuh>
 
+#include "cuda_typed.cuh"
 #include "dtypes.hpp"
 
 #include <pybind11/pybind11.h>
@@ -195,7 +196,16 @@ void round_call(const char* who, std::uintptr_t in, const std::string& in_dtype,
   const auto s = reinterpret_cast<cudaStream_t>(cuda_stream);
   const auto* src = reinterpret_cast<const void*>(in);
   auto* dst = reinterpret_cast<void*>(out);
-  if (o == cpd::overflow::saturate) launch_mode<cpd::overflow::saturate>(r, src, ti, dst, to, code_bytes, n, a, s);
+  cpd::bulk_options opt;
+  opt.scale_exponent = scale_exponent;
+  opt.seed = seed;
+  opt.stream = stream;
+  opt.offset = offset;
+  const cpd_python::device_round q{src, ti, dst, to, code_bytes, n, opt, s};
+  // The strategy: the library's typed kernels where they serve (cuda_typed.cuh), else the
+  // generic kernel over the runtime spec; the same bits either way.
+  if (cpd_python::typed_serves(f, r, q)) check(cpd_python::round_with_typed(f, r, o, q), who);
+  else if (o == cpd::overflow::saturate) launch_mode<cpd::overflow::saturate>(r, src, ti, dst, to, code_bytes, n, a, s);
   else launch_mode<cpd::overflow::infinity>(r, src, ti, dst, to, code_bytes, n, a, s);
   check(cudaGetLastError(), who);
 }
@@ -231,6 +241,11 @@ void decode(std::uintptr_t in, unsigned code_bytes, std::uintptr_t out, const st
   if (in == 0 || out == 0) throw std::invalid_argument(std::string(who) + ": null device pointer");
   on_device d(device, who);
   const auto st = reinterpret_cast<cudaStream_t>(cuda_stream);
+  if (cpd_python::typed_serves_decode(f, code_bytes, to)) {  // (the strategies as in round_call)
+    check(cpd_python::decode_with_typed(f, reinterpret_cast<const void*>(in), reinterpret_cast<float*>(out), n,
+                                        scale_exponent, st), who);
+    return;
+  }
   unsigned* bad = nullptr;
   check(cudaMallocAsync(reinterpret_cast<void**>(&bad), sizeof(unsigned), st), who);
   check(cudaMemsetAsync(bad, 0, sizeof(unsigned), st), who);

@@ -471,7 +471,7 @@ def test_ste_and_qtorch_on_a_gpu_give_the_cpus_bits(dtype):
     for fwd, bwd in specs:
         results = []
         for device in ("cpu", "cuda"):
-            xd = x.to(device).requires_grad_(True)
+            xd = x.detach().to(device, copy=True).requires_grad_(True)
             y = ct.quantize_ste(xd, fwd, bwd, seed=5, stream=9)
             y.backward(grad.to(device))
             assert y.device.type == device and y.dtype == dtype and xd.grad.dtype == dtype
