@@ -24,7 +24,7 @@ usage() {
   cat <<EOF
 usage: scripts/resnet_experiment.sh [options] [-- resnet_fmnist.py options]
 
-  --data DIR        the four Fashion-MNIST IDX files, .gz or not (default: .dev/fmnist
+  --data DIR        the four Fashion-MNIST IDX files, .gz, .xz or not (default: .dev/fmnist
                     where it holds them, else Debian's /usr/share/datasets/fashion-mnist)
   --out DIR         where NAME.csv, NAME.md, NAME.png and NAME.log go (default: results)
   --name NAME       the files' name (default: resnet)
@@ -32,7 +32,8 @@ usage: scripts/resnet_experiment.sh [options] [-- resnet_fmnist.py options]
                     the training gets what is left, less 15 s, as --budget-seconds, and
                     --epochs auto fits the epochs to it
   --pythonpath DIR  the directory holding the package cpd/ (default: \$CPD_PYTHON_DIR, else
-                    an installed cpd, else a build tree's build/*/python that imports)
+                    an installed cpd, else build/resnet/site of an earlier --build, else a
+                    build tree's build/*/python, the first that imports)
   --build           pip-install cpd from this tree first (no network, no build isolation:
                     scikit-build-core and pybind11 must be there; CUDA module for this GPU)
                     into build/resnet/site, and use it
@@ -89,7 +90,7 @@ if (( build )); then
   say "built in $((SECONDS - start)) s"
 fi
 if [[ -z $pythonpath ]] && ! "$python" -c 'import cpd.torch' 2>/dev/null; then
-  for d in build/*/python; do
+  for d in build/resnet/site build/*/python; do
     if compgen -G "$d/cpd/_cpd*.so" >/dev/null && imports "$d"; then pythonpath=$d; break; fi
   done
   [[ -n $pythonpath ]] || bad "no package cpd that $python imports: name one with --pythonpath DIR (or \

@@ -15,6 +15,7 @@ a narrow ResNet-18 (width 4) on a few hundred synthetic images written as IDX fi
 import copy
 import csv
 import gzip
+import lzma
 import os
 import pathlib
 import struct
@@ -134,14 +135,15 @@ def write_idx(path, array, opener):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """256 training images (gzip, as Debian ships them) and 64 test images (not compressed)."""
+    """256 training images (gzip, as Debian ships them), 64 test images (not compressed) and
+    their labels (xz)."""
     d = tmp_path_factory.mktemp("fmnist")
     g = torch.Generator().manual_seed(7)
     for part, n, opener, suffix in (("train", 256, gzip.open, ".gz"), ("t10k", 64, open, "")):
         labels = torch.randint(0, 10, (n,), generator=g, dtype=torch.uint8)
         images = (torch.rand(n, 28, 28, generator=g) * 64 + labels.view(-1, 1, 1) * 19).to(torch.uint8)
         write_idx(d / f"{part}-images-idx3-ubyte{suffix}", images, opener)
-        write_idx(d / f"{part}-labels-idx1-ubyte{suffix}", labels, opener)
+        write_idx(d / f"{part}-labels-idx1-ubyte.xz", labels, lzma.open)
     return d
 
 
