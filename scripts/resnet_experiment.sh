@@ -107,7 +107,8 @@ budget=$((deadline - (SECONDS - start) - 15))
 (( budget > 30 )) || bad "--deadline $deadline leaves ${budget} s for the training"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
   | sed 's/^/resnet_experiment.sh: GPU: /' | tee -a "$log" >&2
-say "$("$python" -c 'import sys, torch, cpd; print(f"Python {sys.version.split()[0]}, torch {torch.__version__}, cpd {cpd.__version__} from {cpd.__file__}")')"
+say "$("$python" -c 'import sys, torch, cpd
+print(f"Python {sys.version.split()[0]}, torch {torch.__version__}, cpd {cpd.__version__} from {cpd.__file__}")')"
 say "data $data; $budget s for the training; writing $out/$name.{csv,md,png,log}"
 status=0
 PYTHONUNBUFFERED=1 "$python" examples/torch/resnet_fmnist.py --data "$data" --epochs auto --budget-seconds "$budget" \
