@@ -284,8 +284,8 @@ def fractions(stats, out_nonfinite):
 class Budget:
     """Seconds since the start, against a limit (0: none)."""
 
-    def __init__(self, seconds):
-        self.start, self.limit = time.perf_counter(), seconds
+    def __init__(self, seconds, start=None):
+        self.start, self.limit = time.perf_counter() if start is None else start, seconds
 
     def elapsed(self):
         return time.perf_counter() - self.start
@@ -776,8 +776,7 @@ def main(argv=None):
     except UsageError as e:
         fail(EXIT_USAGE, str(e))
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    budget = Budget(args.budget_seconds)
-    budget.start = t0
+    budget = Budget(args.budget_seconds, t0)
     configs = run_configs(args)
     runs = [(seed, cfg) for seed in args.seeds for cfg in configs]
     try:
