@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: MIT
-#pragma once
+//
+// cpd._cpd: the posit calls (cpd/host/posit_bulk.hpp). The package cpd sends a format named
+// "posit<n>es<es>" here (python/cpd/_posit.py). float32 and float64 only.
 
-// The posit calls of the module (cpd/host/posit_bulk.hpp): included by module.cpp inside
-// its anonymous namespace after its argument helpers (view, value_view, code_view,
-// same_size, with_policy, parse_rounding, counted_call). The package cpd sends a format
-// named "posit<n>es<es>" here (python/cpd/_posit.py). float32 and float64 only.
+#include <cpd/core/posit.hpp>
+#include <cpd/host/posit_bulk.hpp>
+
+#include "args.hpp"
+#include "module.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace cpd_python {
+namespace {
 
 /// The random key of a posit rounding call (posits take no scale).
 cpd::bulk_options posit_options(std::uint64_t seed, std::uint64_t stream, std::uint64_t offset) {
@@ -19,7 +28,7 @@ py::object posit_quantize(const py::buffer& in, const py::buffer& out, const std
                           std::uint64_t stream, std::uint64_t offset, unsigned threads, bool stats) {
   const char* who = "cpd.quantize";
   const cpd::posit_format p = cpd::posit_format::parse(fmt);
-  const dtype t = cpd_python::parse_dtype(dtype_name, who);
+  const dtype t = parse_dtype(dtype_name, who);
   const view x = value_view(in, false, t, who, "the input");
   const view y = value_view(out, true, t, who, "out");
   same_size(x, y, who);
@@ -51,7 +60,7 @@ py::object posit_encode(const py::buffer& in, const py::buffer& out, const std::
                         std::uint64_t offset, unsigned threads, bool stats) {
   const char* who = "cpd.encode";
   const cpd::posit_format p = cpd::posit_format::parse(fmt);
-  const dtype t = cpd_python::parse_dtype(dtype_name, who);
+  const dtype t = parse_dtype(dtype_name, who);
   const view x = value_view(in, false, t, who, "the input");
   const view c = code_view(out, true, who, "out");
   same_size(x, c, who);
@@ -77,7 +86,7 @@ void posit_decode(const py::buffer& in, const py::buffer& out, const std::string
                   unsigned threads) {
   const char* who = "cpd.decode";
   const cpd::posit_format p = cpd::posit_format::parse(fmt);
-  const dtype t = cpd_python::parse_dtype(dtype_name, who);
+  const dtype t = parse_dtype(dtype_name, who);
   const view c = code_view(in, false, who, "the codes");
   const view y = value_view(out, true, t, who, "out");
   same_size(c, y, who);
@@ -101,10 +110,13 @@ py::dict posit_info(const std::string& name) {
   return d;
 }
 
-/// Registers the posit calls.
+}  // namespace
+
 void bind_posits(py::module_& m) {
   m.def("posit_quantize", &posit_quantize);
   m.def("posit_encode", &posit_encode);
   m.def("posit_decode", &posit_decode);
   m.def("posit_info", &posit_info);
 }
+
+}  // namespace cpd_python

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The parts of cpd._cpd, one translation unit each, so that they compile in parallel (each
+// instantiates its own share of the library's kernels): module.cpp defines the module and
+// calls each part's bind function, which registers that part's calls.
+
+#include <pybind11/pybind11.h>
+
+namespace cpd_python {
+
+/// values.cpp: quantize (float16, bfloat16, float32, float64 in; the same dtype out), cast,
+/// time_quantize, scalar_quantize.
+void bind_values(pybind11::module_& m);
+
+/// encode.cpp: encode (values -> integer codes).
+void bind_encode(pybind11::module_& m);
+
+/// decode.cpp: decode (integer codes -> values).
+void bind_decode(pybind11::module_& m);
+
+/// posits.cpp: posit_quantize, posit_encode, posit_decode, posit_info.
+void bind_posits(pybind11::module_& m);
+
+/// scalers.cpp: Scale, Scaler, make_scaler, exchange_scales, mx_quantize.
+void bind_scalers(pybind11::module_& m);
+
+/// exchange.cpp: simulate (the in-process allreduce) and Exchange (one rank's side).
+void bind_exchange(pybind11::module_& m);
+
+}  // namespace cpd_python

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+//
+// cpd._cpd: the calls from values to values. quantize rounds float16, bfloat16, float32 and
+// float64 arrays into arrays of a dtype (the runtime-format bulk cpd::quantize); cast copies
+// between dtypes as the bulk calls widen and narrow; time_quantize and scalar_quantize are the
+// benchmark's yardstick and the tests' scalar reference.
+
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/format.hpp>
+#include <cpd/host/bulk.hpp>
+
+#include "args.hpp"
+#include "module.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cpd_python {
+namespace {
+
+py::object quantize(const py::buffer& in, const py::buffer& out, const std::string& in_dtype,
+                    const std::string& out_dtype, const std::string& fmt, const std::string& rounding,
+                    const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
+                    int scale_exponent, unsigned threads, bool stats) {
+  const char* who = "cpd.quantize";
+  const auto [ti, to] = call_dtypes(in_dtype, out_dtype, who);
+  const view x = value_view(in, false, ti, who, "the input");
+  const view y = value_view(out, true, to, who, "out");
+  same_size(x, y, who);
+  return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
+                    [&](const bulk_args& a) {
+                      if (ti == dtype::float64) {
+                        with_policy(a.threads, [&](auto policy) {
+                          cpd::quantize(policy, a.f, a.r, a.o, static_cast<const double*>(x.ptr),
+                                        static_cast<double*>(y.ptr), x.n, a.opt);
+                        });
+                        return;
+                      }
+                      std::vector<float> wide, result;
+                      const auto* src = static_cast<const float*>(compute_input(x, ti, wide));
+                      float* dst = static_cast<float*>(y.ptr);
+                      if (to != dtype::float32) {
+                        if (wide.empty()) result.resize(x.n);
+                        dst = wide.empty() ? result.data() : wide.data();
+                      }
+                      with_policy(a.threads, [&](auto policy) {
+                        cpd::quantize(policy, a.f, a.r, a.o, src, dst, x.n, a.opt);
+                      });
+                      store_floats(dst, y, to);
+                    });
+}
+
+/// Copies the values of `in` (float16, bfloat16 or float32; float64 into float32) into `out`,
+/// narrowing nearest-even or widening exactly as the bulk calls do, whatever the floating-point
+/// environment; returns how many values changed (NaN aside), 0 when the copy is exact.
+std::size_t cast(const py::buffer& in, const py::buffer& out, const std::string& in_dtype,
+                 const std::string& out_dtype) {
+  const char* who = "cpd._cpd.cast";
+  const dtype ti = parse_dtype(in_dtype, who), to = parse_dtype(out_dtype, who);
+  if (ti == dtype::float64 && to != dtype::float32)
+    throw std::invalid_argument(std::string(who) + ": float64 values are cast to float32 only");
+  const view x = value_view(in, false, ti, who, "the input");
+  const view y = value_view(out, true, to, who, "out");
+  same_size(x, y, who);
+  if (ti == dtype::float64) {
+    const auto* d = static_cast<const double*>(x.ptr);
+    auto* f = static_cast<float*>(y.ptr);
+    std::size_t inexact = 0;
+    py::gil_scoped_release nogil;
+    for (std::size_t i = 0; i < x.n; ++i) {
+      const double v = d[i];
+      f[i] = cpd::detail::narrow(v);
+      inexact += (cpd::detail::widen(f[i]) == v || v != v) ? 0 : 1;
+    }
+    return inexact;
+  }
+  std::vector<float> wide;
+  const auto* src = static_cast<const float*>(compute_input(x, ti, wide));
+  if (src == y.ptr && to != dtype::float32) wide.assign(src, src + x.n), src = wide.data();
+  py::gil_scoped_release nogil;
+  return store_floats(src, y, to);
+}
+
+/// Seconds per call of the C++ bulk quantize on the buffer, the best of `repeats` timed
+/// calls (the benchmark's yardstick: the same call without Python in between).
+double time_quantize(const py::buffer& in, const py::buffer& out, const std::string& fmt, const std::string& rounding,
+                     unsigned threads, int repeats) {
+  const view x = float_view(in, false, "cpd._cpd.time_quantize", "the input");
+  const view y = float_view(out, true, "cpd._cpd.time_quantize", "out");
+  same_size(x, y, "cpd._cpd.time_quantize");
+  const bulk_args a = make_args(fmt, rounding, "infinity", 1, 0, 0, 0, threads);
+  py::gil_scoped_release nogil;
+  double best = 1e30;
+  for (int k = 0; k < std::max(repeats, 1); ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    with_policy(a.threads, [&](auto policy) {
+      cpd::quantize(policy, a.f, a.r, a.o, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, a.opt);
+    });
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+/// The scalar core on one float (cpd::quantize of a runtime format): the
+/// tests' check that the bulk binding passes modes, seeds, streams and offsets through.
+float scalar_quantize(const std::string& fmt, const std::string& rounding, const std::string& overflow, float x,
+                      std::uint32_t random_bits) {
+  return cpd::quantize(parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow), x, random_bits);
+}
+
+}  // namespace
+
+void bind_values(py::module_& m) {
+  m.def("quantize", &quantize);
+  m.def("cast", &cast);
+  m.def("time_quantize", &time_quantize);
+  m.def("scalar_quantize", &scalar_quantize);
+}
+
+}  // namespace cpd_python
