@@ -44,9 +44,12 @@ set(CPD_HEADERS
   include/cpd/exchange/codecs/onebit.hpp
   include/cpd/exchange/codecs/qsgd.hpp
   include/cpd/exchange/codes.hpp
+  include/cpd/exchange/elements.hpp
+  include/cpd/exchange/elementwise.hpp
   include/cpd/exchange/partition.hpp
   include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp
+  include/cpd/exchange/rank_exchange.hpp
   include/cpd/exchange/scales.hpp
   include/cpd/exchange/schedule.hpp
   include/cpd/exchange/simulate.hpp

@@ -15,7 +15,7 @@
 #include <cpd/cpd.hpp>
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/exchange/scales.hpp>
-#include <cpd/exchange/schedule.hpp>
+#include <cpd/exchange/rank_exchange.hpp>
 #include <cpd/host/pack.hpp>
 #include <cpd/host/posit_bulk.hpp>
 
