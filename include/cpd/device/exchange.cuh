@@ -49,8 +49,8 @@ __global__ void units_kernel(Fn fn, std::size_t units) {
   for (std::size_t u = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += stride) fn(u);
 }
 
-/// The element backend's runner on a CUDA stream: a kernel per loop; the message memory the
-/// caller's (attached before the call starts).
+/// The element backend's runner on a CUDA stream: a kernel per batch of loops; the message
+/// memory the caller's (attached before the call starts).
 class stream_runner {
  public:
   void attach(void* area, std::size_t bytes, cudaStream_t s) noexcept {
@@ -66,10 +66,11 @@ class stream_runner {
                                 std::to_string(area_ == nullptr ? 0 : bytes_));
     return area_;
   }
-  template <class Fn>
-  void run(std::size_t units, const Fn& fn) const {
-    if (units == 0) return;
-    units_kernel<<<grid_for(units), block_size, 0, s_>>>(fn, units);
+  template <class Batch>
+  void run(const Batch& b) const {
+    static_assert(sizeof(Batch) + sizeof(std::size_t) <= 4096, "cpd::cuda: a batch must fit a kernel's arguments");
+    if (b.units() == 0) return;
+    units_kernel<<<grid_for(b.units()), block_size, 0, s_>>>(b, b.units());
     check(cudaGetLastError(), "cpd::cuda::rank_exchange");
   }
 

@@ -4,13 +4,17 @@
 // The rank schedule's arithmetic element by element (the operations of exchange/schedule.hpp's
 // file comment): every operation is one or two loops over units, a unit being one code or the
 // byte of two nibble codes (exchange/wire.hpp), whose body is a trivially copyable functor
-// that calls the element steps of exchange/elements.hpp. A runner runs the loops and owns the
-// message memory: serial_runner here (a host loop: the device arithmetic's logic, testable
-// without a GPU), cuda::detail::stream_runner in <cpd/device/exchange.cuh> (a grid-stride
-// kernel per loop, on a stream). Each unit reads what it needs and writes only its own
-// codes, values and residuals, so the loops may run in any order and in place (a ring's sums
-// added where they were received, out == in); the NaN bits a message carries are made by a
-// loop over their bytes before the loop over the values that reads them.
+// that calls the element steps of exchange/elements.hpp. The loops of one call of the schedule
+// (every tensor's piece of a step) are queued and run at its flush(), in batches: a
+// unit_batch is a functor over the units of up to N loops of one kind, so that a step of a
+// bucket of many tensors is a few launches, not one per tensor. A runner runs the batches and
+// owns the message memory: serial_runner here (a host loop: the device arithmetic's logic,
+// testable without a GPU), cuda::detail::stream_runner in <cpd/device/exchange.cuh> (a
+// grid-stride kernel per batch, on a stream). Each unit reads what it needs and writes only
+// its own codes, values and residuals, and the loops of one call touch different pieces, so
+// they may run in any order and in place (a ring's sums added where they were received,
+// out == in); the NaN bits a message carries are made by the loops over their bytes, run
+// before the loops over the values that read them.
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/bits.hpp>
@@ -21,11 +25,36 @@
 #include <cpd/exchange/schedule.hpp>
 #include <cpd/exchange/wire.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 namespace cpd::detail {
+
+/// Up to N loops of the functor Fn run as one: loop k runs fn[k](0 .. first[k + 1] - first[k]),
+/// unit u of the batch being unit u - first[k] of the loop k with first[k] <= u < first[k + 1].
+/// Trivially copyable, at most about 4 KB: a kernel's argument.
+template <class Fn, std::size_t N = (4000 - 2 * sizeof(std::size_t)) / (sizeof(Fn) + sizeof(std::size_t))>
+struct unit_batch {
+  static constexpr std::size_t capacity = N < 1 ? 1 : N;
+  Fn fn[capacity];
+  std::size_t first[capacity + 1];
+  std::size_t count;
+
+  /// The units of every loop of the batch.
+  [[nodiscard]] CPD_HOST_DEVICE std::size_t units() const noexcept { return first[count]; }
+  CPD_HOST_DEVICE void operator()(std::size_t u) const noexcept {
+    std::size_t lo = 0, hi = count;  // (the loop k with first[k] <= u < first[k + 1])
+    while (hi - lo > 1) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (first[mid] <= u) lo = mid;
+      else hi = mid;
+    }
+    fn[lo](u - first[lo]);
+  }
+};
 
 /// Every unit's element functor, and the functors of the element backend.
 template <class F, rounding R, overflow O, class Scale>
@@ -188,14 +217,21 @@ struct element_units {
   };
 };
 
-/// The element backend of the rank schedule: each operation as loops of element_units run by
-/// a Runner (run(units, functor); area(bytes), the message memory).
+/// The element backend of the rank schedule: each operation as loops of element_units, queued
+/// until flush() and run in unit_batches by a Runner (run(batch), a functor with units();
+/// area(bytes), the message memory).
 template <class F, rounding R, overflow O, class Scale, class Runner>
 class element_arithmetic {
   using units = element_units<F, R, O, Scale>;
   using element = typename units::element;
   using W = wire<F>;
   using tensor = exchange_tensor<Scale>;
+  /// The queued loops of one kind: their functors and units.
+  template <class Fn>
+  struct queue {
+    std::vector<Fn> fn;
+    std::vector<std::size_t> units;
+  };
 
  public:
   using format_type = F;
@@ -208,13 +244,19 @@ class element_arithmetic {
   [[nodiscard]] Runner& runner() noexcept { return run_; }
   [[nodiscard]] unsigned char* area(std::size_t bytes) { return run_.area(bytes); }
 
+  /// Runs what the schedule's call queued: the NaN bits first, then the values, each kind in
+  /// batches.
+  void flush() {
+    std::apply([&](auto&... q) { (run_queue(q), ...); }, queues_);
+  }
+
   void alone(const tensor& t, std::size_t nb) {
-    run_.run(t.size, typename units::alone{at(t), t.in, t.residual, t.out, nb != 0});
+    enqueue(t.size, typename units::alone{at(t), t.in, t.residual, t.out, nb != 0});
   }
 
   void own(const tensor& t, std::size_t lo, std::size_t m, unsigned char* o, std::size_t nb) {
-    if (nb != 0) run_.run(nb, typename units::mask{nullptr, 0, 0, t.in + lo, m, o + W::bytes(m)});
-    run_.run(W::units(m), typename units::own{at(t), t.in + lo, residual(t, lo), o, lo, m});
+    if (nb != 0) enqueue(nb, typename units::mask{nullptr, 0, 0, t.in + lo, m, o + W::bytes(m)});
+    enqueue(W::units(m), typename units::own{at(t), t.in + lo, residual(t, lo), o, lo, m});
   }
 
   template <class Progress>
@@ -222,30 +264,53 @@ class element_arithmetic {
               bool out_comp, std::size_t nb, int step, bool last, Progress&) {
     const std::size_t mb = W::bytes(m);
     unsigned char* mask = o + (out_comp ? 2 : 1) * mb;
-    if (nb != 0) run_.run(nb, typename units::mask{in + (in_comp ? 2 : 1) * mb, 0, 1, t.in + lo, m, mask});
-    run_.run(W::units(m), typename units::reduce{at(t), in, o, mb, in_comp, out_comp, kahan_, t.in + lo,
+    if (nb != 0) enqueue(nb, typename units::mask{in + (in_comp ? 2 : 1) * mb, 0, 1, t.in + lo, m, mask});
+    enqueue(W::units(m), typename units::reduce{at(t), in, o, mb, in_comp, out_comp, kahan_, t.in + lo,
                                                  residual(t, lo), last ? t.out + lo : nullptr,
                                                  last && nb != 0 ? mask : nullptr, lo, m, step});
   }
 
   template <class Progress>
   void finish(const tensor& t, std::size_t lo, std::size_t m, const unsigned char* in, std::size_t nb, Progress&) {
-    run_.run(W::units(m), typename units::finish{at(t), in, t.out + lo, nb != 0 ? in + W::bytes(m) : nullptr, m});
+    enqueue(W::units(m), typename units::finish{at(t), in, t.out + lo, nb != 0 ? in + W::bytes(m) : nullptr, m});
   }
 
   void sum(const tensor& t, std::size_t n, unsigned char* src, std::size_t stride, std::size_t nb) {
-    run_.run(W::units(n), typename units::sum{at(t), src, stride, t.out, W::bytes(n), nb != 0, kahan_, n});
+    enqueue(W::units(n), typename units::sum{at(t), src, stride, t.out, W::bytes(n), nb != 0, kahan_, n});
   }
 
   void reduce_wide(const tensor& t, std::size_t lo, std::size_t m, const unsigned char* src, std::size_t stride,
                    unsigned char* o, std::size_t nb) {
     unsigned char* mask = o + W::bytes(m);
-    if (nb != 0) run_.run(nb, typename units::mask{src + W::bytes(m), stride, w_, nullptr, m, mask});
-    run_.run(W::units(m), typename units::wide{at(t), src, stride, o, t.out + lo, nb != 0 ? mask : nullptr, acc_,
+    if (nb != 0) enqueue(nb, typename units::mask{src + W::bytes(m), stride, w_, nullptr, m, mask});
+    enqueue(W::units(m), typename units::wide{at(t), src, stride, o, t.out + lo, nb != 0 ? mask : nullptr, acc_,
                                                acc_f32_, lo, m});
   }
 
  private:
+  template <class Fn>
+  void enqueue(std::size_t n, const Fn& fn) {
+    if (n == 0) return;
+    auto& q = std::get<queue<Fn>>(queues_);
+    q.fn.push_back(fn);
+    q.units.push_back(n);
+  }
+  template <class Fn>
+  void run_queue(queue<Fn>& q) {
+    unit_batch<Fn> b{};
+    for (std::size_t i = 0; i < q.fn.size(); i += b.capacity) {
+      b.count = std::min(b.capacity, q.fn.size() - i);
+      b.first[0] = 0;
+      for (std::size_t k = 0; k < b.count; ++k) {
+        b.fn[k] = q.fn[i + k];
+        b.first[k + 1] = b.first[k] + q.units[i + k];
+      }
+      run_.run(b);
+    }
+    q.fn.clear();
+    q.units.clear();
+  }
+
   [[nodiscard]] element at(const tensor& t) const noexcept { return element{t.scale, t.key, w_, r_, mean_}; }
   [[nodiscard]] static float* residual(const tensor& t, std::size_t lo) noexcept {
     return t.residual != nullptr ? t.residual + lo : nullptr;
@@ -256,6 +321,10 @@ class element_arithmetic {
   spec acc_;
   bool acc_f32_;
   Runner run_;
+  std::tuple<queue<typename units::mask>, queue<typename units::alone>, queue<typename units::own>,
+             queue<typename units::reduce>, queue<typename units::finish>, queue<typename units::sum>,
+             queue<typename units::wide>>
+      queues_;
 };
 
 /// The element backend's runner on the host: a plain loop, the messages in a vector.
@@ -265,9 +334,10 @@ class serial_runner {
     area_.resize(bytes);
     return area_.data();
   }
-  template <class Fn>
-  void run(std::size_t units, const Fn& fn) const {
-    for (std::size_t u = 0; u < units; ++u) fn(u);
+  /// Runs every unit of a batch (a functor with units()).
+  template <class Batch>
+  void run(const Batch& b) const {
+    for (std::size_t u = 0; u < b.units(); ++u) b(u);
   }
 
  private:

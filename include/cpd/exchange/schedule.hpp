@@ -30,6 +30,10 @@
 //   reduce_wide(t, lo, m, src, stride, o, nb)
 //                                        two_step: W ranks' codes accumulated, rounded once,
 //                                        finished, the final codes written at o
+//   flush()                              the end of a call of the schedule (start, a
+//                                        send_data that made codes, complete): the work of
+//                                        its operations may wait until then (a device
+//                                        backend batches them), never longer
 // where t is an exchange_tensor, and nb the bytes of NaN bits after the piece's codes (0:
 // the tensor carries none). Two backends: the host's (cpd::rank_exchange,
 // exchange/rank_exchange.hpp: the summation protocol's block passes) and the element
@@ -192,7 +196,10 @@ class basic_rank_exchange {
     }
     if (two_step() && step < w_ - 1) {  // this rank's chunk (r + step + 1) mod W, quantized once
       unsigned char* p = base_ + pair_send_ + static_cast<std::size_t>(step) * max_chunk_bytes_;
-      if (!packed_[static_cast<std::size_t>(step)]) pack_own_chunk(send_to(step), p);
+      if (!packed_[static_cast<std::size_t>(step)]) {
+        pack_own_chunk(send_to(step), p);
+        arith_.flush();
+      }
       packed_[static_cast<std::size_t>(step)] = true;
       return p;
     }
@@ -213,12 +220,12 @@ class basic_rank_exchange {
     if (ring_) {
       if (step < w_ - 1) reduce_step(step, k, progress);
       else gather_step(step, k, progress);
-      return;
+    } else if (step == w_ - 2 || (two_step() && step >= w_ - 1)) {  // (else data that only waits)
+      if (!two_step()) sum_all();
+      else if (step == w_ - 2) reduce_own_chunk();
+      if (two_step() && step >= w_ - 1) finish_block(gather_block(step, false), progress);
     }
-    if (step != w_ - 2 && !(two_step() && step >= w_ - 1)) return;  // (data that only waits)
-    if (!two_step()) sum_all();
-    else if (step == w_ - 2) reduce_own_chunk();
-    if (two_step() && step >= w_ - 1) finish_block(gather_block(step, false), progress);
+    arith_.flush();
   }
 
  protected:
@@ -255,6 +262,7 @@ class basic_rank_exchange {
     base_ = a + (64 - reinterpret_cast<std::uintptr_t>(a) % 64) % 64;
     if (w_ == 1) {
       for (std::size_t i = 0; i < t_.size(); ++i) arith_.alone(t_[i], mask_bytes(i, t_[i].size));
+      arith_.flush();
       return;
     }
     if (ring_) {
@@ -271,6 +279,7 @@ class basic_rank_exchange {
       unsigned char* o = base_ + block_at(r_);
       for (std::size_t i = 0; i < t_.size(); ++i) arith_.own(t_[i], 0, t_[i].size, o + offset_[i], mask_bytes(i, t_[i].size));
     }
+    arith_.flush();
   }
 
  private:
@@ -345,7 +354,10 @@ class basic_rank_exchange {
 
   [[nodiscard]] unsigned char* first(std::size_t k) {
     unsigned char* p = base_ + k * stride_;
-    if (!loaded_first_[k]) pack_first(k, p);
+    if (!loaded_first_[k]) {
+      pack_first(k, p);
+      arith_.flush();
+    }
     return p;
   }
   [[nodiscard]] unsigned char* recv_slot(int step, std::size_t k) const noexcept {
