@@ -9,14 +9,14 @@ cmake_minimum_required(VERSION 3.23)
 
 set(layers core host reduce scaling exchange mpi device)
 # What each layer may include besides itself (device sits beside mpi: it needs
-# neither the host kernels nor the exchange).
+# neither the host kernels nor MPI; its exchange is the rank schedule of exchange/).
 set(allowed_core "")
 set(allowed_host core)
 set(allowed_reduce core)
 set(allowed_scaling core reduce)
 set(allowed_exchange core host reduce scaling)
 set(allowed_mpi core host reduce scaling exchange)
-set(allowed_device core reduce scaling)
+set(allowed_device core reduce scaling exchange)
 
 set(problems 0)
 foreach(layer IN LISTS layers)

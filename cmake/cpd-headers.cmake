@@ -29,6 +29,7 @@ set(CPD_HEADERS
   include/cpd/device/cuda.cuh
   include/cpd/device/detail/fast.cuh
   include/cpd/device/detail/kernels.cuh
+  include/cpd/device/exchange.cuh
   include/cpd/device/functors.hpp
   include/cpd/device/nccl.cuh
   include/cpd/device/options.hpp
@@ -44,9 +45,12 @@ set(CPD_HEADERS
   include/cpd/exchange/codecs/onebit.hpp
   include/cpd/exchange/codecs/qsgd.hpp
   include/cpd/exchange/codes.hpp
+  include/cpd/exchange/elements.hpp
+  include/cpd/exchange/elementwise.hpp
   include/cpd/exchange/partition.hpp
   include/cpd/exchange/policy.hpp
   include/cpd/exchange/protocol.hpp
+  include/cpd/exchange/rank_exchange.hpp
   include/cpd/exchange/scales.hpp
   include/cpd/exchange/schedule.hpp
   include/cpd/exchange/simulate.hpp

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: MIT
 // The exchange written once (exchange/schedule.hpp): W ranks in one process, each a
-// cpd::rank_exchange whose messages this test moves (a byte copy from each rank's send
+// rank schedule whose messages cpd::run_in_process moves (a byte copy from each rank's send
 // buffer to its peer's receive buffer, step by step: the loop every transport runs), give
 // cpd::simulate_allreduce's bits for every algorithm a rank runs (ring, pipelined_ring in
 // segments, two_step with a float32 and a narrow accumulator, all_gather), every format
 // width (FP4 nibbles, 6/8/16-bit codes, float32), nearest-even and stochastic rounding,
 // Kahan, mean, error feedback, power-of-two and float scales, 1 to 7 ranks and tensors of
-// 0, 1, odd and large sizes with NaN and inf. cpd::mpi and the Python package bind the same
-// class: this is the one test of the schedule both rely on.
+// 0, 1, odd and large sizes with NaN and inf. Two arithmetic backends run the schedule: the
+// host's (cpd::rank_exchange, which cpd::mpi and the Python package bind) and the element
+// backend run by a host loop (cpd::element_rank_exchange: the element steps and the unit
+// functors the CUDA kernels of cpd::cuda::rank_exchange run, one element at a time). This
+// is the one test of the schedule they rely on; tests/test_cuda.cu runs the same on a GPU.
 
 #include <cpd/cpd.hpp>
-#include <cpd/exchange/schedule.hpp>
+#include <cpd/exchange/elementwise.hpp>
+#include <cpd/exchange/rank_exchange.hpp>
 
 #include <doctest/doctest.h>
 
@@ -25,27 +29,11 @@ namespace {
 
 using algo = cpd::allreduce_algorithm;
 
-/// Runs the schedule for W ranks in lockstep: at every step each rank's message is copied to
-/// the rank it names, which must name the sender and expect the same number of bytes.
+/// Runs the schedule for W ranks in lockstep: every message copied to the rank it names.
 template <class X>
 void run_in_process(std::vector<X>& ranks) {
-  const int w = static_cast<int>(ranks.size());
-  const int steps = ranks[0].steps();
-  for (const X& x : ranks) REQUIRE(x.steps() == steps);
-  for (int s = 0; s < steps; ++s) {
-    const std::size_t segs = ranks[0].segments();
-    for (std::size_t k = 0; k < segs; ++k) {
-      for (int r = 0; r < w; ++r) {
-        const int to = ranks[static_cast<std::size_t>(r)].send_to(s);
-        REQUIRE(ranks[static_cast<std::size_t>(to)].recv_from(s) == r);
-        const std::size_t bytes = ranks[static_cast<std::size_t>(r)].send_bytes(s, k);
-        REQUIRE(ranks[static_cast<std::size_t>(to)].recv_bytes(s, k) == bytes);
-        const unsigned char* src = ranks[static_cast<std::size_t>(r)].send_data(s, k);
-        if (bytes != 0) std::memcpy(ranks[static_cast<std::size_t>(to)].recv_data(s, k), src, bytes);
-      }
-      for (X& x : ranks) x.complete(s, k);
-    }
-  }
+  cpd::run_in_process(ranks.data(), static_cast<int>(ranks.size()),
+                      [](unsigned char* dst, const unsigned char* src, std::size_t n) { std::memcpy(dst, src, n); });
 }
 
 /// Deterministic values with every magnitude a gradient has, and some specials.
@@ -83,7 +71,39 @@ struct config {
   cpd::format accumulator = cpd::format::of<cpd::float_t<8, 23>>();
 };
 
-/// The schedule against simulate_allreduce_scaled, tensor by tensor.
+/// W ranks of the schedule with the backend of X on every rank's inputs x[r][i] (residuals e,
+/// results out, both as the inputs' shape).
+template <class X, class Scale>
+void run_ranks(const config& cf, const std::vector<std::size_t>& sizes, const std::vector<Scale>& scales,
+               const std::vector<std::vector<std::vector<float>>>& x, std::vector<std::vector<std::vector<float>>>& e,
+               std::vector<std::vector<std::vector<float>>>& out) {
+  const std::size_t tn = sizes.size(), W = x.size();
+  cpd::exchange_options opt;
+  opt.algorithm = cf.a;
+  opt.kahan = cf.kahan;
+  opt.mean = cf.mean;
+  opt.accumulator = cf.accumulator;
+  opt.segment_bytes = cf.segment_bytes;
+  opt.distinct_buffers = cf.segment_bytes != 0;
+  std::vector<X> ranks;
+  std::vector<std::vector<cpd::exchange_tensor<Scale>>> ts(W);
+  e = std::vector<std::vector<std::vector<float>>>(W);
+  out = e;
+  for (std::size_t r = 0; r < W; ++r) {
+    ranks.emplace_back(cf.w, static_cast<int>(r), opt);
+    for (std::size_t i = 0; i < tn; ++i) {
+      e[r].push_back(std::vector<float>(sizes[i], 0.0f));
+      out[r].push_back(std::vector<float>(sizes[i], -1.0f));
+    }
+    for (std::size_t i = 0; i < tn; ++i)
+      ts[r].push_back({x[r][i].data(), out[r][i].data(), sizes[i], cf.feedback ? e[r][i].data() : nullptr,
+                       cpd::random_stream{77, 1000 * i + 5}, scales[i]});
+    ranks[r].start(ts[r].data(), tn);
+  }
+  run_in_process(ranks);
+}
+
+/// The schedule with both backends against simulate_allreduce_scaled, tensor by tensor.
 template <class F, cpd::rounding R, class Scale>
 void check(const config& cf, const std::vector<std::size_t>& sizes, std::vector<Scale> scales) {
   // A scaler marks the scale of a tensor that holds inf or NaN (docs/reliability.md): the
@@ -98,30 +118,11 @@ void check(const config& cf, const std::vector<std::size_t>& sizes, std::vector<
   const std::size_t tn = sizes.size();
   const auto W = static_cast<std::size_t>(cf.w);
   // x[r][i]: rank r's input of tensor i (gradient + residual); e: the residuals.
-  std::vector<std::vector<std::vector<float>>> x(W), e(W), out(W);
+  std::vector<std::vector<std::vector<float>>> x(W), e, out, e_el, out_el;
   for (std::size_t r = 0; r < W; ++r)
-    for (std::size_t i = 0; i < tn; ++i) {
-      x[r].push_back(values(sizes[i], static_cast<int>(r), i, cf.specials));
-      e[r].push_back(std::vector<float>(sizes[i], 0.0f));
-      out[r].push_back(std::vector<float>(sizes[i], -1.0f));
-    }
-  cpd::exchange_options opt;
-  opt.algorithm = cf.a;
-  opt.kahan = cf.kahan;
-  opt.mean = cf.mean;
-  opt.accumulator = cf.accumulator;
-  opt.segment_bytes = cf.segment_bytes;
-  opt.distinct_buffers = cf.segment_bytes != 0;
-  std::vector<cpd::rank_exchange<F, R, cpd::overflow::infinity, Scale>> ranks;
-  std::vector<std::vector<cpd::exchange_tensor<Scale>>> ts(W);
-  for (std::size_t r = 0; r < W; ++r) {
-    ranks.emplace_back(cf.w, static_cast<int>(r), opt);
-    for (std::size_t i = 0; i < tn; ++i)
-      ts[r].push_back({x[r][i].data(), out[r][i].data(), sizes[i], cf.feedback ? e[r][i].data() : nullptr,
-                       cpd::random_stream{77, 1000 * i + 5}, scales[i]});
-    ranks[r].start(ts[r].data(), tn);
-  }
-  run_in_process(ranks);
+    for (std::size_t i = 0; i < tn; ++i) x[r].push_back(values(sizes[i], static_cast<int>(r), i, cf.specials));
+  run_ranks<cpd::rank_exchange<F, R, cpd::overflow::infinity, Scale>>(cf, sizes, scales, x, e, out);
+  run_ranks<cpd::element_rank_exchange<F, R, cpd::overflow::infinity, Scale>>(cf, sizes, scales, x, e_el, out_el);
   for (std::size_t i = 0; i < tn; ++i) {
     CAPTURE(i);
     CAPTURE(sizes[i]);
@@ -141,7 +142,9 @@ void check(const config& cf, const std::vector<std::size_t>& sizes, std::vector<
     for (std::size_t r = 0; r < W; ++r) {
       CAPTURE(r);
       CHECK(same_bits(out[r][i], want));
+      CHECK(same_bits(out_el[r][i], want));
       if (cf.feedback) CHECK(same_bits(e[r][i], res[r]));
+      if (cf.feedback) CHECK(same_bits(e_el[r][i], res[r]));
     }
   }
 }
@@ -169,7 +172,7 @@ void check_every_algorithm(bool narrow_accumulator_too) {
 
 }  // namespace
 
-TEST_CASE("rank_exchange: W ranks through the schedule give simulate_allreduce's bits, 8-bit formats") {
+TEST_CASE("rank_exchange: W ranks through the schedule give simulate_allreduce's bits, 8-bit formats, both backends") {
   check_every_algorithm<cpd::float8_e4m3fn, cpd::rounding::nearest_even>(true);
   check_every_algorithm<cpd::float8_e5m2, cpd::rounding::stochastic>(false);
 }
@@ -203,4 +206,17 @@ TEST_CASE("rank_exchange: bad ranks, algorithms and options are refused") {
   float v = 1;
   cpd::exchange_tensor<cpd::pow2_scale> t{&v, nullptr, 1, nullptr, {}, {}};
   CHECK_THROWS_WITH_AS(x.start(&t, 1), "cpd::rank_exchange: tensor 0 has a null pointer", std::invalid_argument);
+  // Ranks started on tensors of different sizes: the in-process loop names the message.
+  std::vector<float> a(10), b(12);
+  std::vector<X> ranks;
+  ranks.emplace_back(2, 0, cpd::exchange_options{});
+  ranks.emplace_back(2, 1, cpd::exchange_options{});
+  cpd::exchange_tensor<cpd::pow2_scale> ta{a.data(), a.data(), a.size(), nullptr, {}, {}};
+  cpd::exchange_tensor<cpd::pow2_scale> tb{b.data(), b.data(), b.size(), nullptr, {}, {}};
+  ranks[0].start(&ta, 1);
+  ranks[1].start(&tb, 1);
+  CHECK_THROWS_WITH_AS(run_in_process(ranks),
+                       "cpd::run_in_process: rank 0 sends 5 bytes at step 0 to rank 1, which expects 6 from rank 0 "
+                       "(different options or tensor sizes)",
+                       std::invalid_argument);
 }

@@ -5,7 +5,7 @@
 // the first steps of every exchange written once (exchange_scales).
 
 #include <cpd/cpd.hpp>
-#include <cpd/exchange/schedule.hpp>
+#include <cpd/exchange/rank_exchange.hpp>
 
 #include <doctest/doctest.h>
 

@@ -626,13 +626,19 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     diagnostics, the counts of the scaled and unscaled quantization). float16 and bfloat16
     values widen to float32 (exact) and the sum narrows back where it is exact (else a
     ValueError); float64 values are rounded to the format from the double (as the
-    simulation's own quantization, with its random bits), then summed in float32."""
+    simulation's own quantization, with its random bits), then summed in float32. CUDA tensors
+    (torch, one device; with the CUDA module) are summed on their device by W device ranks of
+    the rank schedule (cpd::cuda::rank_exchange): the same bits; halving_doubling, which has
+    no rank schedule, on host copies; diagnostics only on the CPU."""
     who = "cpd.simulate_allreduce"
     _check_str(who, "format", format)
     seed = _int(who, "seed", seed, 0, 2**64 - 1)
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise TypeError(f"{who}: tensors must be a non-empty list of arrays or tensors of {_DTYPES}")
+    if _cuda.on_device(tensors[0]):
+        o = {"algorithm": algorithm, "rounding": rounding, "kahan": kahan, "mean": mean, "seed": seed, "stream": stream}
+        return _simulate_on_device(who, tensors, format, scaler, o, out, diagnostics)
     views, name = [], None
     for r, x in enumerate(tensors):
         a, _, n, _ = _float_input(who, x)
@@ -678,6 +684,46 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
             o[...] = done
 
     return _run(who, tensors[0], out, body), info
+
+
+def _simulate_on_device(who, tensors, format, scaler, o, out, diagnostics):
+    """simulate_allreduce of torch CUDA tensors (o: algorithm, rounding, kahan, mean, seed,
+    stream): on their device (cpd/_torch_cuda.py), or for halving_doubling on host copies."""
+    if not _cuda.available():
+        raise TypeError(f"{who}: the tensors are on a GPU and {_cuda.why_missing()}")
+    x0 = tensors[0]
+    for r, x in enumerate(tensors):
+        if not _is_tensor(x) or x.device != x0.device:
+            raise TypeError(f"{who}: worker {r}'s tensor is not a torch tensor on {x0.device}, as worker 0's is; the "
+                            "workers' tensors must lie on one device")
+        if x.shape != x0.shape:
+            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(x0.shape)} and {tuple(x.shape)}")
+        if x.dtype != x0.dtype:
+            raise TypeError(f"{who}: the workers' tensors differ in dtype: worker 0's is {x0.dtype}, worker {r}'s "
+                            f"{x.dtype}")
+    name = _dtypes.torch_name(x0.dtype)
+    if name is None:
+        raise TypeError(f"{who}: the tensors are {x0.dtype}; cpd takes {_DTYPES}")
+    if out is not None and (not _is_tensor(out) or out.device != x0.device or out.shape != x0.shape
+                            or _dtypes.torch_name(out.dtype) not in _dtypes.WIDER[name]):
+        raise TypeError(f"{who}: out must be a tensor on {x0.device} of the workers' shape and of "
+                        f"{' or '.join(_dtypes.WIDER[name])}")
+    sc = _scaler_for(who, scaler, format, len(tensors))
+    _cpd.check_simulation(format, o["rounding"], o["algorithm"], bool(o["kahan"]))
+    if sc.kind not in ("aps", "fixed_scaling"):
+        raise ValueError(f"{who}: the scaler {sc.kind} selects float scales; the simulation takes a power of two "
+                         "(aps, fixed_scaling)")
+    if diagnostics:
+        raise ValueError(f"{who}: diagnostics are counted on the CPU; pass CPU tensors (or diagnostics=False)")
+    from . import _torch_cuda
+    if o["algorithm"] in _torch_cuda.DEVICE_ALGORITHMS:
+        return _torch_cuda.simulate(who, list(tensors), name, format, sc, o, out)
+    res, info = simulate_allreduce([x.cpu() for x in tensors], format, sc, o["algorithm"], o["rounding"], o["kahan"],
+                                   o["mean"], o["seed"], o["stream"])  # (no rank schedule: on the host)
+    if out is None:
+        return res.to(x0.device), info
+    out.copy_(res)
+    return out, info
 
 
 def _simulation_inputs(who, views, name, format, rounding, scale, seed, stream, diagnostics):

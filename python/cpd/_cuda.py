@@ -35,7 +35,7 @@ def device_count():
 
 def why_missing():
     if _native is not None:
-        return "simulate_allreduce and mx_quantize run on the CPU: move the tensors with .cpu()"
+        return "mx_quantize runs on the CPU: move the tensors with .cpu()"
     return ("this cpd has no CUDA module cpd._cpd_cuda: pip install it where nvcc is found, docs/python.md"
             + (f"; {_missing}" if _missing else ""))
 

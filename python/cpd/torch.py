@@ -7,11 +7,16 @@
   of cpd::simulate_allreduce (and of cpd::mpi::allreduce_plan) for the same inputs.
 - all_reduce(tensors, format, ...): the same exchange of a list of tensors, without DDP.
 - EmulatedWorkers: W workers in one process (CPD's emulate_node): the batch is split into
-  W shards, each shard's gradient is one worker's, and the W gradients are summed by
-  cpd.simulate_allreduce, so that one machine can study 64 workers.
+  W shards, each shard's gradient is one worker's, and the W gradients are summed as
+  cpd.simulate_allreduce sums them, so that one machine can study 64 workers.
 - quantize_ste(x, forward, backward, ...), Quantizer(forward, backward, ...), QuantSpec: fake
   quantization inside models: the forward value and the gradient rounded each to its own
   format, mode, scale and random stream (the straight-through estimator; cpd/_fakequant.py).
+
+On CUDA tensors (with the CUDA module cpd._cpd_cuda) the whole exchange stays on the device
+(cpd/_torch_cuda.py: cpd::cuda::rank_exchange): statistics, scaling, encoding, the packed
+codes moved by torch.distributed as CUDA uint8 tensors (NCCL; gloo through host copies of
+the codes), decode-add-round, Kahan; the bits of the CPU path.
 
 Stochastic rounding draws the random bits of tensor `position` of bucket `bucket` at step
 `step` from the key (seed, tensor_stream(step, bucket, position, W)); the simulation of the
@@ -34,6 +39,7 @@ import torch.distributed as _dist
 
 import cpd as _cpd_pkg
 from . import _cpd
+from . import _torch_cuda as _device
 from ._fakequant import QuantSpec, Quantizer, quantize_ste
 
 __all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce",
@@ -168,34 +174,51 @@ def _global_rank(group, r):
     return _dist.distributed_c10d._get_global_rank(group, r)
 
 
+def _wire_device(group, device):
+    """Where the messages and statistics of an exchange of tensors on `device` travel: the
+    tensors' GPU under NCCL, else the CPU (gloo; a GPU's codes are copied to the host)."""
+    if device.type == "cpu" or "nccl" not in str(_dist.get_backend(group)).lower():
+        return _torch.device("cpu")
+    return device
+
+
+def _nbytes(a):
+    return a.nbytes if isinstance(a, _np.ndarray) else a.numel() * a.element_size()
+
+
 class _Transport:
-    """Moves the exchange's byte messages over a process group (CPU tensors for gloo;
-    copies on the bucket's device for a backend that wants them there, such as NCCL)."""
+    """Moves the exchange's byte messages over a process group as uint8 tensors on the wire
+    device (_wire_device): the host exchange's NumPy buffers, or the device exchange's CUDA
+    slices, copied there where they live elsewhere."""
 
     def __init__(self, group, device):
         self.group = group
-        self.device = device
+        self.device = _wire_device(group, device)
         self.rank = _dist.get_rank(group)
         self.world = _dist.get_world_size(group)
 
-    def _dev(self, a):
-        t = _torch.from_numpy(a)
-        return t if self.device.type == "cpu" else t.to(self.device)
+    def _on_wire(self, a):
+        t = _torch.from_numpy(a) if isinstance(a, _np.ndarray) else a
+        return t if t.device == self.device else t.to(self.device)
 
     def sendrecv(self, to, send, frm, recv):
         """Sends the bytes `send` to rank `to` and receives `recv` from rank `frm` of the group
         (the transport of the rank schedule: nothing else moves the exchange's messages)."""
         reqs = []
         rt = None
-        if send.size:
-            reqs.append(_dist.isend(self._dev(send), _global_rank(self.group, to), group=self.group))
-        if recv.size:
-            rt = self._dev(recv)
+        if _nbytes(send):
+            reqs.append(_dist.isend(self._on_wire(send), _global_rank(self.group, to), group=self.group))
+        if _nbytes(recv):
+            rt = self._on_wire(recv)
             reqs.append(_dist.irecv(rt, _global_rank(self.group, frm), group=self.group))
         for q in reqs:
             q.wait()
-        if rt is not None and self.device.type != "cpu":
+        if rt is None or rt is recv or (isinstance(recv, _np.ndarray) and rt.device.type == "cpu"):
+            return  # (received in place)
+        if isinstance(recv, _np.ndarray):
             recv[...] = rt.cpu().numpy()
+        else:
+            recv.copy_(rt)
 
     def all_max(self, values, who=None, timeout=None):
         """The element-wise MAX over the ranks of the numpy array `values`. With `who` (the
@@ -231,38 +254,60 @@ class _Transport:
                 "The process group cannot be used after this") from e
 
 
+class _HostExchange:
+    """One rank's side on the host (cpd::rank_exchange, bound by cpd._cpd): the messages are
+    NumPy views of its buffers."""
+
+    def __init__(self, o, sizes, scales, world, rank, flat, out):
+        self._x = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes),
+                                     [s.exponent for s in scales], [s.nonfinite for s in scales], o["seed"],
+                                     list(o["streams"]), world, rank, bool(o["kahan"]), bool(o["mean"]), out.numpy())
+        self._x.load(flat.numpy())
+        self.steps, self.send_to, self.recv_from, self.complete = (self._x.steps, self._x.send_to,
+                                                                  self._x.recv_from, self._x.complete)
+
+    def send(self, step):
+        return _np.frombuffer(self._x.send(step), dtype=_np.uint8)
+
+    def recv(self, step):
+        return _np.frombuffer(self._x.recv(step), dtype=_np.uint8)
+
+    def out_nonfinite(self):
+        return self._x.out_nonfinite
+
+
 def _exchange(who, flat, sizes, out, o, transport, timeout):
-    """The exchange of the tensors held back to back in the float32 array `flat` into `out`,
-    with the options o (format, scaler, algorithm, rounding, kahan, mean, seed, streams),
-    after the ranks agreed on them; returns (scales, statistics bytes, payload bytes sent,
-    nonfinite values in out)."""
+    """The exchange of the tensors held back to back in the float32 tensor `flat` into `out`
+    (on the CPU, or on a GPU: the device exchange, cpd/_torch_cuda.py), with the options o
+    (format, scaler, algorithm, rounding, kahan, mean, seed, streams), after the ranks agreed
+    on them; returns (scales, statistics bytes, payload bytes sent, nonfinite values in out)."""
     w, r = transport.world, transport.rank
     sb = 0
     if w > 1:
         sb += _agree(who, _agreement(o, sizes), transport, timeout)
     sc = _cpd.make_scaler(o["scaler"], o["format"], world_size=w)  # aps, or none
-    # each tensor's statistic, their MAX over the ranks, the scales: cpd::exchange_scales, as cpd::mpi's
-    scales = _cpd.exchange_scales(sc, flat, list(sizes), transport.all_max if w > 1 else None)
+    # each tensor's statistic, their MAX over the ranks, the scales: cpd::exchange_scales, as
+    # cpd::mpi's (on a GPU from [max|x|], which has x's statistic)
+    device = flat.device.type != "cpu"
+    values, counts = _device.statistic_inputs(flat, sizes) if device else (flat.numpy(), list(sizes))
+    scales = _cpd.exchange_scales(sc, values, counts, transport.all_max if w > 1 else None)
     if w > 1:
         sb += 4 * len(sizes)
-    ex = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes), [s.exponent for s in scales],
-                            [s.nonfinite for s in scales], o["seed"], list(o["streams"]), w, r, bool(o["kahan"]),
-                            bool(o["mean"]), out)
-    ex.load(flat)
+    ex = (_device.Exchange if device else _HostExchange)(o, sizes, scales, w, r, flat, out)
     sent = 0
     for step in range(ex.steps()):  # the rank schedule of <cpd/exchange/schedule.hpp>, as cpd::mpi runs it
-        send = _np.frombuffer(ex.send(step), dtype=_np.uint8)
-        recv = _np.frombuffer(ex.recv(step), dtype=_np.uint8)
+        send, recv = ex.send(step), ex.recv(step)
         transport.sendrecv(ex.send_to(step), send, ex.recv_from(step), recv)
-        sent += send.size
+        sent += _nbytes(send)
         ex.complete(step)
-    return scales, sb, sent, ex.out_nonfinite
+    return scales, sb, sent, ex.out_nonfinite()
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,
                seed=0, streams=None, group=None, timeout=None):
-    """Sums (mean=True: averages) the float32 CPU tensors of every rank of `group` in `format`,
-    in place, tensor by tensor with the chunks, order and roundings of
+    """Sums (mean=True: averages) the float32 tensors of every rank of `group` in `format`, in
+    place (CPU tensors, or CUDA tensors of one device: on the device, with the CUDA module),
+    tensor by tensor with the chunks, order and roundings of
     cpd::simulate_allreduce(algorithm), all tensors in one message per step. APS takes one
     statistic per tensor (one MAX allreduce of int32 for all of them). streams: the stochastic
     rounding stream of each tensor (default 8 W^2 * index). First the ranks check that they
@@ -292,11 +337,12 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
         raise ValueError(f"{who}: streams must be a list of one stream per tensor ({len(tensors)})")
     streams = [_cpd_pkg._int(who, "a stream", s, 0, 2**64 - 1) for s in streams]
     sizes = [t.numel() for t in tensors]
-    flat = _torch.cat([t.detach().reshape(-1).cpu() for t in tensors])
+    here = device if _device.takes(tensors[0], algorithm) else _torch.device("cpu")
+    flat = _torch.cat([t.detach().reshape(-1).to(here) for t in tensors])
     out = _torch.empty_like(flat)
     o = {"format": format, "scaler": scaler or "none", "algorithm": algorithm, "rounding": rounding, "kahan": kahan,
          "mean": mean, "seed": seed, "streams": streams}
-    scales, sb, pb, bad = _exchange(who, flat.numpy(), sizes, out.numpy(), o, _Transport(group, device), timeout)
+    scales, sb, pb, bad = _exchange(who, flat, sizes, out, o, _Transport(group, device), timeout)
     at = 0
     for t, n in zip(tensors, sizes):
         t.copy_(out[at:at + n].view_as(t))
@@ -359,26 +405,19 @@ class CommHook:
         w = _dist.get_world_size(group)
         index = bucket.index()
         streams = [tensor_stream(self.steps, index, p, w) for p in range(len(sizes))]
-        host = buf.detach().cpu() if buf.device.type != "cpu" else buf.detach()
-        host = host.contiguous()
-        out = _torch.empty_like(host)
+        # a CUDA bucket stays on its device (with the CUDA module); else the exchange runs on the host
+        here = buf.device if _device.takes(buf, self.algorithm) else _torch.device("cpu")
+        flat = buf.detach().to(here).contiguous()
+        out = _torch.empty_like(flat)
         o = {"format": self.format, "scaler": self.scaler, "algorithm": self.algorithm, "rounding": self.rounding,
              "kahan": self.kahan, "mean": True, "seed": self.seed, "streams": streams}
-        scales, sb, pb, bad = _exchange("cpd.torch.comm_hook", host.numpy(), sizes, out.numpy(), o,
-                                        _Transport(group, buf.device), self.timeout)
+        scales, sb, pb, bad = _exchange("cpd.torch.comm_hook", flat, sizes, out, o, _Transport(group, buf.device),
+                                        self.timeout)
         if self.record:
             self.records.append({"step": self.steps, "bucket": index, "sizes": sizes, "streams": streams,
                                  "scales": [s.exponent for s in scales]})
-        if self.diagnostics:  # what rounding this rank's scaled values to the format did (one more pass)
-            x = host.numpy()
-            tmp = _np.empty(max(sizes), dtype=_np.float32)
-            at = 0
-            for n, sc in zip(sizes, scales):
-                counts = _cpd.quantize(x[at:at + n], tmp[:n], "float32", "float32", self.format, "nearest_even",
-                                       "infinity", 0, 0, 0, sc.exponent, 1, True)
-                for k, v in counts.items():
-                    self.stats[k] = self.stats.get(k, 0) + v
-                at += n
+        if self.diagnostics:
+            self._count(flat.cpu().numpy(), sizes, scales)
         self.values += buf.numel()
         self.bytes_sent += sb + pb
         self.out_nonfinite += bad
@@ -390,10 +429,22 @@ class CommHook:
         if buf.device.type == "cpu":
             fut = _torch.futures.Future()
             fut.set_result(out)
-        else:  # naming the device makes the future record the copy on the current stream for DDP to wait on
+        else:  # naming the device makes the future record the current stream's work for DDP to wait on
             fut = _torch.futures.Future(devices=[buf.device])
             fut.set_result(out.to(buf.device))
         return fut
+
+    def _count(self, x, sizes, scales):
+        """What rounding this rank's scaled values x (a float32 array) to the format did, into
+        self.stats (one more pass, on the host)."""
+        tmp = _np.empty(max(sizes), dtype=_np.float32)
+        at = 0
+        for n, sc in zip(sizes, scales):
+            counts = _cpd.quantize(x[at:at + n], tmp[:n], "float32", "float32", self.format, "nearest_even",
+                                   "infinity", 0, 0, 0, sc.exponent, 1, True)
+            for k, v in counts.items():
+                self.stats[k] = self.stats.get(k, 0) + v
+            at += n
 
 
 def comm_hook(format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
@@ -440,14 +491,17 @@ class EmulatedWorkers:
 
     backward splits the batch into W shards (torch.tensor_split along dim 0), computes each
     shard's gradient with the model (worker w's gradient), sums the W gradients tensor by
-    tensor with cpd.simulate_allreduce (mean) and writes the result into every parameter's
-    .grad. format=None or "fp32" sums in float32 in the ring's order. Counts as CommHook:
-    steps, values, nonfinite_steps, out_nonfinite, stats (the scaled quantization's
-    underflow/overflow counts of every worker's values) and exchange_seconds (the time of
-    the simulated exchanges, not of the W backward passes)."""
+    tensor as cpd.simulate_allreduce does (mean) and writes the result into every parameter's
+    .grad. format=None or "fp32" sums in float32 in the ring's order. A model on a GPU sums on
+    it (W device ranks in this process, cpd::cuda::rank_exchange, with the CUDA module; every
+    algorithm but halving_doubling, which is simulated on the host): the same bits. Counts as
+    CommHook: steps, values, nonfinite_steps, out_nonfinite, stats (the scaled quantization's
+    underflow/overflow counts of every worker's values; diagnostics=False leaves it empty, the
+    default on a GPU, where the counts need a host copy) and exchange_seconds (the time of the
+    exchanges, not of the W backward passes; on a GPU until the device has done them)."""
 
     def __init__(self, model, workers, format="fp32", scaler="aps", algorithm="ring", rounding="nearest_even",
-                 kahan=False, seed=0, threads=None):
+                 kahan=False, seed=0, threads=None, diagnostics=None):
         who = "cpd.torch.EmulatedWorkers"
         workers = _cpd_pkg._int(who, "workers", workers, 1, 2**31 - 1)
         format = format or "fp32"
@@ -455,6 +509,7 @@ class EmulatedWorkers:
         self.model, self.workers, self.format = model, workers, format
         self.scaler, self.algorithm, self.rounding = scaler or "none", algorithm, rounding
         self.kahan, self.seed, self.threads = kahan, _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1), threads
+        self.diagnostics = diagnostics
         self.steps = 0
         self.values = 0
         self.nonfinite_steps = 0
@@ -466,6 +521,20 @@ class EmulatedWorkers:
         params = [p for p in self.model.parameters() if p.requires_grad]
         if len(inputs) < self.workers:
             raise ValueError(f"cpd.torch.EmulatedWorkers: a batch of {len(inputs)} for {self.workers} workers")
+        grads, total = self._worker_gradients(params, loss_fn, inputs, targets)
+        start = _time.perf_counter()
+        if params and _device.takes(grads[0][0], self.algorithm):
+            nonfinite = self._exchange_on_device(params, grads)
+        else:
+            nonfinite = self._exchange_on_host(params, grads)
+        self.exchange_seconds += _time.perf_counter() - start
+        self.nonfinite_steps += int(nonfinite)
+        self.steps += 1
+        return total / len(inputs)
+
+    def _worker_gradients(self, params, loss_fn, inputs, targets):
+        """grads[w][t]: worker w's gradient of parameter t (its shard of the batch), and the
+        summed loss of the shards."""
         xs = _torch.tensor_split(inputs, self.workers)
         ys = _torch.tensor_split(targets, self.workers)
         grads, total = [], 0.0
@@ -476,21 +545,47 @@ class EmulatedWorkers:
             loss.backward()
             total += float(loss.detach()) * len(x)
             grads.append([p.grad.detach().clone() if p.grad is not None else _torch.zeros_like(p) for p in params])
+        return grads, total
+
+    def _streams(self, count):
+        return [tensor_stream(self.steps, t // 1024, t % 1024, self.workers) for t in range(count)]
+
+    def _exchange_on_host(self, params, grads):
+        """cpd.simulate_allreduce tensor by tensor (on host copies of a GPU's gradients)."""
         nonfinite = False
-        start = _time.perf_counter()
-        for t, p in enumerate(params):
-            xs_t = [grads[r][t].contiguous() for r in range(self.workers)]
+        for t, (p, stream) in enumerate(zip(params, self._streams(len(params)))):
+            xs_t = [grads[r][t].contiguous().cpu() for r in range(self.workers)]
             res, info = _cpd_pkg.simulate_allreduce(
                 xs_t, self.format, scaler=self.scaler, algorithm=self.algorithm, rounding=self.rounding,
-                kahan=self.kahan, mean=True, seed=self.seed, stream=tensor_stream(self.steps, t // 1024, t % 1024, self.workers),
-                threads=self.threads, diagnostics=True)
-            p.grad = res.view_as(p)
+                kahan=self.kahan, mean=True, seed=self.seed, stream=stream, threads=self.threads,
+                diagnostics=self.diagnostics is not False)
+            p.grad = res.view_as(p).to(p.device)
             nonfinite |= info["scale"].nonfinite
             self.out_nonfinite += info["nonfinite_out"]
-            for k, v in info["scaled"].items():
+            for k, v in info.get("scaled", {}).items():
                 self.stats[k] = self.stats.get(k, 0) + v
             self.values += res.numel()
-        self.exchange_seconds += _time.perf_counter() - start
-        self.nonfinite_steps += int(nonfinite)
-        self.steps += 1
-        return total / len(inputs)
+        return nonfinite
+
+    def _exchange_on_device(self, params, grads):
+        """W device ranks in this process exchange every tensor at once (cpd._torch_cuda)."""
+        grads = [[g.contiguous() for g in ws] for ws in grads]
+        outs = [_torch.empty_like(g) for g in grads[0]]
+        scaler = _cpd.make_scaler(self.scaler, self.format, world_size=self.workers)
+        scales = _device.worker_scales(scaler, grads)
+        o = {"format": self.format, "rounding": self.rounding, "algorithm": self.algorithm, "kahan": self.kahan,
+             "mean": True, "seed": self.seed, "streams": self._streams(len(params))}
+        _device.emulate(grads, outs, o, scales)
+        if self.diagnostics:
+            for t, sc in enumerate(scales):
+                for r in range(self.workers):
+                    x = grads[r][t].reshape(-1).cpu().numpy()
+                    counts = _cpd.quantize(x, _np.empty_like(x), "float32", "float32", self.format, "nearest_even",
+                                           "infinity", 0, 0, 0, sc.exponent, 1, True)
+                    for k, v in counts.items():
+                        self.stats[k] = self.stats.get(k, 0) + v
+        for p, res in zip(params, outs):
+            p.grad = res.view_as(p)
+            self.values += res.numel()
+        self.out_nonfinite += _device.count_nonfinite(outs)  # (waits for the device)
+        return any(s.nonfinite for s in scales)

@@ -9,7 +9,9 @@
 // cpd::random_bits(seed, stream, offset + i)): the host's bits for every format, rounding
 // mode, overflow mode and dtype. float16 and bfloat16 are read and written through the same
 // widening and narrowing as the host module (python/src/dtypes.hpp); float64 rounds from the
-// double. The statistic of the scalers reads max|x| (cpd::cuda::amax for float32).
+// double. The statistic of the scalers reads max|x| (cpd::cuda::amax for float32). The
+// exchange on a device (cpd::cuda::rank_exchange: cpd.torch's hook, all_reduce and emulated
+// workers on CUDA tensors) is bound in cuda_exchange.hpp.
 
 #include <cpd/core/format.hpp>
 #include <cpd/core/names.hpp>
@@ -21,12 +23,17 @@
 #include "dtypes.hpp"
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -312,6 +319,8 @@ int device_count() {
   return cudaGetDeviceCount(&k) == cudaSuccess ? k : 0;
 }
 
+#include "cuda_exchange.hpp"  // the exchange on a device: uses the helpers above
+
 }  // namespace
 
 PYBIND11_MODULE(_cpd_cuda, m) {
@@ -322,4 +331,5 @@ PYBIND11_MODULE(_cpd_cuda, m) {
   m.def("amax", &amax);
   m.def("device_count", &device_count);
   m.def("pointer_device", &pointer_device);
+  cuda_exchange::bind(m);
 }

@@ -8,7 +8,7 @@
 
 #include <cpd/core/format.hpp>
 #include <cpd/exchange/algorithm.hpp>
-#include <cpd/exchange/schedule.hpp>
+#include <cpd/exchange/rank_exchange.hpp>
 #include <cpd/exchange/simulate.hpp>
 #include <cpd/scaling/scale.hpp>
 

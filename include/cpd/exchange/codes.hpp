@@ -25,14 +25,14 @@
 namespace cpd::detail {
 
 /// Values of F as codes: the code of a value, the value of a code (NaN: the canonical +qNaN,
-/// as every sum's), through a table for codes of at most 16 bits.
+/// as every sum's), through a table for codes of at most 16 bits on the host.
 template <class F>
 struct format_codes {
   using storage = typename F::storage_type;
   static constexpr int width = F::spec.bits;
 
   /// The code of v, a value of F (exact: any rounding mode gives the same code).
-  [[nodiscard]] static CPD_ALWAYS_INLINE storage code_of(float v) noexcept {
+  [[nodiscard]] CPD_HOST_DEVICE static CPD_ALWAYS_INLINE storage code_of(float v) noexcept {
     constexpr spec s = F::spec;
     return static_cast<storage>(round_bits<rounding::nearest_even, overflow::infinity, float>(s, bit_cast<std::uint32_t>(v)).code);
   }
@@ -46,7 +46,8 @@ struct format_codes {
     }
   }
 
-  [[nodiscard]] static float decoded(std::uint64_t c) noexcept {
+  /// The value of a code by integer arithmetic (host and device; value_of's table holds these).
+  [[nodiscard]] CPD_HOST_DEVICE static float decoded(std::uint64_t c) noexcept {
     constexpr spec s = F::spec;
     return canonical_nan(bit_cast<float>(decode_bits<float>(s, c)));
   }

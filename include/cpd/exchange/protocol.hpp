@@ -15,7 +15,9 @@
 //   accumulate, round_sum - two_step's wide sum of the loaded values and its one
 //            rounding to F.
 // Rounding k of the hop that `rank` makes at `step` draws its random bits for element
-// i from allreduce_random_bits (step -1: the load).
+// i from allreduce_random_bits (step -1: the load). One value's steps are the element
+// functions of exchange/elements.hpp, which the device backend runs too: the verbs here
+// call them where they go value by value, and their block passes give the same bits.
 //
 // Every call runs in the default floating-point environment (a default_fp_env scope
 // of the caller's).
@@ -28,6 +30,7 @@
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/codes.hpp>
+#include <cpd/exchange/elements.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/detail/avx512_hop.hpp>
 #include <cpd/host/detail/decode.hpp>
@@ -43,27 +46,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace cpd::detail {
-
-/// The stream of rounding k (0..7) of the addition that `rank` performs at `step` of an
-/// allreduce among w workers (step -1: the quantization of the inputs).
-template <class Key>
-[[nodiscard]] constexpr std::uint64_t allreduce_stream(const Key& key, int w, int step, int rank, int k) noexcept {
-  return key.stream + (static_cast<std::uint64_t>(step + 1) * static_cast<std::uint64_t>(w) +
-                       static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
-}
-
-/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...), i).
-template <class Key>
-[[nodiscard]] constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank, int k,
-                                                            std::uint64_t i) noexcept {
-  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i);
-}
 
 /// scaler.statistic(g, n), for a scaler whose statistic is a function of max|g| alone (one
 /// with statistic_of_amax, APS) through the amax loop of the active instruction set.
@@ -209,10 +196,10 @@ class summation {
   /// Error feedback after load: res[j] = x[j] - unscale(q[j]); a NaN the canonical +qNaN
   /// (q as values or as codes: the same bits).
   void feedback(const float* x, const float* q, std::size_t len, float* res) const noexcept {
-    for (std::size_t j = 0; j < len; ++j) res[j] = canonical_nan(x[j] - unscale<F, R, O>(q[j], sc_));
+    for (std::size_t j = 0; j < len; ++j) res[j] = feedback_value<F, R, O>(x[j], q[j], sc_);
   }
   void feedback(const float* x, const storage* q, std::size_t len, float* res) const noexcept {
-    for (std::size_t j = 0; j < len; ++j) res[j] = canonical_nan(x[j] - unscale<F, R, O>(codes::value_of(q[j]), sc_));
+    for (std::size_t j = 0; j < len; ++j) res[j] = feedback_value<F, R, O>(x[j], codes::value_of(q[j]), sc_);
   }
 
   /// add: (s, c) += q over the elements lo + j, j < len <= block: one rounded addition, or one
@@ -336,22 +323,15 @@ class summation {
                                 [&](int k, float, float) { return bits(step, rank, k, lo + j); });
   }
 
-  /// two_step's accumulation, s += q over len elements: in float for a float32 accumulator;
-  /// else the float sum rounded to odd and then to the accumulator, nearest-even (one
-  /// rounding of the exact sum; a float overflow of two finite values becomes +-FLT_MAX, odd,
-  /// so that the accumulator's overflow rule decides). NaN canonical.
+  /// two_step's accumulation, s += q over len elements: accumulate_value's, with the rounding
+  /// to a narrow accumulator by the bulk kernel over the block.
   void accumulate(float* s, const float* q, std::size_t len, const format& acc) const {
+    const spec a = acc.spec();
     if (acc == format::of<float_t<8, 23>>()) {
-      for (std::size_t j = 0; j < len; ++j) s[j] = canonical_nan(s[j] + q[j]);
+      for (std::size_t j = 0; j < len; ++j) s[j] = accumulate_value(s[j], q[j], a, true);
       return;
     }
-    for (std::size_t j = 0; j < len; ++j) {
-      float t = add_odd_float(s[j], q[j]);
-      if (!(t - t == 0) && s[j] - s[j] == 0 && q[j] - q[j] == 0)
-        t = t > 0 ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::max();
-      s[j] = t;
-    }
-    const spec a = acc.spec();
+    for (std::size_t j = 0; j < len; ++j) s[j] = accumulate_odd(s[j], q[j]);
     with_encoding(a.enc, [&](auto kc) {
       constexpr encoding_kind K = decltype(kc)::value;
       round_with<rounding::nearest_even, overflow::infinity, float, float, bulk_op::quantize>(
@@ -369,11 +349,7 @@ class summation {
   }
 
   /// finish: unscale(v), divided by W for a mean; a NaN is the canonical +qNaN, as every sum's.
-  [[nodiscard]] float finish(float v) const noexcept {
-    float u = unscale<F, R, O>(v, sc_);
-    if (mean_) u = u / static_cast<float>(w_);
-    return canonical_nan(u);
-  }
+  [[nodiscard]] float finish(float v) const noexcept { return finish_value<F, R, O>(v, sc_, w_, mean_); }
   void finish(const float* s, std::size_t len, float* out) const noexcept {
     if constexpr (std::is_same_v<Scale, pow2_scale>) {
       lanes<unscale_loop>(c_.where, s, sc_.inverse(), mean_ ? static_cast<float>(w_) : 1.0f, out, len);

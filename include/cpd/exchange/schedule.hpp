@@ -9,8 +9,36 @@
 // cpd::simulate_allreduce: every transport that moves these messages gives the
 // simulation's bits. A transport is its sendrecv: run_exchange() is the loop of a
 // blocking one (cpd::mpi's ring, two_step and all_gather, the Python package's
-// exchange); cpd::mpi's pipelined ring posts the same messages, segment by segment,
-// without blocking.
+// exchange), run_in_process() moves W ranks' messages by copies in one process;
+// cpd::mpi's pipelined ring posts the same messages, segment by segment, without
+// blocking.
+//
+// The schedule holds no arithmetic: basic_rank_exchange<Arith> lays out the messages and
+// hands each tensor's piece of a step to its arithmetic backend, which owns the message
+// memory and does the work on the values:
+//   area(bytes)                          the message memory of a call (kept, may grow)
+//   alone(t, nb)                         one rank: tensor t loaded and finished
+//   own(t, lo, m, o, nb)                 this rank's codes of elements [lo, lo + m) at o
+//   reduce(t, lo, m, in, in_comp, o, out_comp, nb, step, last, progress)
+//                                        a ring hop: the sums received at in (their
+//                                        compensations after them with in_comp) += this
+//                                        rank's values, written at o (o == in: in place;
+//                                        out_comp: the compensations too); last: finished
+//   finish(t, lo, m, in, nb, progress)   final codes at in finished into t.out
+//   sum(t, n, src, stride, nb)           all_gather: W ranks' codes at src + k stride added
+//                                        in rank order and finished
+//   reduce_wide(t, lo, m, src, stride, o, nb)
+//                                        two_step: W ranks' codes accumulated, rounded once,
+//                                        finished, the final codes written at o
+//   flush()                              the end of a call of the schedule (start, a
+//                                        send_data that made codes, complete): the work of
+//                                        its operations may wait until then (a device
+//                                        backend batches them), never longer
+// where t is an exchange_tensor, and nb the bytes of NaN bits after the piece's codes (0:
+// the tensor carries none). Two backends: the host's (cpd::rank_exchange,
+// exchange/rank_exchange.hpp: the summation protocol's block passes) and the element
+// backend (exchange/elementwise.hpp: the element steps of exchange/elements.hpp, run by a
+// host loop or by CUDA kernels, cpd::cuda::rank_exchange of <cpd/device/exchange.cuh>).
 //
 //   ring, pipelined_ring  2(W - 1) steps, each one message to rank + 1 and one from
 //       rank - 1. Reduce-scatter step s sends the partial sums of chunk (r - s) mod W
@@ -39,15 +67,12 @@
 // element whose bit is set is NaN, on every rank, as in the simulation.
 
 #include <cpd/core/detail/error.hpp>
+#include <cpd/core/float.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/core/random.hpp>
-#include <cpd/core/rounding.hpp>
 #include <cpd/exchange/algorithm.hpp>
 #include <cpd/exchange/partition.hpp>
-#include <cpd/exchange/protocol.hpp>
-#include <cpd/exchange/simulate.hpp>
 #include <cpd/exchange/wire.hpp>
-#include <cpd/scaling/scale.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -91,24 +116,29 @@ struct no_progress {
   void operator()() const noexcept {}
 };
 
-/// Rank `rank` of `world`'s side of one allreduce of a list of tensors in format F, rounding
-/// R, overflow O, with a scale per tensor of type Scale (pow2_scale or float_scale). Per call:
-/// start(tensors); then for every step s and segment k, send send_bytes(s, k) bytes at
-/// send_data(s, k) to send_to(s) and receive recv_bytes(s, k) bytes from recv_from(s) into
-/// recv_data(s, k), and call complete(s, k) once they have arrived. send_data(s, k) is ready
-/// once complete(s - 1, k) has returned (start() for s = 0), or once step s - 1's message
-/// arrived where forwards(s - 1).
-template <class F, rounding R, overflow O, class Scale>
-class rank_exchange {
-  using protocol = detail::summation<F, R, O, Scale>;
-  using codes = typename protocol::codes;
-  using W = detail::wire<F>;
-  using storage = typename W::storage;
-  static constexpr std::size_t progress_block = std::size_t(1) << 15;  ///< values between two calls of progress
+/// Rank `rank` of `world`'s side of one allreduce of a list of tensors in the format and with
+/// the scales of the arithmetic backend Arith (Arith::format_type, Arith::scale_type; see the
+/// file comment). Per call: start(tensors); then for every step s and segment k, send
+/// send_bytes(s, k) bytes at send_data(s, k) to send_to(s) and receive recv_bytes(s, k) bytes
+/// from recv_from(s) into recv_data(s, k), and call complete(s, k) once they have arrived.
+/// send_data(s, k) is ready once complete(s - 1, k) has returned (start() for s = 0), or once
+/// step s - 1's message arrived where forwards(s - 1). The pointers are the backend's memory
+/// (a device's for a device backend).
+template <class Arith>
+class basic_rank_exchange {
+ public:
+  using arithmetic_type = Arith;
+  using format_type = typename Arith::format_type;
+  using scale_type = typename Arith::scale_type;
+
+ private:
+  using W = detail::wire<format_type>;
+  using tensor_type = exchange_tensor<scale_type>;
 
  public:
   /// world >= 1, 0 <= rank < world, an algorithm the schedule runs; std::invalid_argument else.
-  rank_exchange(int world, int rank, exchange_options opt) : w_(world), r_(rank), opt_(std::move(opt)) {
+  basic_rank_exchange(int world, int rank, exchange_options opt)
+      : w_(world), r_(rank), opt_(std::move(opt)), arith_(world, rank, opt_) {
     if (world < 1 || rank < 0 || rank >= world)
       detail::fail_invalid("cpd::rank_exchange: rank " + std::to_string(rank) + " of " + std::to_string(world));
     detail::check_one_of("cpd::rank_exchange", "algorithm", opt_.algorithm, rank_algorithms, "a rank runs alone");
@@ -123,33 +153,9 @@ class rank_exchange {
 
   /// Starts a call on this rank's tensors (kept by pointer until the call ends): checks
   /// them, lays out the messages and, with one rank, does the whole call.
-  void start(const exchange_tensor<Scale>* t, std::size_t count) {
-    t_.assign(t, t + count);
-    offset_.assign(count, 0);
-    std::size_t total = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (t[i].size != 0 && (t[i].in == nullptr || t[i].out == nullptr))
-        detail::fail_invalid("cpd::rank_exchange: tensor " + std::to_string(i) + " has a null pointer");
-      offset_[i] = total;
-      total += tensor_bytes(i, t[i].size, 1);
-    }
-    vector_bytes_ = total;
-    if (w_ == 1) {
-      std::vector<storage> q(std::min(progress_block, max_size()) + 1);
-      for (std::size_t i = 0; i < count; ++i)
-        for (std::size_t at = 0; at < t[i].size; at += progress_block) {
-          const std::size_t m = std::min(progress_block, t[i].size - at);
-          unsigned char mask[progress_block / 8 + 8];
-          own_mask(i, at, m, mask);
-          load(i, at, m, q.data());
-          proto(i).finish(q.data(), m, t[i].out + at);
-          apply_mask(i, at, m, mask);
-        }
-      return;
-    }
-    if (ring_) start_ring();
-    else if (opt_.algorithm == allreduce_algorithm::two_step) start_two_step();
-    else start_all_gather();
+  void start(const tensor_type* t, std::size_t count) {
+    layout(t, count);
+    begin();
   }
 
   /// Communication steps of a call (0 with one rank).
@@ -189,18 +195,21 @@ class rank_exchange {
       return step <= w_ - 1 && !direct_ ? out_slot(step - 1, k) : recv_slot(step - 1, k);
     }
     if (two_step() && step < w_ - 1) {  // this rank's chunk (r + step + 1) mod W, quantized once
-      unsigned char* p = area_.data() + pair_send_ + static_cast<std::size_t>(step) * max_chunk_bytes_;
-      if (!packed_[static_cast<std::size_t>(step)]) pack_own_chunk(send_to(step), p);
+      unsigned char* p = base_ + pair_send_ + static_cast<std::size_t>(step) * max_chunk_bytes_;
+      if (!packed_[static_cast<std::size_t>(step)]) {
+        pack_own_chunk(send_to(step), p);
+        arith_.flush();
+      }
       packed_[static_cast<std::size_t>(step)] = true;
       return p;
     }
-    return area_.data() + block_at(gather_block(step, true));
+    return base_ + block_at(gather_block(step, true));
   }
   /// Where the message of `step`, segment k, is to be received.
   [[nodiscard]] unsigned char* recv_data(int step, std::size_t k) noexcept {
     if (ring_) return opt_.distinct_buffers ? recv_slot(step, k) : recv_;
-    if (two_step() && step < w_ - 1) return area_.data() + static_cast<std::size_t>(recv_from(step)) * chunk_bytes(r_);
-    return area_.data() + block_at(gather_block(step, false));
+    if (two_step() && step < w_ - 1) return base_ + static_cast<std::size_t>(recv_from(step)) * chunk_bytes(r_);
+    return base_ + block_at(gather_block(step, false));
   }
 
   /// The message of `step`, segment k, has arrived: adds this rank's values into it, or
@@ -211,12 +220,66 @@ class rank_exchange {
     if (ring_) {
       if (step < w_ - 1) reduce_step(step, k, progress);
       else gather_step(step, k, progress);
+    } else if (step == w_ - 2 || (two_step() && step >= w_ - 1)) {  // (else data that only waits)
+      if (!two_step()) sum_all();
+      else if (step == w_ - 2) reduce_own_chunk();
+      if (two_step() && step >= w_ - 1) finish_block(gather_block(step, false), progress);
+    }
+    arith_.flush();
+  }
+
+ protected:
+  /// The arithmetic backend (a device backend's stream and memory are set through it).
+  [[nodiscard]] Arith& arithmetic() noexcept { return arith_; }
+
+  /// The first half of start(): checks the tensors and lays out the messages; returns the
+  /// bytes of message memory begin() asks the backend for.
+  std::size_t layout(const tensor_type* t, std::size_t count) {
+    t_.assign(t, t + count);
+    offset_.assign(count, 0);
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (t[i].size != 0 && (t[i].in == nullptr || t[i].out == nullptr))
+        detail::fail_invalid("cpd::rank_exchange: tensor " + std::to_string(i) + " has a null pointer");
+      offset_[i] = total;
+      total += tensor_bytes(i, t[i].size, 1);
+    }
+    vector_bytes_ = total;
+    segs_ = 1;
+    area_bytes_ = 0;
+    if (w_ > 1) {
+      if (ring_) layout_ring();
+      else if (two_step()) layout_two_step();
+      else area_bytes_ = static_cast<std::size_t>(w_) * vector_bytes_ + 1;
+    }
+    return area_bytes_ + 64;  // (room to align the messages to 64 bytes)
+  }
+
+  /// The second half of start(): the memory, and the work before the first step (with one
+  /// rank, the whole call).
+  void begin() {
+    unsigned char* a = arith_.area(area_bytes_ + 64);
+    base_ = a + (64 - reinterpret_cast<std::uintptr_t>(a) % 64) % 64;
+    if (w_ == 1) {
+      for (std::size_t i = 0; i < t_.size(); ++i) arith_.alone(t_[i], mask_bytes(i, t_[i].size));
+      arith_.flush();
       return;
     }
-    if (step != w_ - 2 && !(two_step() && step >= w_ - 1)) return;  // (data that only waits)
-    if (!two_step()) sum_all();
-    else if (step == w_ - 2) reduce_own_chunk();
-    if (two_step() && step >= w_ - 1) finish_block(gather_block(step, false), progress);
+    if (ring_) {
+      loaded_first_.assign(segs_, false);
+      if (!opt_.distinct_buffers) {
+        send_ = base_;
+        recv_ = base_ + stride_;
+        pack_first(0, send_);
+      }
+    } else if (two_step()) {
+      packed_.assign(static_cast<std::size_t>(w_ - 1), false);
+      pack_own_chunk(r_, base_ + static_cast<std::size_t>(r_) * chunk_bytes(r_));
+    } else {
+      unsigned char* o = base_ + block_at(r_);
+      for (std::size_t i = 0; i < t_.size(); ++i) arith_.own(t_[i], 0, t_[i].size, o + offset_[i], mask_bytes(i, t_[i].size));
+    }
+    arith_.flush();
   }
 
  private:
@@ -226,14 +289,6 @@ class rank_exchange {
   /// Arrays of the messages of a ring step: this rank's codes at step 0 and final codes in
   /// the all-gather, one; partial sums in between, with their compensations under Kahan.
   [[nodiscard]] std::size_t arrays_at(int step) const noexcept { return step >= 1 && step < w_ - 1 ? arrays() : 1; }
-  [[nodiscard]] std::size_t max_size() const noexcept {
-    std::size_t m = 0;
-    for (const auto& t : t_) m = std::max(m, t.size);
-    return m;
-  }
-  [[nodiscard]] protocol proto(std::size_t i) const noexcept {
-    return protocol(t_[i].scale, w_, opt_.kahan, opt_.mean, t_[i].key);
-  }
   [[nodiscard]] index_range chunk(std::size_t i, int c) const noexcept {
     return partition(t_[i].size, static_cast<std::size_t>(w_), static_cast<std::size_t>(c));
   }
@@ -244,7 +299,9 @@ class rank_exchange {
     return {ch.begin + p.begin, ch.begin + p.end};
   }
   /// Whether tensor i's messages carry NaN bits (a format without NaN, a scale marked nonfinite).
-  [[nodiscard]] bool masked(std::size_t i) const noexcept { return !F::spec.has_nan && t_[i].scale.nonfinite; }
+  [[nodiscard]] bool masked(std::size_t i) const noexcept {
+    return !format_type::spec.has_nan && t_[i].scale.nonfinite;
+  }
   /// Bytes of the NaN bits of m elements of tensor i (whole codes: the next piece stays aligned).
   [[nodiscard]] std::size_t mask_bytes(std::size_t i, std::size_t m) const noexcept {
     return masked(i) ? ((m + 7) / 8 + W::code_bytes - 1) / W::code_bytes * W::code_bytes : 0;
@@ -266,43 +323,6 @@ class rank_exchange {
     return b;
   }
 
-  [[nodiscard]] static float nan() noexcept { return detail::bit_cast<float>(0x7FC00000u); }
-  /// o = the NaN bits of tensor i's elements [lo, lo + m) on this rank (mask_bytes(i, m) bytes).
-  void own_mask(std::size_t i, std::size_t lo, std::size_t m, unsigned char* o) const noexcept {
-    if (!masked(i)) return;
-    std::fill(o, o + mask_bytes(i, m), static_cast<unsigned char>(0));
-    const float* x = t_[i].in + lo;
-    for (std::size_t j = 0; j < m; ++j) o[j / 8] |= static_cast<unsigned char>((x[j] != x[j] ? 1u : 0u) << (j % 8));
-  }
-  /// o |= this rank's NaN bits of tensor i's elements [lo, lo + m).
-  void or_own_mask(std::size_t i, std::size_t lo, std::size_t m, unsigned char* o) const noexcept {
-    if (!masked(i)) return;
-    const float* x = t_[i].in + lo;
-    for (std::size_t j = 0; j < m; ++j) o[j / 8] |= static_cast<unsigned char>((x[j] != x[j] ? 1u : 0u) << (j % 8));
-  }
-  /// out[lo + j] = NaN where bit j of mask is set (tensor i's finished elements [lo, lo + m)).
-  void apply_mask(std::size_t i, std::size_t lo, std::size_t m, const unsigned char* mask) const noexcept {
-    if (!masked(i)) return;
-    for (std::size_t j = 0; j < m; ++j)
-      if ((mask[j / 8] >> (j % 8)) & 1u) t_[i].out[lo + j] = nan();
-  }
-
-  /// q = this rank's codes of tensor i's elements [lo, lo + m), with error feedback.
-  void load(std::size_t i, std::size_t lo, std::size_t m, storage* q) const {
-    const protocol p = proto(i);
-    p.load(r_, t_[i].in + lo, lo, m, q);
-    if (t_[i].residual) p.feedback(t_[i].in + lo, q, m, t_[i].residual + lo);
-  }
-
-  /// Calls fn(at, n) over [0, len) in blocks, progress() between them.
-  template <class Progress, class Fn>
-  static void blocks(std::size_t len, Progress& progress, Fn&& fn) {
-    for (std::size_t at = 0; at < len; at += progress_block) {
-      if (at != 0) progress();
-      fn(at, std::min(progress_block, len - at));
-    }
-  }
-
   // --- ring and pipelined ring ------------------------------------------------------------
 
   /// The chunk a ring step sends (or receives).
@@ -313,43 +333,31 @@ class rank_exchange {
   }
 
   /// Segments and buffers. Distinct: this rank's first message (segment by segment), every
-  /// receive, and with unpacking every reduce-scatter step's output, each its own slot; else
-  /// two buffers that trade places (a blocking transport), one segment.
-  void start_ring() {
+  /// receive, and where sums are not added in place every reduce-scatter step's output,
+  /// each its own slot; else two buffers that trade places (a blocking transport), one segment.
+  void layout_ring() {
     std::size_t step_bytes = 0;
     for (std::size_t i = 0; i < t_.size(); ++i) step_bytes += tensor_bytes(i, chunk(i, 0).size(), arrays());
-    segs_ = 1;
     if (opt_.distinct_buffers && opt_.segment_bytes != 0) {
       segs_ = std::min<std::size_t>(std::max<std::size_t>((step_bytes + opt_.segment_bytes - 1) / opt_.segment_bytes, 1),
                                     256);
       while (step_bytes / segs_ > opt_.max_message) ++segs_;
     }
-    std::size_t largest = 0, piece_max = 0;
+    std::size_t largest = 0;
     for (int c = 0; c < w_; ++c)
-      for (std::size_t k = 0; k < segs_; ++k) {
-        largest = std::max(largest, unit_bytes(c, k, arrays()));
-        for (std::size_t i = 0; i < t_.size(); ++i) piece_max = std::max(piece_max, piece(i, c, k).size());
-      }
+      for (std::size_t k = 0; k < segs_; ++k) largest = std::max(largest, unit_bytes(c, k, arrays()));
     stride_ = (largest + 63) / 64 * 64 + 64;  // (aligned for the codes added in place)
     const auto steps_n = static_cast<std::size_t>(w_ - 1);
     const std::size_t slots = opt_.distinct_buffers ? segs_ + 2 * steps_n * segs_ + (direct_ ? 0 : steps_n * segs_) : 2;
-    area_.resize(slots * stride_ + 64);  // (every byte is written before it is read: no fill per call)
-    base_ = area_.data() + (64 - reinterpret_cast<std::uintptr_t>(area_.data()) % 64) % 64;
-    scratch_.resize(3 * piece_max + 1);
-    q_ = scratch_.data();
-    s_ = q_ + piece_max;
-    c_ = s_ + piece_max;
-    loaded_first_.assign(segs_, false);
-    if (!opt_.distinct_buffers) {
-      send_ = base_;
-      recv_ = base_ + stride_;
-      pack_first(0, send_);
-    }
+    area_bytes_ = slots * stride_;  // (every byte is written before it is read: no fill per call)
   }
 
   [[nodiscard]] unsigned char* first(std::size_t k) {
     unsigned char* p = base_ + k * stride_;
-    if (!loaded_first_[k]) pack_first(k, p);
+    if (!loaded_first_[k]) {
+      pack_first(k, p);
+      arith_.flush();
+    }
     return p;
   }
   [[nodiscard]] unsigned char* recv_slot(int step, std::size_t k) const noexcept {
@@ -365,13 +373,7 @@ class rank_exchange {
     loaded_first_[k] = true;
     for (std::size_t i = 0; i < t_.size(); ++i) {
       const index_range p = piece(i, r_, k);
-      own_mask(i, p.begin, p.size(), o + W::bytes(p.size()));
-      if (direct_) {
-        load(i, p.begin, p.size(), reinterpret_cast<storage*>(o));
-      } else {
-        load(i, p.begin, p.size(), q_);
-        W::pack(q_, p.size(), o);
-      }
+      arith_.own(t_[i], p.begin, p.size(), o, mask_bytes(i, p.size()));
       o += tensor_bytes(i, p.size(), 1);
     }
   }
@@ -384,42 +386,15 @@ class rank_exchange {
   void reduce_step(int step, std::size_t k, Progress& progress) {
     const int c = wrap(r_ - step - 1);
     const bool last = step == w_ - 2;
+    const bool in_comp = arrays_at(step) == 2, out_comp = !last && opt_.kahan;
     unsigned char* in = recv_data(step, k);
-    unsigned char* o = opt_.distinct_buffers ? out_slot(step, k) : send_;
+    unsigned char* o = direct_ ? in : (opt_.distinct_buffers ? out_slot(step, k) : send_);
     for (std::size_t i = 0; i < t_.size(); ++i) {
       const index_range p = piece(i, c, k);
-      const protocol pr = proto(i);
       const std::size_t m = p.size(), mb = W::bytes(m), nb = mask_bytes(i, m);
-      unsigned char* mask = in + arrays_at(step) * mb;  // (the bits received, OR-ed in place)
-      or_own_mask(i, p.begin, m, mask);
-      blocks(m, progress, [&](std::size_t at, std::size_t n) { load(i, p.begin + at, n, q_ + at); });
-      if (direct_) {
-        auto* sum = reinterpret_cast<storage*>(in);
-        blocks(m, progress, [&](std::size_t at, std::size_t n) {
-          pr.add(sum + at, c_, q_ + at, p.begin + at, n, step, r_);
-          if (last) pr.finish(sum + at, n, t_[i].out + p.begin + at);
-        });
-        if (last) apply_mask(i, p.begin, m, mask);
-        in += mb + nb;
-        continue;
-      }
-      W::unpack(in, m, s_);
-      if (arrays_at(step) == 2) W::unpack(in + mb, m, c_);
-      else if (opt_.kahan) std::fill(c_, c_ + m, codes::code_of(0.0f));  // (without Kahan, add reads none)
-      blocks(m, progress, [&](std::size_t at, std::size_t n) {
-        pr.add(s_ + at, c_ + at, q_ + at, p.begin + at, n, step, r_);
-        if (last) pr.finish(s_ + at, n, t_[i].out + p.begin + at);
-      });
-      if (last) apply_mask(i, p.begin, m, mask);
-      W::pack(s_, m, o);
-      o += mb;
-      if (!last && opt_.kahan) {
-        W::pack(c_, m, o);
-        o += mb;
-      }
-      std::copy(mask, mask + nb, o);
-      o += nb;
+      arith_.reduce(t_[i], p.begin, m, in, in_comp, o, out_comp, nb, step, last, progress);
       in += arrays_at(step) * mb + nb;
+      o = direct_ ? in : o + (out_comp ? 2 : 1) * mb + nb;
     }
     if (!opt_.distinct_buffers && direct_) std::swap(send_, recv_);  // the sums are sent on as received
   }
@@ -432,17 +407,8 @@ class rank_exchange {
     const unsigned char* in = recv_data(step, k);
     for (std::size_t i = 0; i < t_.size(); ++i) {
       const index_range p = piece(i, c, k);
-      const protocol pr = proto(i);
-      const std::size_t m = p.size();
-      if (direct_) {
-        const auto* codes_in = reinterpret_cast<const storage*>(in);
-        blocks(m, progress, [&](std::size_t at, std::size_t n) { pr.finish(codes_in + at, n, t_[i].out + p.begin + at); });
-      } else {
-        W::unpack(in, m, s_);
-        blocks(m, progress, [&](std::size_t at, std::size_t n) { pr.finish(s_ + at, n, t_[i].out + p.begin + at); });
-      }
-      apply_mask(i, p.begin, m, in + W::bytes(m));
-      in += tensor_bytes(i, m, 1);
+      arith_.finish(t_[i], p.begin, p.size(), in, mask_bytes(i, p.size()), progress);
+      in += tensor_bytes(i, p.size(), 1);
     }
     if (!opt_.distinct_buffers) std::swap(send_, recv_);
   }
@@ -456,8 +422,8 @@ class rank_exchange {
     return wrap(r_ - t - (send ? 0 : 1));
   }
   [[nodiscard]] std::size_t block_bytes(int b) const noexcept { return two_step() ? chunk_bytes(b) : vector_bytes_; }
-  /// Where block b lies in area_: two_step's final chunks after the W inputs and W - 1 sends;
-  /// all_gather's vectors by rank.
+  /// Where block b lies in the messages: two_step's final chunks after the W inputs and W - 1
+  /// sends; all_gather's vectors by rank.
   [[nodiscard]] std::size_t block_at(int b) const noexcept {
     if (!two_step()) return static_cast<std::size_t>(b) * vector_bytes_;
     std::size_t at = finals_;
@@ -465,37 +431,21 @@ class rank_exchange {
     return at;
   }
 
-  /// two_step's area: chunk r of every rank (by source), W - 1 send buffers, then the final
-  /// codes of every chunk (by chunk); this rank's own chunk r packed now.
-  void start_two_step() {
-    segs_ = 1;
+  /// two_step's messages: chunk r of every rank (by source), W - 1 send buffers, then the
+  /// final codes of every chunk (by chunk).
+  void layout_two_step() {
     max_chunk_bytes_ = 0;
     for (int c = 0; c < w_; ++c) max_chunk_bytes_ = std::max(max_chunk_bytes_, chunk_bytes(c));
     pair_send_ = static_cast<std::size_t>(w_) * chunk_bytes(r_);
     finals_ = pair_send_ + static_cast<std::size_t>(w_ - 1) * max_chunk_bytes_;
-    area_.resize(block_at(w_) + 1);  // (every byte is written before it is read)
-    scratch_.resize(protocol::block + 1);
-    packed_.assign(static_cast<std::size_t>(w_ - 1), false);
-    pack_own_chunk(r_, area_.data() + static_cast<std::size_t>(r_) * chunk_bytes(r_));
-  }
-
-  /// This rank's codes of the elements [lo, lo + m) of tensor i, quantized and packed at o,
-  /// then their NaN bits.
-  void pack_own(std::size_t i, std::size_t lo, std::size_t m, unsigned char* o) {
-    own_mask(i, lo, m, o + W::bytes(m));
-    storage* q = scratch_.data();
-    for (std::size_t b = 0; b < m; b += protocol::block) {  // (an even block: whole bytes)
-      const std::size_t n = std::min(protocol::block, m - b);
-      load(i, lo + b, n, q);
-      W::pack(q, n, o + W::bytes(b));
-    }
+    area_bytes_ = block_at(w_) + 1;  // (every byte is written before it is read)
   }
 
   /// This rank's chunk c of every tensor at o.
   void pack_own_chunk(int c, unsigned char* o) {
     for (std::size_t i = 0; i < t_.size(); ++i) {
       const index_range rg = chunk(i, c);
-      pack_own(i, rg.begin, rg.size(), o);
+      arith_.own(t_[i], rg.begin, rg.size(), o, mask_bytes(i, rg.size()));
       o += tensor_bytes(i, rg.size(), 1);
     }
   }
@@ -505,111 +455,48 @@ class rank_exchange {
   /// of every rank OR-ed).
   void reduce_own_chunk() {
     const std::size_t stride = chunk_bytes(r_);
-    const unsigned char* in = area_.data();
-    unsigned char* out = area_.data() + block_at(r_);
-    std::vector<float> s(protocol::block), q(protocol::block);
-    storage* cs = scratch_.data();
-    std::size_t tensor_at = 0;  // byte offset of tensor i's part in each source's message
+    unsigned char* out = base_ + block_at(r_);
+    std::size_t at = 0;  // byte offset of tensor i's part in each source's message
     for (std::size_t i = 0; i < t_.size(); ++i) {
       const index_range rg = chunk(i, r_);
-      const protocol p = proto(i);
-      const std::size_t codes_bytes = W::bytes(rg.size()), nb = mask_bytes(i, rg.size());
-      unsigned char* mask = out + tensor_at + codes_bytes;
-      std::fill(mask, mask + nb, static_cast<unsigned char>(0));
-      for (int src = 0; src < w_; ++src) {
-        const unsigned char* theirs = in + static_cast<std::size_t>(src) * stride + tensor_at + codes_bytes;
-        for (std::size_t j = 0; j < nb; ++j) mask[j] |= theirs[j];
-      }
-      for (std::size_t b = 0; b < rg.size(); b += protocol::block) {
-        const std::size_t m = std::min(protocol::block, rg.size() - b), at = tensor_at + W::bytes(b);
-        for (int src = 0; src < w_; ++src) {
-          W::unpack(in + static_cast<std::size_t>(src) * stride + at, m, cs);
-          codes::decode(cs, m, src == 0 ? s.data() : q.data());
-          if (src != 0) p.accumulate(s.data(), q.data(), m, opt_.accumulator);
-        }
-        p.round_sum(s.data(), rg.begin + b, m, r_);
-        p.finish(s.data(), m, t_[i].out + rg.begin + b);
-        p.encode_values(s.data(), m, cs);
-        W::pack(cs, m, out + at);
-      }
-      apply_mask(i, rg.begin, rg.size(), mask);
-      tensor_at += tensor_bytes(i, rg.size(), 1);
+      arith_.reduce_wide(t_[i], rg.begin, rg.size(), base_ + at, stride, out + at, mask_bytes(i, rg.size()));
+      at += tensor_bytes(i, rg.size(), 1);
     }
   }
 
   /// two_step's all-gather: block b's final codes arrived; finished into out.
   template <class Progress>
   void finish_block(int b, Progress& progress) {
-    const unsigned char* p = area_.data() + block_at(b);
-    storage* q = scratch_.data();
+    const unsigned char* p = base_ + block_at(b);
     for (std::size_t i = 0; i < t_.size(); ++i) {
       const index_range rg = chunk(i, b);
-      const protocol pr = proto(i);
-      for (std::size_t at = 0; at < rg.size(); at += protocol::block) {
-        const std::size_t m = std::min(protocol::block, rg.size() - at);
-        W::unpack(p + W::bytes(at), m, q);
-        pr.finish(q, m, t_[i].out + rg.begin + at);
-      }
-      apply_mask(i, rg.begin, rg.size(), p + W::bytes(rg.size()));
+      arith_.finish(t_[i], rg.begin, rg.size(), p, mask_bytes(i, rg.size()), progress);
       p += tensor_bytes(i, rg.size(), 1);
       progress();
     }
   }
 
-  /// all_gather's area: every rank's vector, by rank; this rank's packed now.
-  void start_all_gather() {
-    segs_ = 1;
-    area_.resize(static_cast<std::size_t>(w_) * vector_bytes_ + 1);
-    scratch_.resize(3 * protocol::block + 1);
-    unsigned char* o = area_.data() + block_at(r_);
-    for (std::size_t i = 0; i < t_.size(); ++i) pack_own(i, 0, t_[i].size, o + offset_[i]);
-  }
-
   /// all_gather after its last step: the W vectors added in rank order on every rank (hop j
   /// adds rank j at step j - 1, made by rank 0: simulate_allreduce(sequential)'s sums).
   void sum_all() {
-    storage* s = scratch_.data();
-    storage* c = s + protocol::block;
-    storage* q = c + protocol::block;
-    for (std::size_t i = 0; i < t_.size(); ++i) {
-      const protocol pr = proto(i);
-      const std::size_t n = t_[i].size;
-      for (std::size_t b = 0; b < n; b += protocol::block) {
-        const std::size_t m = std::min(protocol::block, n - b), at = offset_[i] + W::bytes(b);
-        W::unpack(area_.data() + at, m, s);
-        if (opt_.kahan) std::fill(c, c + m, codes::code_of(0.0f));
-        for (int src = 1; src < w_; ++src) {
-          W::unpack(area_.data() + static_cast<std::size_t>(src) * vector_bytes_ + at, m, q);
-          pr.add(s, c, q, b, m, src - 1, 0);
-        }
-        pr.finish(s, m, t_[i].out + b);
-      }
-      // The NaN bits of every rank, OR-ed into rank 0's (read no more).
-      unsigned char* mask = area_.data() + offset_[i] + W::bytes(n);
-      for (int src = 1; src < w_; ++src)
-        for (std::size_t j = 0; j < mask_bytes(i, n); ++j)
-          mask[j] |= area_[static_cast<std::size_t>(src) * vector_bytes_ + offset_[i] + W::bytes(n) + j];
-      apply_mask(i, 0, n, mask);
-    }
+    for (std::size_t i = 0; i < t_.size(); ++i)
+      arith_.sum(t_[i], t_[i].size, base_ + offset_[i], vector_bytes_, mask_bytes(i, t_[i].size));
   }
 
   int w_, r_;
   exchange_options opt_;
+  Arith arith_;
   bool ring_ = false;
   bool direct_ = false;  ///< ring codes added and finished in the message buffers (no nibbles, no Kahan)
-  std::vector<exchange_tensor<Scale>> t_;
+  std::vector<tensor_type> t_;
   std::vector<std::size_t> offset_;  ///< byte offset of each tensor in a packed vector
   std::size_t vector_bytes_ = 0;     ///< bytes of one rank's packed codes of every tensor
+  std::size_t area_bytes_ = 0;       ///< bytes of the messages (64 more to align them)
   std::size_t segs_ = 1, stride_ = 0;
-  std::size_t max_chunk_bytes_ = 0, pair_send_ = 0, finals_ = 0;  ///< two_step's area
-  std::vector<unsigned char> area_;
-  unsigned char* base_ = nullptr;  ///< the ring's slots (64-byte aligned)
+  std::size_t max_chunk_bytes_ = 0, pair_send_ = 0, finals_ = 0;  ///< two_step's messages
+  unsigned char* base_ = nullptr;  ///< the messages (64-byte aligned, the backend's memory)
   unsigned char* send_ = nullptr;  ///< the ring's two buffers (blocking transports)
   unsigned char* recv_ = nullptr;
-  std::vector<storage> scratch_;
-  storage* q_ = nullptr;  ///< the ring's: this rank's codes, unpacked sums and compensations
-  storage* s_ = nullptr;
-  storage* c_ = nullptr;
   std::vector<bool> loaded_first_;  ///< the ring's first messages, quantized once
   std::vector<bool> packed_;        ///< two_step's pairwise messages, quantized once
 };
@@ -623,6 +510,36 @@ void run_exchange(Exchange& x, SendRecv&& sendrecv) {
       const unsigned char* out = x.send_data(s, k);
       sendrecv(x.send_to(s), out, x.send_bytes(s, k), x.recv_from(s), x.recv_data(s, k), x.recv_bytes(s, k));
       x.complete(s, k);
+    }
+}
+
+/// W ranks of one call in this process, in lockstep (a test, W emulated workers): ranks[r] is
+/// rank r of `world`, started on its tensors; at every step and segment move(dst, src, bytes)
+/// copies each rank's message into the receive buffer of the rank it goes to, then every rank
+/// completes it. std::invalid_argument when a message's sender and receiver disagree on it
+/// (ranks started with different options or tensor sizes).
+template <class Exchange, class Move>
+void run_in_process(Exchange* ranks, int world, Move&& move) {
+  const int steps = world > 0 ? ranks[0].steps() : 0;
+  for (int r = 0; r < world; ++r)
+    if (ranks[r].world() != world || ranks[r].rank() != r || ranks[r].steps() != steps)
+      detail::fail_invalid("cpd::run_in_process: ranks[" + std::to_string(r) + "] is not rank " + std::to_string(r) +
+                           " of " + std::to_string(world) + " with the others' algorithm");
+  for (int s = 0; s < steps; ++s)
+    for (std::size_t k = 0; k < ranks[0].segments(); ++k) {
+      for (int r = 0; r < world; ++r) {
+        Exchange& from = ranks[r];
+        Exchange& to = ranks[from.send_to(s)];
+        const std::size_t bytes = from.send_bytes(s, k);
+        if (to.recv_from(s) != r || to.recv_bytes(s, k) != bytes)
+          detail::fail_invalid("cpd::run_in_process: rank " + std::to_string(r) + " sends " + std::to_string(bytes) +
+                               " bytes at step " + std::to_string(s) + " to rank " + std::to_string(to.rank()) +
+                               ", which expects " + std::to_string(to.recv_bytes(s, k)) + " from rank " +
+                               std::to_string(to.recv_from(s)) + " (different options or tensor sizes)");
+        const unsigned char* src = from.send_data(s, k);
+        if (bytes != 0) move(to.recv_data(s, k), src, bytes);
+      }
+      for (int r = 0; r < world; ++r) ranks[r].complete(s, k);
     }
 }
 

@@ -29,6 +29,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/protocol.hpp>
+#include <cpd/exchange/rank_exchange.hpp>
 #include <cpd/exchange/scales.hpp>
 #include <cpd/mpi/check.hpp>
 #include <cpd/mpi/native_op.hpp>

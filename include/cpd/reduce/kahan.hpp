@@ -34,6 +34,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE void kahan_step(float& sum, float& comp, float
 /// t = Q(s1 + y), c1 = Q(Q(t - s1) - y), s1 = t. rb(k, a, b) gives the random bits of
 /// rounding k = 0..4, whose operands are a and b as written here (b before its negation).
 /// The simulation's tree and MPI's native op both call it: one protocol, the same bits.
+CPD_EXEC_CHECK_DISABLE
 template <class F, rounding R, overflow O, class RandomBits>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE void kahan_merge_step(float& s1, float& c1, float s2, float c2,
                                                         RandomBits&& rb) noexcept {

@@ -34,9 +34,9 @@ struct pow2_scale {
   bool nonfinite = false;
 
   /// 2^exponent as a double (exact for exponents in [-1074, 1023]).
-  [[nodiscard]] constexpr double factor() const noexcept { return detail::pow2<double>(clamp(exponent)); }
+  [[nodiscard]] CPD_HOST_DEVICE constexpr double factor() const noexcept { return detail::pow2<double>(clamp(exponent)); }
   /// 2^-exponent as a double.
-  [[nodiscard]] constexpr double inverse() const noexcept { return detail::pow2<double>(clamp(-exponent)); }
+  [[nodiscard]] CPD_HOST_DEVICE constexpr double inverse() const noexcept { return detail::pow2<double>(clamp(-exponent)); }
 
   friend constexpr bool operator==(pow2_scale a, pow2_scale b) noexcept {
     return a.exponent == b.exponent && a.nonfinite == b.nonfinite;
@@ -44,7 +44,7 @@ struct pow2_scale {
   friend constexpr bool operator!=(pow2_scale a, pow2_scale b) noexcept { return !(a == b); }
 
  private:
-  static constexpr int clamp(int k) noexcept { return k < -1074 ? -1074 : (k > 1023 ? 1023 : k); }
+  CPD_HOST_DEVICE static constexpr int clamp(int k) noexcept { return k < -1074 ? -1074 : (k > 1023 ? 1023 : k); }
 };
 
 /// A float scale (Transformer Engine, GradScaler): x * value before quantizing, x * inverse after, in float.

@@ -236,4 +236,29 @@ CPD_HOST_DEVICE constexpr uint_of<T> decode_bits(spec s, std::uint64_t code) noe
   return sgn | code_bits<T>(s, mag);
 }
 
+/// The value (as a T) and the code of x rounded to the runtime spec s: in T when s is a
+/// format of normal Ts (the core rounds a float directly), else in double, as the host
+/// bulk kernels do.
+template <class T>
+struct rounded_as {
+  T value;            ///< the rounded value
+  std::uint64_t code;  ///< its code
+};
+template <rounding R, overflow O, class T>
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(const spec& s, T x, std::uint32_t rnd,
+                                                                     int rbits) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (vector_kernel_takes<float>(s)) {
+      const auto r = round_bits<R, O, float>(s, bit_cast<std::uint32_t>(x), rnd, rbits);
+      return {bit_cast<float>(r.value), r.code};
+    }
+    // (float <-> double by integer arithmetic: FTZ and DAZ would flush subnormals)
+    const auto r = round_bits<R, O, double>(s, widen_bits(bit_cast<std::uint32_t>(x)), rnd, rbits);
+    return {bit_cast<float>(narrow_bits(r.value)), r.code};
+  } else {
+    const auto r = round_bits<R, O, double>(s, bit_cast<std::uint64_t>(x), rnd, rbits);
+    return {bit_cast<double>(r.value), r.code};
+  }
+}
+
 }  // namespace cpd::detail
