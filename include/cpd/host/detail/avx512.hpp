@@ -35,6 +35,7 @@
 #include <cpd/core/encoding.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/host/detail/avx512_random.hpp>
 #include <cpd/host/detail/fast_plan.hpp>
 #include <cpd/host/detail/isa.hpp>
 #include <cpd/host/detail/tuning.hpp>
@@ -138,35 +139,6 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i kept_lsb(const vconsts& c, __m512i a
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
   return _mm512_set1_epi32(static_cast<int>(u));
 }
-
-/// cpd::random_bits under one key, 16 counters at a time (lane j: counter lo + j),
-/// in registers: the same two mix32 rounds as core/random.hpp, bit for bit
-/// (tests/test_random.cpp compares them). GCC vectorizes the scalar loop only at -O3
-/// and with 256-bit vectors, and through a buffer; this is 2.3x faster than that.
-struct vrandom {
-  __m512i k0, k1, mul1, mul2, lanes;
-
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE explicit vrandom(random_key key) noexcept
-      : k0(splat(key.k0)),
-        k1(splat(key.k1)),
-        mul1(splat(mix32_mul1)),
-        mul2(splat(mix32_mul2)),
-        lanes(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)) {}
-
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i mix(__m512i x) const noexcept {
-    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-    x = _mm512_mullo_epi32(x, mul1);
-    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
-    x = _mm512_mullo_epi32(x, mul2);
-    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
-  }
-
-  /// random_bits(key, lo + j) in lane j (lo + j modulo 2^32, as the scalar call's).
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i operator()(std::uint32_t lo) const noexcept {
-    const __m512i c = _mm512_add_epi32(splat(lo), lanes);
-    return mix(_mm512_xor_si512(mix(_mm512_xor_si512(c, k0)), k1));
-  }
-};
 
 /// IEEE binary16 in a hardware mode, 16 floats (bits x, magnitudes a, signs neg).
 template <rounding R, bool Code>
@@ -434,19 +406,26 @@ struct kernel {
     return c;
   }
 
-  /// The random bits of in[i..i+16): random_bits(key, lo0 + i + j) in lane j, modulo 2^32.
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i draw(const vrandom& gen, std::uint32_t lo0,
-                                                          std::size_t i) noexcept {
-    if constexpr (stochastic) return gen(lo0 + static_cast<std::uint32_t>(i));
+  /// The random bits of in[i..i+16): random_bits(key, lo0 + i + j) in lane j.
+  template <class Gen>
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i draw(const Gen& gen, std::uint32_t lo0, std::size_t i) noexcept {
+    if constexpr (stochastic) return gen.at(lo0 + static_cast<std::uint32_t>(i));
+    else return _mm512_setzero_si512();
+  }
+  /// The random bits of the main loop's next 16 elements.
+  template <class Gen>
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i draw_next(Gen& gen) noexcept {
+    if constexpr (stochastic) return gen.next();
     else return _mm512_setzero_si512();
   }
 
-  /// Rounds in[0..n) to out[0..n) by method H; lo0 is the random counter of in[0].
-  template <method H>
+  /// Rounds in[0..n) to out[0..n) by method H; lo0 is the random counter of in[0], G the
+  /// generator of the key (stochastic only).
+  template <method H, random_generator G>
   CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
                                                               std::uint32_t lo0) const noexcept {
     const vconsts c = make_consts<H>();
-    const vrandom gen(key);  // (stochastic only; unused otherwise)
+    vrandom<G> gen(key);  // (stochastic only; unused otherwise)
     std::size_t i = 0;
     // Streaming stores go to whole 64-byte lines: the values before the first
     // line boundary of out go through masked stores.
@@ -464,6 +443,7 @@ struct kernel {
       }
     }
     constexpr std::size_t line = 16 * lines<Out>::vectors;  // values per 64 bytes of out
+    if constexpr (stochastic) gen.from(lo0 + static_cast<std::uint32_t>(i));
     for (; i + line <= n; i += line) {
       __m512i v[lines<Out>::vectors];
       for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
@@ -471,7 +451,7 @@ struct kernel {
         _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + 16 * u) +
                                                    tuning::prefetch_distance * sizeof(float)),
                      _MM_HINT_T0);
-        v[u] = round16<R, K, H, codes>(c, _mm512_loadu_si512(in + i + 16 * u), draw(gen, lo0, i + 16 * u));
+        v[u] = round16<R, K, H, codes>(c, _mm512_loadu_si512(in + i + 16 * u), draw_next(gen));
       }
       const __m512i packed = lines<Out>::pack(v);
       if (streaming) _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), packed);
@@ -486,6 +466,18 @@ struct kernel {
     if (streaming) _mm_sfence();
   }
 
+  /// loop<H> with the key's generator (one loop for the deterministic modes).
+  template <method H>
+  void loop_for(const float* in, Out* out, std::size_t n, std::uint32_t lo0) const noexcept {
+    if constexpr (stochastic) {
+      if (key.generator == random_generator::v1) {
+        loop<H, random_generator::v1>(in, out, n, lo0);
+        return;
+      }
+    }
+    loop<H, random_generator::v2>(in, out, n, lo0);
+  }
+
   template <class Counts>  // (detail::bulk_counts; the fast kernels count nothing)
   void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& c) const noexcept {
     // Only the loops a (K, R, Out) can need are compiled: the integer method
@@ -494,9 +486,9 @@ struct kernel {
     // also meets the fp method's conditions, which serves the other cases).
     constexpr bool integer_ok = sizeof(Out) >= 2;
     constexpr bool f16c_ok = hardware_mode && K == encoding_kind::ieee && (quantizes || sizeof(Out) == 2);
-    if (integer_ok && p.how == method::integer) loop<integer_ok ? method::integer : method::fp>(in, out, n, lo0);
-    else if (f16c_ok && p.how == method::f16c) loop<f16c_ok ? method::f16c : method::fp>(in, out, n, lo0);
-    else loop<method::fp>(in, out, n, lo0);
+    if (integer_ok && p.how == method::integer) loop_for<integer_ok ? method::integer : method::fp>(in, out, n, lo0);
+    else if (f16c_ok && p.how == method::f16c) loop_for<f16c_ok ? method::f16c : method::fp>(in, out, n, lo0);
+    else loop_for<method::fp>(in, out, n, lo0);
     c = Counts{};
   }
 };
