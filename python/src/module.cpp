@@ -138,12 +138,16 @@ struct bulk_args {
   unsigned threads;
 };
 
+/// A generator by name ("v1", "v2"; ValueError listing them otherwise).
+cpd::random_generator parse_generator(const std::string& s) { return cpd::from_string<cpd::random_generator>(s); }
+
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
-                    std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
-                    unsigned threads) {
+                    std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
+                    int scale_exponent, unsigned threads) {
   bulk_args a{parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow), {}, threads};
   a.opt.seed = seed;
   a.opt.stream = stream;
+  a.opt.generator = parse_generator(generator);
   a.opt.offset = offset;
   a.opt.scale_exponent = scale_exponent;
   return a;
@@ -169,9 +173,9 @@ py::object counted_call(cpd::bulk_options& opt, bool stats, Run&& run) {
 /// and the counts when asked for.
 template <class Run>
 py::object round_call(const std::string& fmt, const std::string& rounding, const std::string& overflow,
-                      std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
-                      unsigned threads, bool stats, Run&& run) {
-  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
+                      std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
+                      int scale_exponent, unsigned threads, bool stats, Run&& run) {
+  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads);
   return counted_call(a.opt, stats, [&] { run(a); });
 }
 
@@ -221,14 +225,15 @@ std::pair<dtype, dtype> call_dtypes(const std::string& in, const std::string& ou
 
 py::object quantize(const py::buffer& in, const py::buffer& out, const std::string& in_dtype,
                     const std::string& out_dtype, const std::string& fmt, const std::string& rounding,
-                    const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
-                    int scale_exponent, unsigned threads, bool stats) {
+                    const std::string& overflow, std::uint64_t seed, std::uint64_t stream,
+                    const std::string& generator, std::uint64_t offset, int scale_exponent, unsigned threads,
+                    bool stats) {
   const char* who = "cpd.quantize";
   const auto [ti, to] = call_dtypes(in_dtype, out_dtype, who);
   const view x = value_view(in, false, ti, who, "the input");
   const view y = value_view(out, true, to, who, "out");
   same_size(x, y, who);
-  return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
+  return round_call(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads, stats,
                     [&](const bulk_args& a) {
                       if (ti == dtype::float64) {
                         with_policy(a.threads, [&](auto policy) {
@@ -267,13 +272,14 @@ void encode_codes(const bulk_args& a, const T* x, const view& c) {
 
 py::object encode(const py::buffer& in, const py::buffer& out, const std::string& in_dtype, const std::string& fmt,
                   const std::string& rounding, const std::string& overflow, std::uint64_t seed, std::uint64_t stream,
-                  std::uint64_t offset, int scale_exponent, unsigned threads, bool stats) {
+                  const std::string& generator, std::uint64_t offset, int scale_exponent, unsigned threads,
+                  bool stats) {
   const char* who = "cpd.encode";
   const dtype ti = cpd_python::parse_dtype(in_dtype, who);
   const view x = value_view(in, false, ti, who, "the input");
   const view c = code_view(out, true, who, "out");
   same_size(x, c, who);
-  return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
+  return round_call(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads, stats,
                     [&](const bulk_args& a) {
                       std::vector<float> wide;
                       const void* src = compute_input(x, ti, wide);
@@ -374,7 +380,7 @@ double time_quantize(const py::buffer& in, const py::buffer& out, const std::str
   const view x = float_view(in, false, "cpd._cpd.time_quantize", "the input");
   const view y = float_view(out, true, "cpd._cpd.time_quantize", "out");
   same_size(x, y, "cpd._cpd.time_quantize");
-  const bulk_args a = make_args(fmt, rounding, "infinity", 1, 0, 0, 0, threads);
+  const bulk_args a = make_args(fmt, rounding, "infinity", 1, 0, cpd::to_string(cpd::default_generator), 0, 0, threads);
   py::gil_scoped_release nogil;
   double best = 1e30;
   for (int k = 0; k < std::max(repeats, 1); ++k) {
@@ -515,14 +521,15 @@ scaler make_scaler(const std::string& name, const std::optional<std::string>& fm
 }
 
 void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string& elem, const std::string& rounding,
-                 std::size_t block_size, const std::string& rule, std::uint64_t seed, std::uint64_t stream) {
+                 std::size_t block_size, const std::string& rule, std::uint64_t seed, std::uint64_t stream,
+                 const std::string& generator) {
   const view x = float_view(in, false, "cpd.mx_quantize", "the input");
   const view y = float_view(out, true, "cpd.mx_quantize", "out");
   same_size(x, y, "cpd.mx_quantize");
   cpd::mx_options o;
   o.block_size = block_size;
   o.rule = cpd::from_string<cpd::mx_scale_rule>(rule);
-  o.key = {seed, stream};
+  o.key = {seed, stream, parse_generator(generator)};
   const cpd::rounding r = parse_rounding(rounding);
   if (r != cpd::rounding::nearest_even && r != cpd::rounding::stochastic)
     throw std::invalid_argument("cpd.mx_quantize: rounding must be nearest_even or stochastic");
@@ -579,8 +586,8 @@ cpd::allreduce_options simulation_options(const std::string& fmt, const std::str
 /// cpd::simulate_allreduce_scaled of W workers' arrays with a power-of-two scale.
 py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out, const std::string& fmt,
                   const std::string& rounding, int scale_exponent, bool scale_nonfinite, const std::string& algorithm,
-                  bool kahan, bool mean, std::uint64_t seed, std::uint64_t stream, unsigned threads,
-                  bool diagnostics) {
+                  bool kahan, bool mean, std::uint64_t seed, std::uint64_t stream, const std::string& generator,
+                  unsigned threads, bool diagnostics) {
   const char* who = "cpd.simulate_allreduce";
   if (workers.empty()) throw std::invalid_argument(std::string(who) + ": no workers");
   const view y = float_view(out, true, who, "out");
@@ -592,7 +599,7 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
   }
   cpd::allreduce_options opt = simulation_options(fmt, rounding, algorithm, kahan);
   opt.mean = mean;
-  opt.key = {seed, stream};
+  opt.key = {seed, stream, parse_generator(generator)};
   opt.threads = threads;
   opt.diagnostics = diagnostics;
   const cpd::pow2_scale sc{scale_exponent, scale_nonfinite};
@@ -745,8 +752,9 @@ class exchange final : public exchange_base {
 std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::string& rounding,
                                              const std::string& algorithm, std::vector<std::size_t> sizes,
                                              std::vector<int> exponents, std::vector<bool> nonfinite,
-                                             std::uint64_t seed, std::vector<std::uint64_t> streams, int world,
-                                             int rank, bool kahan, bool mean, py::buffer out) {
+                                             std::uint64_t seed, std::vector<std::uint64_t> streams,
+                                             const std::string& generator, int world, int rank, bool kahan, bool mean,
+                                             py::buffer out) {
   const char* who = "cpd exchange";
   if (exponents.size() != sizes.size() || nonfinite.size() != sizes.size() || streams.size() != sizes.size())
     throw std::invalid_argument("cpd exchange: one scale, one nonfinite flag and one stream per tensor");
@@ -756,9 +764,10 @@ std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::
   opt.mean = mean;
   std::vector<cpd::pow2_scale> scales;
   std::vector<cpd::random_stream> keys;
+  const cpd::random_generator g = parse_generator(generator);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     scales.push_back({exponents[i], nonfinite[i]});
-    keys.push_back({seed, streams[i]});
+    keys.push_back({seed, streams[i], g});
   }
   std::unique_ptr<exchange_base> e;
   visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [&](auto tag, auto rc) {
@@ -782,8 +791,9 @@ PYBIND11_MODULE(_cpd, m) {
   m.def("cast", &cast);
   m.def("time_quantize", &time_quantize);
   m.def("scalar_quantize", &scalar_quantize);
-  m.def("random_bits", [](std::uint64_t seed, std::uint64_t stream, std::uint64_t counter) {
-    return cpd::random_bits(seed, stream, counter);
+  m.def("random_bits", [](std::uint64_t seed, std::uint64_t stream, std::uint64_t counter,
+                          const std::string& generator) {
+    return cpd::random_bits(seed, stream, counter, parse_generator(generator));
   });
   m.def("format_names", &format_names);
   m.def("format_info", &format_info);
@@ -798,6 +808,8 @@ PYBIND11_MODULE(_cpd, m) {
     return py::tuple(l);
   }();
   m.attr("roundings") = names_list(cpd::enum_names<cpd::rounding>::values);
+  m.attr("generators") = names_list(cpd::enum_names<cpd::random_generator>::values);
+  m.attr("default_generator") = cpd::to_string(cpd::default_generator);
   m.attr("overflows") = names_list(cpd::enum_names<cpd::overflow>::values);
   m.attr("simulated_algorithms") = names_list(cpd::simulated_algorithms);
   m.attr("rank_algorithms") = names_list(cpd::rank_algorithms);

@@ -58,11 +58,12 @@ template <class Key>
                        static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
 }
 
-/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...), i).
+/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...),
+/// i, generator).
 template <class Key>
 [[nodiscard]] constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank, int k,
                                                             std::uint64_t i) noexcept {
-  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i);
+  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i, key.generator);
 }
 
 /// scaler.statistic(g, n), for a scaler whose statistic is a function of max|g| alone (one
@@ -140,6 +141,7 @@ class summation {
     if constexpr (sr) {
       bo.seed = key_.seed;
       bo.stream = allreduce_stream(key_, w_, -1, rank, 0);
+      bo.generator = key_.generator;
     }
     bool exact = true;
     if constexpr (std::is_same_v<Scale, float_scale>) {
@@ -305,11 +307,11 @@ class summation {
   class hop_random {
    public:
     hop_random(const summation& p, int step, int rank, int k) noexcept
-        : seed_(p.key_.seed), stream_(allreduce_stream(p.key_, p.w_, step, rank, k)) {}
+        : stream_(p.key_.with_stream(allreduce_stream(p.key_, p.w_, step, rank, k))) {}
     [[nodiscard]] std::uint32_t operator()(std::uint64_t i) noexcept {
       const auto h = static_cast<std::uint32_t>(i >> 32);
       if (!ready_ || h != hi_) {
-        key_ = make_random_key(seed_, stream_, h);
+        key_ = stream_.key(h);
         hi_ = h;
         ready_ = true;
       }
@@ -317,7 +319,7 @@ class summation {
     }
 
    private:
-    std::uint64_t seed_, stream_;
+    random_stream stream_;
     random_key key_{};
     std::uint32_t hi_ = 0;
     bool ready_ = false;
@@ -450,6 +452,7 @@ class summation {
     if constexpr (sr) {
       bo.seed = key_.seed;
       bo.stream = allreduce_stream(key_, w_, step, rank, 0);
+      bo.generator = key_.generator;
     } else {
       (void)step, (void)rank;
     }
