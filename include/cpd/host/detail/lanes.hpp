@@ -204,6 +204,27 @@ struct odd_sum_loop {
 #endif
 };
 
+/// t[j] = double(a[j]) + double(b[j]) rounded to odd in double, exactly (add_odd of the
+/// widened floats, cpd/core/float.hpp, by TwoSum in double without branches: the double
+/// sum, one ulp toward the exact sum when it is inexact and even). inf and NaN as the sum
+/// gives them (two floats never overflow a double).
+struct odd_sum_double_loop {
+  static CPD_ALWAYS_INLINE int run(const float* a, const float* b, double* t, std::size_t n) noexcept {
+    for (std::size_t j = 0; j < n; ++j) {
+      const double x = a[j], y = b[j];
+      const double s = x + y;
+      const double bb = s - x;
+      const double err = (x - (s - bb)) + (y - bb);
+      const std::int64_t u = bit_cast<std::int64_t>(s), e = bit_cast<std::int64_t>(err);
+      const std::int64_t finite = -std::int64_t((u & 0x7FFFFFFFFFFFFFFF) < 0x7FF0000000000000);
+      const std::int64_t fix = finite & -std::int64_t((e & 0x7FFFFFFFFFFFFFFF) != 0) & ((u & 1) - 1);
+      const std::int64_t dir = ((e ^ u) >> 63) | 1;  // +1: away from zero (err has s's sign), -1: toward
+      t[j] = bit_cast<double>(u + (fix & dir));
+    }
+    return 0;
+  }
+};
+
 /// s[j], or the canonical +qNaN where s[j] is a NaN.
 struct canonical_nan_loop {
   static CPD_ALWAYS_INLINE int run(float* s, std::size_t n) noexcept {
@@ -213,6 +234,15 @@ struct canonical_nan_loop {
       s[j] = bit_cast<float>((u & ~is_nan) | (0x7FC00000 & is_nan));
     }
     return 0;
+  }
+};
+
+/// out[j] = float(v[j]) (exact: v[j] is a value of a format that fits float), or the
+/// canonical +qNaN where v[j] is a NaN.
+struct narrow_loop {
+  static CPD_ALWAYS_INLINE int run(const double* v, float* out, std::size_t n) noexcept {
+    for (std::size_t j = 0; j < n; ++j) out[j] = static_cast<float>(v[j]);
+    return canonical_nan_loop::run(out, n);
   }
 };
 
