@@ -64,6 +64,11 @@ std::vector<float> binade_inputs(unsigned seed) {
       for (std::uint32_t sign : {0u, 0x80000000u}) v.push_back(from_bits<float>(sign | (field << 23) | lo));
   std::mt19937 g(seed);
   for (int i = 0; i < 20000; ++i) v.push_back(from_bits<float>(g()));
+  // Vectors of one binade with zeros among them (the fast kernels' stochastic rounding takes
+  // a vector of zeros and normal values of F by the integer method).
+  for (std::uint32_t field = 96; field < 160; ++field)
+    for (std::uint32_t j = 0; j < 64; ++j)
+      v.push_back(from_bits<float>(j % 5 == 0 ? (j % 2) << 31 : ((j % 2) << 31) | (field << 23) | (g() & 0x7FFFFF)));
   return v;
 }
 

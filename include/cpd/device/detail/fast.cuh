@@ -256,10 +256,8 @@ class fast_converter {
       use_key(static_cast<std::uint32_t>(i >> 32));
       cpd::detail::random_bits4(key_, lo, rnd);
     } else {  // the group crosses into the next 2^32 counters
-#pragma unroll
       for (int k = 0; k < 4; ++k) rnd[k] = bits_at(i + k);
     }
-#pragma unroll
     for (int k = 0; k < 4; ++k) out[k] = with_bits(x[k], rnd[k]);
   }
 

@@ -75,7 +75,8 @@ struct vconsts {
   __m512i kmask;
   __m512i guard;     // |x| bits below it: no overflow, inf or NaN (finish16 without Specials)
   __m512i sr_scale;  // fp method, stochastic: (k + 277) << 23, less C's bits: 2^(k + 23 - c)
-  __m128i d0, ksh_right, ksh_left;  // shift counts
+  __m128i d0, ksh_right;            // shift counts (ksh_right: 32 - k, the fp method's)
+  __m128i int_right, int_left;      // stochastic rounding by the integer method: the k bits to the d0 dropped
   bool hardware_overflow;           // f16c: vcvtps2ph's overflow and infinities are the core's
   bool sr_mul;                      // sr_scale - C is a normal float for every C of finite x
 };
@@ -165,6 +166,18 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16_f16c(const vconsts& c, __m51
   else return _mm512_mask_or_epi32(r, nan, x, c.quiet);
 }
 
+/// Stochastic rounding of magnitudes a that are zero or in F's normal range, where the
+/// dropped bits of every value are its low d0 bits (the integer method's every value; the
+/// fp method's vectors without subnormals of F): the k random bits aligned with the d0
+/// dropped bits are added, and the carry out of the dropped field is the core's
+/// "remk > kmask ^ rnd"; then the dropped bits are cleared (exponent unbounded).
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_stochastic_normal(const vconsts& c, __m512i a,
+                                                                        __m512i rnd) noexcept {
+  const __m512i rk = _mm512_and_si512(rnd, c.kmask);
+  const __m512i t = _mm512_add_epi32(a, _mm512_sll_epi32(_mm512_srl_epi32(rk, c.int_right), c.int_left));
+  return _mm512_andnot_si512(c.low, t);
+}
+
 /// The integer method: the rounded magnitudes of a (exponent unbounded).
 template <rounding R>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_integer(const vconsts& c, __m512i a, __mmask16 neg,
@@ -181,10 +194,7 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_integer(const vconsts& c, 
   } else if constexpr (R == rounding::downward) {
     t = _mm512_mask_add_epi32(a, neg, a, c.low);
   } else if constexpr (stochastic) {
-    const __m512i rk = _mm512_and_si512(rnd, c.kmask);
-    // The k random bits aligned with the d0 dropped bits: the carry out of
-    // the dropped field is the core's "remk > kmask ^ rnd".
-    t = _mm512_add_epi32(a, _mm512_sll_epi32(_mm512_srl_epi32(rk, c.ksh_right), c.ksh_left));
+    return magnitude_stochastic_normal(c, a, rnd);
   } else {
     t = a;  // toward_zero, odd
   }
@@ -256,8 +266,9 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_fp(const vconsts& c, __m51
 
 /// The rounded magnitudes v of x made results: overflow, infinities and NaN blended in
 /// from the plan (Specials; without, the caller knows that no x overflows, is inf or is
-/// NaN), the sign put back, and (Code) the values made codes.
-template <rounding R, encoding_kind K, method H, bool Code, bool Specials = true>
+/// NaN), the sign put back, and (Code) the values made codes (Normal: the fp method's v
+/// are all zero or normal in F, whose codes are a shift and a subtraction).
+template <rounding R, encoding_kind K, method H, bool Code, bool Specials = true, bool Normal = false>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x, __m512i a, __mmask16 neg,
                                                      __m512i v) noexcept {
   constexpr bool stochastic = R == rounding::stochastic;
@@ -276,6 +287,8 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x
     __m512i code;
     if constexpr (H == method::integer) {
       code = _mm512_srl_epi32(v, c.d0);
+    } else if constexpr (Normal) {
+      code = _mm512_maskz_sub_epi32(_mm512_test_epi32_mask(v, v), _mm512_srl_epi32(v, c.d0), c.code_normal);
     } else {
       const __mmask16 sub = _mm512_cmplt_epu32_mask(v, c.emin_bits);
       const __m512 w = _mm512_mask_add_round_ps(_mm512_castsi512_ps(v), sub, _mm512_castsi512_ps(v),
@@ -314,6 +327,17 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x
   }
 }
 
+/// finish16 with or without the blends of specials: overflow, infinities and NaN are rare,
+/// and their blends run only for the 16 values that hold one (a branch the predictor gets
+/// right on ordinary data).
+template <rounding R, encoding_kind K, method H, bool Code, bool Specials, bool Normal>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish_checked(const vconsts& c, __m512i x, __m512i a, __mmask16 neg,
+                                                           __m512i v) noexcept {
+  if constexpr (Specials)
+    if (_mm512_cmpge_epu32_mask(a, c.guard) != 0) return finish16<R, K, H, Code, true, Normal>(c, x, a, neg, v);
+  return finish16<R, K, H, Code, false, Normal>(c, x, a, neg, v);
+}
+
 /// Rounds 16 floats (bits x; stochastic: random bits rnd) and returns 16 values
 /// (Code false) or codes (Code true), exactly as round_bits would. Without Specials the
 /// caller knows that no x overflows, is inf or is NaN (|x| below min(thr0, thr1)).
@@ -327,14 +351,19 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
     (void)rnd;
     return round16_f16c<R, Code>(c, x, a, neg);
   } else {
+    if constexpr (H == method::fp && R == rounding::stochastic) {
+      // The fp method's vectors whose values are all zero or normal in F (ordinary data:
+      // the 16 values of a vector rarely reach F's subnormals) round as the integer method
+      // does, in 4 integer operations instead of 14, and their codes are a shift and a
+      // subtraction (the same bits: tests/test_bulk.cpp, every binade of every format).
+      const __mmask16 sub = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(a, a), a, c.emin_bits);
+      if (sub == 0)
+        return finish_checked<R, K, H, Code, Specials, true>(c, x, a, neg, magnitude_stochastic_normal(c, a, rnd));
+    }
     __m512i v;
     if constexpr (H == method::integer) v = magnitude_integer<R>(c, a, neg, rnd);
     else v = magnitude_fp<R>(c, x, a, rnd);
-    // Overflow, infinities and NaN are rare: their blends run only for the 16 values
-    // that hold one (a branch the predictor gets right on ordinary data).
-    if constexpr (Specials)
-      if (_mm512_cmpge_epu32_mask(a, c.guard) != 0) return finish16<R, K, H, Code, true>(c, x, a, neg, v);
-    return finish16<R, K, H, Code, false>(c, x, a, neg, v);
+    return finish_checked<R, K, H, Code, Specials, false>(c, x, a, neg, v);
   }
 }
 
@@ -396,13 +425,9 @@ struct kernel {
     c.sr_mul = static_cast<int>((p.emin_bits + p.c_shift) >> 23) - 127 >= k - 104;
     c.d0 = _mm_cvtsi32_si128(p.d0);
     c.hardware_overflow = p.hardware_overflow;
-    if constexpr (H == method::integer) {
-      c.ksh_right = _mm_cvtsi32_si128(k >= p.d0 ? k - p.d0 : 0);
-      c.ksh_left = _mm_cvtsi32_si128(k >= p.d0 ? 0 : p.d0 - k);
-    } else {
-      c.ksh_right = _mm_cvtsi32_si128(32 - k);
-      c.ksh_left = _mm_cvtsi32_si128(0);
-    }
+    c.int_right = _mm_cvtsi32_si128(k >= p.d0 ? k - p.d0 : 0);
+    c.int_left = _mm_cvtsi32_si128(k >= p.d0 ? 0 : p.d0 - k);
+    c.ksh_right = _mm_cvtsi32_si128(32 - k);
     return c;
   }
 
@@ -446,6 +471,7 @@ struct kernel {
     if constexpr (stochastic) gen.from(lo0 + static_cast<std::uint32_t>(i));
     for (; i + line <= n; i += line) {
       __m512i v[lines<Out>::vectors];
+#pragma GCC unroll 4
       for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
         // (address arithmetic on integers: the prefetched address may lie past the array)
         _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + 16 * u) +

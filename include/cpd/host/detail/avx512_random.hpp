@@ -73,35 +73,39 @@ struct vrandom<random_generator::v1> {
   }
 };
 
-/// v2: SplitMix64 over pairs of counters, 8 pairs (16 words) per vector.
+/// v2: SplitMix64 over pairs of counters, 8 pairs (16 words) per vector. The constants are
+/// written where they are used, not held in registers: the compiler gives them to the
+/// multiplies and adds as broadcast memory operands, and the fast kernels' 30-odd
+/// constant vectors keep their registers.
 template <>
 struct vrandom<random_generator::v2> {
-  __m512i mul1, mul2, pairs, step;
   std::uint64_t first;  ///< the state of the block's first pair
   __m512i state;        ///< next(): the states of its next 8 pairs
   __m512i held;         ///< next() from an odd counter: the words of the pairs before them
   bool odd = false;     ///< next() started at an odd counter
 
   CPD_TARGET_AVX512 CPD_ALWAYS_INLINE explicit vrandom(random_key key) noexcept
-      : mul1(_mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ull))),
-        mul2(_mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBull))),
-        pairs(_mm512_setr_epi64(0, static_cast<long long>(splitmix_gamma), static_cast<long long>(2 * splitmix_gamma),
-                                static_cast<long long>(3 * splitmix_gamma), static_cast<long long>(4 * splitmix_gamma),
-                                static_cast<long long>(5 * splitmix_gamma), static_cast<long long>(6 * splitmix_gamma),
-                                static_cast<long long>(7 * splitmix_gamma))),
-        step(_mm512_set1_epi64(static_cast<long long>(8 * splitmix_gamma))),
-        first(key.state()),
-        state(_mm512_setzero_si512()),
-        held(_mm512_setzero_si512()) {}
+      : first(key.state()), state(_mm512_setzero_si512()), held(_mm512_setzero_si512()) {}
 
+  /// 8 * gamma in each 64-bit lane: from 8 pairs to the next 8.
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i step() noexcept {
+    return _mm512_set1_epi64(static_cast<long long>(8 * splitmix_gamma));
+  }
   /// mix64 in each 64-bit lane.
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i mix(__m512i z) const noexcept {
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), mul1);
-    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), mul2);
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i mix(__m512i z) noexcept {
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
+                           _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ull)));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
+                           _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBull)));
     return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
   }
   /// The states of the 8 pairs from the one of counter c.
   CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i states(std::uint32_t c) const noexcept {
+    const __m512i pairs =
+        _mm512_setr_epi64(0, static_cast<long long>(splitmix_gamma), static_cast<long long>(2 * splitmix_gamma),
+                          static_cast<long long>(3 * splitmix_gamma), static_cast<long long>(4 * splitmix_gamma),
+                          static_cast<long long>(5 * splitmix_gamma), static_cast<long long>(6 * splitmix_gamma),
+                          static_cast<long long>(7 * splitmix_gamma));
     return _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first + (c >> 1) * splitmix_gamma)), pairs);
   }
 
@@ -110,7 +114,7 @@ struct vrandom<random_generator::v2> {
     const __m512i s = states(c);
     const __m512i h = mix(s);
     if ((c & 1u) == 0) return h;
-    return _mm512_alignr_epi32(mix(_mm512_add_epi64(s, step)), h, 1);
+    return _mm512_alignr_epi32(mix(_mm512_add_epi64(s, step())), h, 1);
   }
   /// next() starts at counter c.
   CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void from(std::uint32_t c) noexcept {
@@ -118,13 +122,13 @@ struct vrandom<random_generator::v2> {
     odd = (c & 1u) != 0;
     if (odd) {
       held = mix(state);
-      state = _mm512_add_epi64(state, step);
+      state = _mm512_add_epi64(state, step());
     }
   }
   /// The words of the next 16 counters.
   CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i next() noexcept {
     const __m512i h = mix(state);
-    state = _mm512_add_epi64(state, step);
+    state = _mm512_add_epi64(state, step());
     if (!odd) return h;
     const __m512i r = _mm512_alignr_epi32(h, held, 1);
     held = h;
