@@ -436,7 +436,8 @@ class summation {
   /// canonical. What rounded_add gives element by element, in vector passes: where every sum
   /// of two values of F is a float, the float sums (exact: odd_sum_loop's rounding to odd
   /// never acts) rounded by the float kernel; else the double sums rounded to odd (exact for
-  /// e5m2 and fp16, rounded_add_exact's add_odd for bf16) rounded by the double kernel.
+  /// e5m2 and fp16, rounded_add_exact's add_odd for bf16) rounded by the integer method on
+  /// their bits where they are normal in F, by the core elsewhere.
   void add_stochastic(float* a, const float* b, std::size_t lo, std::size_t len, int step, int rank, int k) const {
     if constexpr (exact_float_sum) {
       static thread_local float t[block];
@@ -445,11 +446,31 @@ class summation {
       lanes<canonical_nan_loop>(c_.where, a, len);
     } else {
       static thread_local double t[block];
+      static thread_local std::uint32_t rnd[block];
+      static thread_local unsigned char bad[block];
       lanes<odd_sum_double_loop>(c_.where, static_cast<const float*>(a), b, +t, len);
-      round_with<R, O, double, double, bulk_op::quantize>(c_.quantize_double, execution::seq,
-                                                          encoding_spec<F::encoding::kind, double>{F::spec}, +t, +t,
-                                                          len, hop_options(step, rank, lo, k));
-      lanes<narrow_loop>(c_.where, static_cast<const double*>(t), a, len);
+      hop_bits(step, rank, k, lo, len, rnd);
+      if (lanes<stochastic_double_sum_loop<F>>(c_.where, static_cast<const double*>(t),
+                                              static_cast<const std::uint32_t*>(rnd), a, +bad, len) != 0)
+        for (std::size_t j = 0; j < len; ++j)
+          if (bad[j]) a[j] = canonical_nan(round_to<F, R, O>(t[j], rnd[j]));
+    }
+  }
+
+  /// out[j] = bits(step, rank, k, lo + j), j < len: the hop's stream, by the generator's
+  /// vector loop, a key per 2^32 counters.
+  void hop_bits(int step, int rank, int k, std::size_t lo, std::size_t len, std::uint32_t* out) const {
+    const random_stream s = key_.with_stream(allreduce_stream(key_, w_, step, rank, k));
+    for (std::size_t j = 0; j < len;) {
+      const std::uint64_t c = static_cast<std::uint64_t>(lo + j);
+      const auto lo32 = static_cast<std::uint32_t>(c);
+      const std::uint64_t room = (std::uint64_t(1) << 32) - lo32;
+      const auto m = static_cast<std::uint32_t>(std::min<std::uint64_t>(len - j, room));
+      const random_key key = s.key(static_cast<std::uint32_t>(c >> 32));
+      with_generator(key.generator, [&](auto g) {
+        lanes<random_fill_loop<decltype(g)::value>>(c_.where, key, lo32, m, out + j);
+      });
+      j += m;
     }
   }
 

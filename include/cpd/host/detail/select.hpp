@@ -222,7 +222,6 @@ struct hop_choice {
   bool fused_codes = false;
   bool fused_finish = false;
   kernel_choice quantize{}, encode_exact{}, decode{};
-  kernel_choice quantize_double{};  ///< stochastic sums that need a double: rounded from it
 };
 
 /// The choice of a summation in format F, mode R (the exchange's second selector, beside the
@@ -238,7 +237,6 @@ hop_choice choose_hop() noexcept {
   c.fused_finish = hop_finish_takes<F, Code>(c.where);
   if constexpr (F::fits_float) {
     c.quantize = choose_rounding<R, K, float, float>(c.where, F::spec, Block, {});
-    c.quantize_double = choose_rounding<R, K, double, double>(c.where, F::spec, Block, {});
     c.encode_exact = choose_rounding<rounding::nearest_even, K, float, Code>(c.where, F::spec, Block, {});
     c.decode = choose_decode<Code, float>(c.where, F::spec, Block, false, sizeof(Code) <= 2);
   }
