@@ -148,6 +148,8 @@ TEST_CASE("random_bits: definition and keys, both generators") {
   static_assert(cpd::random_bits(1, 2, 3) == cpd::random_bits(1, 2, 3), "constexpr");
   CHECK(cpd::random_bits(1, 2, 3) == cpd::random_bits(1, 2, 3, cpd::default_generator));
   CHECK(cpd::random_stream{}.generator == cpd::default_generator);
+  static_assert(cpd::default_generator == cpd::random_generator::v2, "v2 is the default (issue 34)");
+  CHECK(cpd::bulk_options{}.generator == cpd::random_generator::v2);
 }
 
 TEST_CASE("random_bits: known answers of v1 (cpd 1.x's bits) and v2") {

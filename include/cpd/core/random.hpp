@@ -31,7 +31,7 @@ enum class random_generator : unsigned char {
 };
 
 /// The generator that keys, options and calls use when none is named.
-inline constexpr random_generator default_generator = random_generator::v1;
+inline constexpr random_generator default_generator = random_generator::v2;
 
 /// The name of a generator ("v1" or "v2").
 CPD_HOST_DEVICE constexpr const char* to_string(random_generator g) noexcept {
