@@ -124,7 +124,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_fixed(T x, std::uin
 /// 32 random bits keyed by (seed, stream, index) under generator g: cpd's counter-based
 /// generator (cpd::random_bits of <cpd/core/random.hpp>), which the host bulk kernels draw from too.
 CPD_HOST_DEVICE constexpr std::uint32_t random_bits_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index,
-                                                       random_generator g) noexcept {
+                                                       random_generator g = default_generator) noexcept {
   return cpd::random_bits(seed, stream, index, g);
 }
 
