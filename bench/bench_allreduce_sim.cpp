@@ -91,6 +91,16 @@ BENCHMARK(bm_allreduce<cpd::float8_e5m2, rounding::stochastic, allreduce_algorit
     ->Name("ring/e5m2/stochastic")->Apply(sizes);
 BENCHMARK(bm_allreduce<cpd::float8_e4m3fn, rounding::stochastic, allreduce_algorithm::ring, false>)
     ->Name("ring/e4m3fn/stochastic")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::float16, rounding::stochastic, allreduce_algorithm::ring, false>)
+    ->Name("ring/fp16/stochastic")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::bfloat16, rounding::stochastic, allreduce_algorithm::ring, false>)
+    ->Name("ring/bf16/stochastic")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::float8_e5m2, rounding::stochastic, allreduce_algorithm::ring, true>)
+    ->Name("ring/e5m2/kahan_stochastic")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::float8_e4m3fn, rounding::stochastic, allreduce_algorithm::ring, true>)
+    ->Name("ring/e4m3fn/kahan_stochastic")->Apply(sizes);
+BENCHMARK(bm_allreduce<cpd::bfloat16, rounding::stochastic, allreduce_algorithm::ring, true>)
+    ->Name("ring/bf16/kahan_stochastic")->Apply(sizes);
 
 }  // namespace
 

@@ -12,6 +12,8 @@
 //   bench_bulk --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //              --benchmark_out=bulk.json --benchmark_out_format=json
 //   python3 bench/bulk_ratios.py bulk.json
+// The two generators of stochastic rounding side by side (docs/random.md):
+//   bench_bulk --benchmark_filter='BM_memcpy/(262144|16777216)$|_sr<' ...
 
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/pack.hpp>
@@ -163,6 +165,42 @@ void BM_encode(benchmark::State& st) {
     benchmark::ClobberMemory();
   }
   set_rates(st, n, 5);
+}
+
+/// Stochastic quantize with generator G (args: n, ISA cap), one thread.
+template <class F, cpd::random_generator G>
+void BM_quantize_sr(benchmark::State& st) {
+  const auto n = static_cast<std::size_t>(st.range(0));
+  isa_scope isa(static_cast<int>(st.range(1)));
+  auto& b = get(n);
+  cpd::bulk_options o;
+  o.seed = 1;
+  o.generator = G;
+  for (auto _ : st) {
+    cpd::quantize<F, cpd::rounding::stochastic>(b.in.get(), b.out.get(), n, o);
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, n, 8);
+}
+
+/// Stochastic encode with generator G to F's codes (1 or 2 bytes): ratio in elements.
+template <class F, cpd::random_generator G>
+void BM_encode_sr(benchmark::State& st) {
+  const auto n = static_cast<std::size_t>(st.range(0));
+  isa_scope isa(static_cast<int>(st.range(1)));
+  auto& b = get(n);
+  cpd::bulk_options o;
+  o.seed = 1;
+  o.generator = G;
+  using code = typename F::storage_type;
+  code* out = nullptr;
+  if constexpr (sizeof(code) == 1) out = b.codes.get();
+  else out = b.codes16.get();
+  for (auto _ : st) {
+    cpd::encode<F, cpd::rounding::stochastic>(b.in.get(), out, n, o);
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, n, 4 + sizeof(code));
 }
 
 template <class F>
@@ -414,6 +452,24 @@ const std::vector<std::int64_t> sizes = {1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 <
 BENCHMARK(BM_memcpy)->ArgsProduct({sizes});
 BENCHMARK_TEMPLATE(BM_quantize, e4m3, rounding::nearest_even)->ArgsProduct({sizes, {best}});
 BENCHMARK_TEMPLATE(BM_quantize, e4m3, rounding::stochastic)->ArgsProduct({sizes, {best}});
+
+// Stochastic rounding with each generator (docs/random.md), 64 MiB, one thread; e4m3fn also
+// under the ISA caps (0 baseline, 1 AVX2) and in cache (1 MiB of float32).
+using cpd::random_generator;
+#define CPD_BENCH_SR(F)                                                         \
+  BENCHMARK_TEMPLATE(BM_quantize_sr, F, random_generator::v1)->Args({n, best}); \
+  BENCHMARK_TEMPLATE(BM_quantize_sr, F, random_generator::v2)->Args({n, best}); \
+  BENCHMARK_TEMPLATE(BM_encode_sr, F, random_generator::v1)->Args({n, best});   \
+  BENCHMARK_TEMPLATE(BM_encode_sr, F, random_generator::v2)->Args({n, best})
+CPD_BENCH_SR(e4m3);
+CPD_BENCH_SR(e5m2);
+CPD_BENCH_SR(bf16);
+CPD_BENCH_SR(fp16);
+#undef CPD_BENCH_SR
+BENCHMARK_TEMPLATE(BM_quantize_sr, e4m3, random_generator::v1)->Args({n, 0})->Args({n, 1})->Args({1 << 18, best});
+BENCHMARK_TEMPLATE(BM_quantize_sr, e4m3, random_generator::v2)->Args({n, 0})->Args({n, 1})->Args({1 << 18, best});
+BENCHMARK_TEMPLATE(BM_encode_sr, e4m3, random_generator::v1)->Args({1 << 18, best});
+BENCHMARK_TEMPLATE(BM_encode_sr, e4m3, random_generator::v2)->Args({1 << 18, best});
 
 // Two threads against one.
 BENCHMARK(BM_memcpy_2threads)->Arg(n)->UseRealTime();

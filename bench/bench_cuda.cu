@@ -243,6 +243,48 @@ void encode(benchmark::State& state) {
   });
 }
 
+using cpd::random_generator;
+
+/// Stochastic quantize with generator G (the rows without a generator draw the default's).
+template <class F, random_generator G>
+void quantize_sr(benchmark::State& state) {
+  buffers b(static_cast<std::size_t>(state.range(0)));
+  const cpd::stochastic_quantizer<F> q{1, 2, 0, 32, G};
+  run(state, 2 * b.n * sizeof(float), [&] { return cpd::cuda::quantize_stochastic(b.in, b.out, b.n, q); });
+}
+
+/// Stochastic encode with generator G.
+template <class F, random_generator G>
+void encode_sr(benchmark::State& state) {
+  buffers b(static_cast<std::size_t>(state.range(0)));
+  const cpd::stochastic_encoder<F> e{1, 2, 0, 32, G};
+  run(state, b.n * (sizeof(float) + sizeof(typename F::storage_type)),
+      [&] { return cpd::cuda::encode_stochastic(b.in, b.codes_of<F>(), b.n, e); });
+}
+
+/// The generator alone: words[i] = the word of counter i under key, four per thread (v2: two
+/// pair hashes), a grid-stride loop of 16-byte stores.
+__global__ void words_kernel(std::uint32_t* words, std::size_t n, cpd::random_key key) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t g = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; g < n / 4; g += stride) {
+    std::uint32_t w[4];
+    cpd::detail::random_bits4(key, static_cast<std::uint32_t>(4 * g), w);
+    reinterpret_cast<uint4*>(words)[g] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+/// The words of n counters with generator G (bytes: the 4n written; x_copy against the copy's
+/// 8n bytes moved).
+template <random_generator G>
+void words(benchmark::State& state) {
+  buffers b(static_cast<std::size_t>(state.range(0)));
+  const cpd::random_key key = cpd::make_random_key(1, 2, 0, G);
+  run(state, b.n * sizeof(std::uint32_t), [&] {
+    words_kernel<<<grid, block>>>(reinterpret_cast<std::uint32_t*>(b.out), b.n, key);
+    return cudaGetLastError();
+  });
+}
+
 template <class F, overflow O>
 void encode_fast(benchmark::State& state) {
   buffers b(static_cast<std::size_t>(state.range(0)));
@@ -391,6 +433,27 @@ CPD_BENCH(encode_packed_e2m1<rounding::stochastic>);
 CPD_BENCH(toolkit_encode_e2m1);
 CPD_BENCH(decode_packed_e2m1);
 CPD_BENCH(toolkit_decode_e2m1);
+// The generators of stochastic rounding (docs/random.md): each alone, and stochastic quantize
+// and encode of the four formats with each (issue 34's targets: 0.8x the copy at 256 MiB).
+//   bench_cuda --benchmark_filter='memcpy_d2d|words<|_sr<' --benchmark_counters_tabular=true
+CPD_BENCH(words<random_generator::v1>);
+CPD_BENCH(words<random_generator::v2>);
+CPD_BENCH(quantize_sr<cpd::float8_e4m3fn, random_generator::v1>);
+CPD_BENCH(quantize_sr<cpd::float8_e4m3fn, random_generator::v2>);
+CPD_BENCH(encode_sr<cpd::float8_e4m3fn, random_generator::v1>);
+CPD_BENCH(encode_sr<cpd::float8_e4m3fn, random_generator::v2>);
+CPD_BENCH(quantize_sr<cpd::float8_e5m2, random_generator::v1>);
+CPD_BENCH(quantize_sr<cpd::float8_e5m2, random_generator::v2>);
+CPD_BENCH(encode_sr<cpd::float8_e5m2, random_generator::v1>);
+CPD_BENCH(encode_sr<cpd::float8_e5m2, random_generator::v2>);
+CPD_BENCH(quantize_sr<cpd::bfloat16, random_generator::v1>);
+CPD_BENCH(quantize_sr<cpd::bfloat16, random_generator::v2>);
+CPD_BENCH(encode_sr<cpd::bfloat16, random_generator::v1>);
+CPD_BENCH(encode_sr<cpd::bfloat16, random_generator::v2>);
+CPD_BENCH(quantize_sr<cpd::float16, random_generator::v1>);
+CPD_BENCH(quantize_sr<cpd::float16, random_generator::v2>);
+CPD_BENCH(encode_sr<cpd::float16, random_generator::v1>);
+CPD_BENCH(encode_sr<cpd::float16, random_generator::v2>);
 
 int main(int argc, char** argv) {
   int devices = 0;

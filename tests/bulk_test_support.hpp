@@ -110,7 +110,8 @@ cd::rounded<double> reference(T x, const cpd::bulk_options& o, std::size_t i) {
   T y = x;
   if (o.scale != 1.0f) y = y * static_cast<T>(o.scale);
   const double z = static_cast<double>(y) * std::ldexp(1.0, o.scale_exponent);  // exact for the k tested
-  const std::uint32_t rnd = R == rounding::stochastic ? cpd::random_bits(o.seed, o.stream, o.offset + i) : 0u;
+  const std::uint32_t rnd =
+      R == rounding::stochastic ? cpd::random_bits(o.seed, o.stream, o.offset + i, o.generator) : 0u;
   constexpr cd::spec s = F::spec;
   return cd::round_bits<R, O, double>(s, cd::bit_cast<std::uint64_t>(z), rnd, o.random_bits);
 }
@@ -196,7 +197,12 @@ void check_all_modes(const std::vector<T>& in, const cpd::bulk_options& o) {
   check_mode<F, rounding::toward_zero, O>(in, o);
   check_mode<F, rounding::upward, O>(in, o);
   check_mode<F, rounding::downward, O>(in, o);
-  check_mode<F, rounding::stochastic, O>(in, o);
+  for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+    cpd::bulk_options og = o;
+    og.generator = g;
+    CAPTURE(cpd::to_string(g));
+    check_mode<F, rounding::stochastic, O>(in, og);
+  }
   check_mode<F, rounding::odd, O>(in, o);
 }
 

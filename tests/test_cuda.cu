@@ -127,20 +127,37 @@ TEST_CASE_TEMPLATE("cuda host: the kernels' fast path equals the rounding core",
       CHECK(bad == -1);
     });
     const int d = 23 - F::mantissa_bits;
-    for (int bits : {32, d + 1, d, d - 1, 5}) {
-      for (std::uint64_t offset : {std::uint64_t(0), (std::uint64_t(1) << 32) - x.size() / 2}) {
-        CAPTURE(bits);
-        CAPTURE(offset);
-        const cpd::stochastic_encoder<F> e(5, 9, k, bits);
-        const cpd::stochastic_quantizer<F, overflow::saturate> q(5, 9, k, bits);
-        auto fe = fast_form(e);  // (keeps its random key: not const)
-        auto fq = fast_form(q);
-        long bad = -1;
-        for (std::size_t i = 0; i < x.size() && bad < 0; ++i)
-          if (fe(x[i], offset + i) != e(x[i], offset + i) ||
-              to_bits(fq(x[i], offset + i)) != to_bits(q(x[i], offset + i)))
-            bad = static_cast<long>(i);
-        CHECK(bad == -1);
+    for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+      for (int bits : {32, d + 1, d, d - 1, 5}) {
+        for (std::uint64_t offset : {std::uint64_t(0), (std::uint64_t(1) << 32) - x.size() / 2 - 1}) {
+          CAPTURE(std::string(cpd::to_string(g)));
+          CAPTURE(bits);
+          CAPTURE(offset);
+          const cpd::stochastic_encoder<F> e(5, 9, k, bits, g);
+          const cpd::stochastic_quantizer<F, overflow::saturate> q(5, 9, k, bits, g);
+          auto fe = fast_form(e);  // (keeps its random key: not const)
+          auto fq = fast_form(q);
+          long bad = -1;
+          for (std::size_t i = 0; i < x.size() && bad < 0; ++i)
+            if (fe(x[i], offset + i) != e(x[i], offset + i) ||
+                to_bits(fq(x[i], offset + i)) != to_bits(q(x[i], offset + i)))
+              bad = static_cast<long>(i);
+          CHECK(bad == -1);
+          // A thread's group of four (the kernels' 4-wide loop: the words drawn together),
+          // from even and odd indices, also across the 2^32 block.
+          bad = -1;
+          for (std::size_t i = 0; i + 4 <= x.size() && bad < 0; i += 3) {
+            const float four[4] = {x[i], x[i + 1], x[i + 2], x[i + 3]};
+            typename F::storage_type codes[4];
+            float values[4];
+            fe.group(four, offset + i, codes);
+            fq.group(four, offset + i, values);
+            for (std::size_t j = 0; j < 4; ++j)
+              if (codes[j] != e(x[i + j], offset + i + j) || to_bits(values[j]) != to_bits(q(x[i + j], offset + i + j)))
+                bad = static_cast<long>(i);
+          }
+          CHECK(bad == -1);
+        }
       }
     }
   }
@@ -279,22 +296,28 @@ TEST_SUITE("device") {
     std::vector<float> y(n);
     std::vector<typename F::storage_type> c(n);
     const int d = 23 - F::mantissa_bits;
-    for (int bits : {32, d + 1, d, d - 1, 5}) {
-      for (std::uint64_t offset : {std::uint64_t(0), (std::uint64_t(1) << 32) - n / 2}) {
-        CAPTURE(bits);
-        CAPTURE(offset);
-        cpd::bulk_options o;
-        o.seed = 7;
-        o.stream = 11;
-        o.offset = offset;
-        o.random_bits = bits;
-        cpd::quantize<F, rounding::stochastic>(x.data(), y.data(), n, o);
-        cpd::cuda::checked::quantize<F, rounding::stochastic>(d_x.get(), d_y.get(), n, o);
-        cpd::encode<F, rounding::stochastic, overflow::saturate>(x.data(), c.data(), n, o);
-        cpd::cuda::checked::encode<F, rounding::stochastic, overflow::saturate>(d_x.get(), d_c.get(), n, o);
-        device_sync();
-        CHECK(first_mismatch(d_y.download(), y) == -1);
-        CHECK(first_mismatch(d_c.download(), c) == -1);
+    for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+      for (int bits : {32, d + 1, d, d - 1, 5}) {
+        // (even and odd first indices: v2's pairs split between threads' groups; the last
+        // crosses a 2^32 block inside a group)
+        for (std::uint64_t offset : {std::uint64_t(0), std::uint64_t(3), (std::uint64_t(1) << 32) - n / 2 - 1}) {
+          CAPTURE(std::string(cpd::to_string(g)));
+          CAPTURE(bits);
+          CAPTURE(offset);
+          cpd::bulk_options o;
+          o.seed = 7;
+          o.stream = 11;
+          o.offset = offset;
+          o.random_bits = bits;
+          o.generator = g;
+          cpd::quantize<F, rounding::stochastic>(x.data(), y.data(), n, o);
+          cpd::cuda::checked::quantize<F, rounding::stochastic>(d_x.get(), d_y.get(), n, o);
+          cpd::encode<F, rounding::stochastic, overflow::saturate>(x.data(), c.data(), n, o);
+          cpd::cuda::checked::encode<F, rounding::stochastic, overflow::saturate>(d_x.get(), d_c.get(), n, o);
+          device_sync();
+          CHECK(first_mismatch(d_y.download(), y) == -1);
+          CHECK(first_mismatch(d_c.download(), c) == -1);
+        }
       }
     }
   }
@@ -380,15 +403,20 @@ TEST_SUITE("device") {
         CHECK(first_mismatch(d_p.download(), want) == -1);
         CHECK(first_mismatch(d_y.download(), want_values) == -1);
         // Stochastic: element i draws the bits of index offset + i, as the host's options say.
-        cpd::bulk_options o;
-        o.seed = 5;
-        o.stream = 9;
-        o.offset = 1000;
-        cpd::encode_packed<F, rounding::stochastic>(x.data(), want.data(), n, o);
-        cpd::cuda::checked::encode_packed_stochastic(d_x.get(), d_p.get(), n, cpd::stochastic_encoder<F>{5, 9},
-                                                      nullptr, 1000);
-        device_sync();
-        CHECK(first_mismatch(d_p.download(), want) == -1);
+        for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+          for (std::uint64_t offset : {1000u, 1001u}) {
+            cpd::bulk_options o;
+            o.seed = 5;
+            o.stream = 9;
+            o.offset = offset;
+            o.generator = g;
+            cpd::encode_packed<F, rounding::stochastic>(x.data(), want.data(), n, o);
+            cpd::cuda::checked::encode_packed_stochastic(d_x.get(), d_p.get(), n,
+                                                          cpd::stochastic_encoder<F>{5, 9, 0, 32, g}, nullptr, offset);
+            device_sync();
+            CHECK(first_mismatch(d_p.download(), want) == -1);
+          }
+        }
       }
     }
   }

@@ -401,15 +401,12 @@ TEST_CASE("summation finish on codes: every code, scales across and beyond float
 
 namespace {
 
-/// Stochastic rounding's add, on values and on codes, against the exact sum rounded by the
-/// core with bits(step, rank, 0, lo + j) of the hop's stream (docs/reduction.md).
+/// check_stochastic_add with one key.
 template <class F, overflow O>
-void check_stochastic_add(const std::string& name) {
+void check_stochastic_add_key(const cpd::random_stream& key) {
   using sum = cd::summation<F, rounding::stochastic, O, cpd::pow2_scale>;
   using codes = typename sum::codes;
   using storage = typename sum::storage;
-  CAPTURE(name);
-  const cpd::random_stream key{0xC0FFEE, 77};
   for (std::size_t n : {std::size_t(1), std::size_t(16), std::size_t(33), std::size_t(2048)}) {
     for (int step : {0, 3}) {
       CAPTURE(n);
@@ -448,9 +445,55 @@ void check_stochastic_add(const std::string& name) {
   }
 }
 
+/// Kahan's step with stochastic rounding, (s, c) += q over a block, against kahan_step
+/// element by element with the hop's bits of its four roundings.
+template <class F, overflow O>
+void check_stochastic_kahan(const cpd::random_stream& key) {
+  using sum = cd::summation<F, rounding::stochastic, O, cpd::pow2_scale>;
+  const int w = 4, rank = 1, step = 2;
+  for (std::size_t n : {std::size_t(1), std::size_t(37), std::size_t(2048)}) {
+    CAPTURE(n);
+    const std::size_t lo = 5 + n;
+    std::vector<float> s = values_of<F>(n, static_cast<std::uint32_t>(n) + 1u);
+    std::vector<float> c = values_of<F>(n, static_cast<std::uint32_t>(n) + 2u);
+    const std::vector<float> q = values_of<F>(n, static_cast<std::uint32_t>(n) + 3u);
+    for (std::size_t j = 0; j < n; ++j) c[j] = c[j] * 0x1p-6f;  // compensations are small
+    for (std::size_t j = 0; j < n; ++j) c[j] = cd::canonical_nan(cpd::quantize<F, rounding::nearest_even, O>(c[j]));
+    std::vector<float> ws = s, wc = c;
+    {
+      const cd::default_fp_env env;
+      for (std::size_t j = 0; j < n; ++j) {
+        const auto bits_k = [&](int k) { return cd::allreduce_random_bits(key, w, step, rank, k, lo + j); };
+        cd::kahan_step<F, rounding::stochastic, O, true>(ws[j], wc[j], q[j], bits_k(0), bits_k(1), bits_k(2),
+                                                        bits_k(3));
+      }
+    }
+    const sum p(cpd::pow2_scale{0}, w, true, false, key);
+    p.add(s.data(), c.data(), q.data(), lo, n, step, rank);
+    for (std::size_t j = 0; j < n; ++j) {
+      CAPTURE(j);
+      REQUIRE(bits(s[j]) == bits(ws[j]));
+      REQUIRE(bits(c[j]) == bits(wc[j]));
+    }
+  }
+}
+
+/// Stochastic rounding's add, on values and on codes, against the exact sum rounded by the
+/// core with bits(step, rank, 0, lo + j) of the hop's stream (docs/reduction.md), and Kahan's
+/// step against kahan_step with bits(step, rank, k, lo + j), k = 0..3; each generator.
+template <class F, overflow O>
+void check_stochastic_add(const std::string& name) {
+  CAPTURE(name);
+  for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+    CAPTURE(std::string(cpd::to_string(g)));
+    check_stochastic_add_key<F, O>(cpd::random_stream{0xC0FFEE, 77, g});
+    check_stochastic_kahan<F, O>(cpd::random_stream{0xBEEF, 5, g});
+  }
+}
+
 }  // namespace
 
-TEST_CASE("summation add with stochastic rounding: the bulk kernel's bits are the hop's") {
+TEST_CASE("summation add and Kahan, stochastic: the vector passes give the hop's bits, both generators") {
   CAPTURE(cd::to_string(cd::active_isa()));
   check_stochastic_add<cpd::float8_e4m3fn, overflow::infinity>("e4m3fn");
   check_stochastic_add<cpd::float8_e4m3fn, overflow::saturate>("e4m3fn");
@@ -458,6 +501,8 @@ TEST_CASE("summation add with stochastic rounding: the bulk kernel's bits are th
   check_stochastic_add<cpd::float8_e4m3fnuz, overflow::infinity>("e4m3fnuz");
   check_stochastic_add<cpd::float6_e3m2fn, overflow::saturate>("e3m2fn");
   check_stochastic_add<cpd::float4_e2m1fn, overflow::infinity>("e2m1fn");
-  check_stochastic_add<cpd::float8_e5m2, overflow::infinity>("e5m2");  // (element by element)
-  check_stochastic_add<cpd::float16, overflow::infinity>("fp16");      // (element by element)
+  check_stochastic_add<cpd::float8_e5m2, overflow::infinity>("e5m2");  // (double sums)
+  check_stochastic_add<cpd::float16, overflow::infinity>("fp16");
+  check_stochastic_add<cpd::float16, overflow::saturate>("fp16");
+  check_stochastic_add<cpd::bfloat16, overflow::infinity>("bf16");  // (double sums rounded to odd)
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The counter-based generator of stochastic rounding (cpd/core/random.hpp): its
-// definition (key per 2^32 counters), and a battery of statistical tests over
+// The counter-based generators of stochastic rounding (cpd/core/random.hpp), v1 and v2:
+// their definitions (key per 2^32 counters), known answers, and a battery of statistical tests over
 // consecutive counters (what one bulk call draws), streams and seeds. Each test
 // has a threshold far in the tail (|z| > 5, p < 1e-6) and a negative control: the
 // same battery rejects a Weyl sequence and a single weak round, so it can fail.
@@ -129,56 +129,156 @@ int failures(const std::vector<result>& rs, bool report) {
 
 }  // namespace
 
-TEST_CASE("random_bits: definition and keys") {
-  for (std::uint64_t c : {std::uint64_t(0), std::uint64_t(12345), (std::uint64_t(3) << 32) + 7, ~std::uint64_t(0)}) {
-    const cpd::random_key k = cpd::make_random_key(9, 4, static_cast<std::uint32_t>(c >> 32));
-    CHECK(cpd::random_bits(9, 4, c) == cpd::random_bits(k, static_cast<std::uint32_t>(c)));
-    CHECK(cpd::random_stream{9, 4}(c) == cpd::random_bits(9, 4, c));
+TEST_CASE("random_bits: definition and keys, both generators") {
+  for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+    CAPTURE(std::string(cpd::to_string(g)));
+    for (std::uint64_t c : {std::uint64_t(0), std::uint64_t(12345), (std::uint64_t(3) << 32) + 7, ~std::uint64_t(0)}) {
+      const cpd::random_key k = cpd::make_random_key(9, 4, static_cast<std::uint32_t>(c >> 32), g);
+      CHECK(cpd::random_bits(9, 4, c, g) == cpd::random_bits(k, static_cast<std::uint32_t>(c)));
+      CHECK(cpd::random_stream{9, 4, g}(c) == cpd::random_bits(9, 4, c, g));
+      CHECK(cpd::random_stream{9, 4, g}.key(static_cast<std::uint32_t>(c >> 32)).k0 == k.k0);
+    }
+    CHECK(cpd::random_bits(1, 2, 3, g) != cpd::random_bits(1, 2, 4, g));
+    CHECK(cpd::random_bits(1, 2, 3, g) != cpd::random_bits(1, 3, 3, g));
+    CHECK(cpd::random_bits(1, 2, 3, g) != cpd::random_bits(2, 2, 3, g));
+    CHECK(cpd::random_bits(5, 0, 0, g) != cpd::random_bits(5, 0, std::uint64_t(1) << 32, g));
+    CHECK(cpd::random_stream{1, 2, g}.with_stream(7)(3) == cpd::random_bits(1, 7, 3, g));
+    CHECK(cpd::random_stream{1, 2, g}.bits(5, 3) == cpd::random_bits(1, 7, 3, g));
   }
   static_assert(cpd::random_bits(1, 2, 3) == cpd::random_bits(1, 2, 3), "constexpr");
-  CHECK(cpd::random_bits(1, 2, 3) != cpd::random_bits(1, 2, 4));
-  CHECK(cpd::random_bits(1, 2, 3) != cpd::random_bits(1, 3, 3));
-  CHECK(cpd::random_bits(1, 2, 3) != cpd::random_bits(2, 2, 3));
-  CHECK(cpd::random_bits(0, 0, 0) != cpd::random_bits(0, 0, std::uint64_t(1) << 32));
+  CHECK(cpd::random_bits(1, 2, 3) == cpd::random_bits(1, 2, 3, cpd::default_generator));
+  CHECK(cpd::random_stream{}.generator == cpd::default_generator);
+  static_assert(cpd::default_generator == cpd::random_generator::v2, "v2 is the default (issue 34)");
+  CHECK(cpd::bulk_options{}.generator == cpd::random_generator::v2);
 }
 
-#if CPD_FAST_KERNELS
-namespace {
-// 16 lanes of the fast kernels' generator, stored (a function of its own: the
-// intrinsics need the AVX-512 target; called only where the CPU has it).
-CPD_TARGET_AVX512 void vector_bits(cpd::random_key key, std::uint32_t lo, std::uint32_t* out) {
-  _mm512_storeu_si512(out, cpd::detail::fast::vrandom(key)(lo));
-}
-}  // namespace
-
-TEST_CASE("the fast kernels' 16-lane generator draws random_bits' words") {
-  if (cpd::detail::cpu_isa() != cpd::detail::isa::avx512) {
-    MESSAGE("no AVX-512 on this CPU: the 16-lane generator is not run here");
-    return;
+TEST_CASE("random_bits: known answers of v1 (cpd 1.x's bits) and v2") {
+  struct known {
+    std::uint64_t seed, stream, counter;
+    std::uint32_t v1, v2;
+  };
+  // v1: the words every result before generator v2 drew. v2: computed outside cpd (Python,
+  // the definition in docs/random.md).
+  const known table[] = {
+      {0u, 0u, 0x0u, 0x00000000u, 0x7B1DCDAFu},
+      {0u, 0u, 0x1u, 0xCAFEBA47u, 0xE220A839u},
+      {1u, 2u, 0x3u, 0x0B1CB866u, 0x5079D542u},
+      {42u, 7u, 0x3E8u, 0x7404A46Fu, 0xC0A087F5u},
+      {0xDEADBEEF12345678u, 5u, 0x300000007u, 0x98541789u, 0x1514CCF6u},
+      {9u, 4u, 0xFFFFFFFFFFFFFFFFu, 0x20937796u, 0x79D91C39u},
+  };
+  for (const known& k : table) {
+    CAPTURE(k.counter);
+    CHECK(cpd::random_bits(k.seed, k.stream, k.counter, cpd::random_generator::v1) == k.v1);
+    CHECK(cpd::random_bits(k.seed, k.stream, k.counter, cpd::random_generator::v2) == k.v2);
   }
-  std::uint32_t lanes[16];
+}
+
+TEST_CASE("v2 is SplitMix64: seed 0, stream 0 draws splitmix64.c's sequence seeded with 0, halves low first") {
+  // Vigna's reference (prng.di.unimi.it/splitmix64.c), written out here: x += gamma, then mix.
+  std::uint64_t x = 0;
+  const auto next = [&x] {
+    std::uint64_t z = (x += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    return z ^ (z >> 31);
+  };
+  const std::uint64_t first = next();
+  CHECK(first == 0xe220a8397b1dcdafu);  // the published first output of seed 0
+  long bad = static_cast<long>(cpd::random_bits(0, 0, 0, cpd::random_generator::v2) != 0x7b1dcdafu) +
+             static_cast<long>(cpd::random_bits(0, 0, 1, cpd::random_generator::v2) != 0xe220a839u);
+  for (std::uint64_t p = 1; p < 4096; ++p) {
+    const std::uint64_t z = next();
+    bad += cpd::random_bits(0, 0, 2 * p, cpd::random_generator::v2) != static_cast<std::uint32_t>(z);
+    bad += cpd::random_bits(0, 0, 2 * p + 1, cpd::random_generator::v2) != static_cast<std::uint32_t>(z >> 32);
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("fill_random_bits and random_bits4 draw random_bits' words, any start and length") {
+  std::uint32_t got[40];
   long bad = 0;
-  for (std::uint64_t seed : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(0xDEADBEEF12345678)}) {
-    for (std::uint32_t hi : {0u, 1u, 77u}) {
-      const cpd::random_key key = cpd::make_random_key(seed, 3, hi);
-      // every lane, including counters that wrap past 2^32 - 1 within one vector
-      for (std::uint32_t lo : {0u, 1u, 15u, 1000u, 0x7FFFFFF8u, 0xFFFFFFF0u, 0xFFFFFFF9u, 0xFFFFFFFFu}) {
-        vector_bits(key, lo, lanes);
-        for (std::uint32_t j = 0; j < 16; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+  for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+    const cpd::random_key key = cpd::make_random_key(11, 3, 5, g);
+    for (std::uint32_t lo : {0u, 1u, 2u, 7u, 0xFFFFFFD0u, 0xFFFFFFD7u}) {
+      for (std::uint32_t n : {0u, 1u, 2u, 3u, 16u, 39u, 40u}) {
+        if (g == cpd::random_generator::v1) cpd::detail::fill_random_bits<cpd::random_generator::v1>(key, lo, n, got);
+        else cpd::detail::fill_random_bits<cpd::random_generator::v2>(key, lo, n, got);
+        for (std::uint32_t j = 0; j < n; ++j) bad += got[j] != cpd::random_bits(key, lo + j);
       }
+    }
+    for (std::uint32_t lo : {0u, 1u, 2u, 3u, 1001u, 0xFFFFFFFCu}) {  // a GPU thread's four
+      std::uint32_t four[4];
+      cpd::detail::random_bits4(key, lo, four);
+      for (std::uint32_t j = 0; j < 4; ++j) bad += four[j] != cpd::random_bits(key, lo + j);
     }
   }
   CHECK(bad == 0);
 }
+
+#if CPD_FAST_KERNELS
+namespace {
+// 16 lanes of the fast kernels' generators, stored (functions of their own: the intrinsics
+// need the AVX-512 target; called only where the CPU has it): at(lo), and `runs` vectors of
+// from(lo) then next().
+template <cpd::random_generator G>
+CPD_TARGET_AVX512 void vector_bits(cpd::random_key key, std::uint32_t lo, std::uint32_t* out, int runs) {
+  cpd::detail::fast::vrandom<G> gen(key);
+  _mm512_storeu_si512(out, gen.at(lo));
+  gen.from(lo);
+  for (int r = 0; r < runs; ++r) _mm512_storeu_si512(out + 16 * (r + 1), gen.next());
+}
+
+template <cpd::random_generator G>
+long vector_mismatches() {
+  std::uint32_t lanes[16 * 5];
+  long bad = 0;
+  for (std::uint64_t seed : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(0xDEADBEEF12345678)}) {
+    for (std::uint32_t hi : {0u, 1u, 77u}) {
+      const cpd::random_key key = cpd::make_random_key(seed, 3, hi, G);
+      // every lane of at() and of four next(), from even and odd counters; v1 also where
+      // the counters wrap past 2^32 - 1 within one vector (v2's lanes are the scalar words
+      // within the key's block only, all that a kernel draws)
+      for (std::uint32_t lo : {0u, 1u, 15u, 1000u, 0x7FFFFFF8u, 0xFFFFFFA0u, 0xFFFFFFAFu}) {
+        vector_bits<G>(key, lo, lanes, 4);
+        for (std::uint32_t j = 0; j < 16; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+        for (std::uint32_t j = 0; j < 64; ++j) bad += lanes[16 + j] != cpd::random_bits(key, lo + j);
+      }
+      if (G == cpd::random_generator::v1) {
+        for (std::uint32_t lo : {0xFFFFFFF0u, 0xFFFFFFF9u, 0xFFFFFFFFu}) {
+          vector_bits<G>(key, lo, lanes, 0);
+          for (std::uint32_t j = 0; j < 16; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+        }
+      }
+    }
+  }
+  return bad;
+}
+}  // namespace
+
+TEST_CASE("the fast kernels' 16-lane generators draw random_bits' words") {
+  if (cpd::detail::cpu_isa() != cpd::detail::isa::avx512) {
+    MESSAGE("no AVX-512 on this CPU: the 16-lane generators are not run here");
+    return;
+  }
+  CHECK(vector_mismatches<cpd::random_generator::v1>() == 0);
+  CHECK(vector_mismatches<cpd::random_generator::v2>() == 0);
+}
 #endif
 
 TEST_CASE("random_bits passes the battery: consecutive counters, other blocks, streams, seeds") {
-  CHECK(failures(battery([](std::uint64_t c) { return cpd::random_bits(0, 0, c); }), true) == 0);
-  CHECK(failures(battery([](std::uint64_t c) { return cpd::random_bits(0x1234, 5, c); }, (std::uint64_t(1) << 32) - 500000), false) == 0);
-  // Neighbouring streams and seeds, interleaved: stream s at counter i, s + 1 at i...
-  CHECK(failures(battery([](std::uint64_t c) { return cpd::random_bits(7, c & 1, c >> 1); }), false) == 0);
-  CHECK(failures(battery([](std::uint64_t c) { return cpd::random_bits(c & 1, 3, c >> 1); }), false) == 0);
-  CHECK(failures(battery([](std::uint64_t c) { return cpd::random_bits(c & 0xFF, 0, c >> 8); }), false) == 0);
+  for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+    CAPTURE(std::string(cpd::to_string(g)));
+    MESSAGE("generator " << cpd::to_string(g) << ", seed 0, stream 0:");
+    CHECK(failures(battery([g](std::uint64_t c) { return cpd::random_bits(0, 0, c, g); }), true) == 0);
+    CHECK(failures(battery([g](std::uint64_t c) { return cpd::random_bits(0x1234, 5, c, g); },
+                           (std::uint64_t(1) << 32) - 500000),
+                   false) == 0);
+    // Neighbouring streams and seeds, interleaved: stream s at counter i, s + 1 at i...
+    CHECK(failures(battery([g](std::uint64_t c) { return cpd::random_bits(7, c & 1, c >> 1, g); }), false) == 0);
+    CHECK(failures(battery([g](std::uint64_t c) { return cpd::random_bits(c & 1, 3, c >> 1, g); }), false) == 0);
+    CHECK(failures(battery([g](std::uint64_t c) { return cpd::random_bits(c & 0xFF, 0, c >> 8, g); }), false) == 0);
+  }
 }
 
 TEST_CASE("the battery can fail: it rejects a Weyl sequence and one weak round") {

@@ -52,7 +52,8 @@ template <class F, R Mode = R::nearest_even>
 float ref_load(const std::vector<std::vector<float>>& x, int r, std::size_t i, int k, cpd::random_stream key, int w) {
   const std::uint32_t rnd =
       Mode == R::stochastic
-          ? cpd::detail::reduce_random_bits(key.seed, key.stream + (static_cast<std::uint64_t>(r)) * 8u, i)
+          ? cpd::detail::reduce_random_bits(key.seed, key.stream + (static_cast<std::uint64_t>(r)) * 8u, i,
+                                            key.generator)
           : 0u;
   return cpd::quantize<F, Mode>(static_cast<double>(x[static_cast<std::size_t>(r)][i]) * std::ldexp(1.0, k), rnd);
   (void)w;
@@ -62,7 +63,7 @@ template <R Mode>
 std::uint32_t ref_bits(cpd::random_stream key, int step, int rank, int sub, int w, std::size_t i) {
   if (Mode != R::stochastic) return 0;
   const std::uint64_t s = key.stream + ((static_cast<std::uint64_t>(step + 1) * w + rank) * 8u + sub);
-  return cpd::detail::reduce_random_bits(key.seed, s, i);
+  return cpd::detail::reduce_random_bits(key.seed, s, i, key.generator);
 }
 
 std::vector<std::vector<float>> random_workers(int w, std::size_t n, unsigned seed, double spread = 8.0) {
@@ -484,15 +485,21 @@ TEST_CASE("simulate_allreduce: stochastic rounding keyed as documented, the same
   const std::size_t n = 50;
   const auto x = random_workers(w, n, 99);
   const auto p = ptrs(x);
-  cpd::allreduce_options o;
-  o.key = {1234, 77};
-  o.algorithm = cpd::allreduce_algorithm::ring;
-  std::vector<float> out(n);
-  auto res = cpd::simulate_allreduce<F, R::stochastic>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
-  CHECK(same_bits(out, hand_ring<F, R::stochastic>(x, n, res.scale.exponent, o.key)));
-  o.algorithm = cpd::allreduce_algorithm::sequential;
-  res = cpd::simulate_allreduce<F, R::stochastic>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
-  CHECK(same_bits(out, hand_sequential<F, R::stochastic>(x, n, res.scale.exponent, o.key)));
+  std::vector<float> by_generator[2];
+  for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+    CAPTURE(std::string(cpd::to_string(g)));
+    cpd::allreduce_options o;
+    o.key = {1234, 77, g};
+    o.algorithm = cpd::allreduce_algorithm::ring;
+    std::vector<float> out(n);
+    auto res = cpd::simulate_allreduce<F, R::stochastic>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+    CHECK(same_bits(out, hand_ring<F, R::stochastic>(x, n, res.scale.exponent, o.key)));
+    by_generator[static_cast<int>(g)] = out;
+    o.algorithm = cpd::allreduce_algorithm::sequential;
+    res = cpd::simulate_allreduce<F, R::stochastic>(p.data(), out.data(), n, w, cpd::aps<F>(w), o);
+    CHECK(same_bits(out, hand_sequential<F, R::stochastic>(x, n, res.scale.exponent, o.key)));
+  }
+  CHECK(by_generator[0] != by_generator[1]);  // (the generator reaches every rounding)
 
   // Large n: one thread and four threads give the same bits, in every order.
   const std::size_t big = 60000;

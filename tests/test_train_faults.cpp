@@ -226,6 +226,7 @@ TEST_CASE("command line: values that cannot train, and malformed values, are rej
       {"--grad-formats e8m0fnu", "--grad-formats: e8m0fnu has no sign bit"},
       {"--threads 99999999999999999999", "--threads: 99999999999999999999 is out of range [0, 1024]"},
       {"--threads 4x", "--threads: '4x' is not an integer"},
+      {"--generator v3", "--generator: 'v3' is not v1, v2"},
       {"--threads ''", "--threads: '' is not an integer"},
       {"--hidden ''", "--hidden: empty list"},
       {"--hidden 32,,16", "--hidden: empty item in '32,,16'"},

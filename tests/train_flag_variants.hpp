@@ -41,6 +41,7 @@ inline const std::vector<flag_variant>& flag_variants(const std::string& other_d
         {"--lars", none, "", {}},
         {"--weight-decay", none, "0.001", {}},
         {"--seed", none, "2", {}},
+        {"--generator", "v1", "v2", {}},
         {"--data", "", other_data_dir, {}},  // "": the common data directory
         {"--weights", none, "bf16", {}},
         {"--update-rounding", none, "stochastic", {"--weights", "bf16"}},

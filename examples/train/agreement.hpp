@@ -60,6 +60,7 @@ inline std::vector<agreed_option> agreement(const options& o) {
       {"--lars", k::integer, o.lars ? 1u : 0u, 0, ""},
       {"--weight-decay", k::real, 0, o.weight_decay, ""},
       {"--seed", k::integer, o.seed, 0, ""},
+      {"--generator", k::text, 0, 0, cpd::to_string(o.generator)},
       {"--weights", k::text, 0, 0, name(o.weights)},
       {"--update-rounding", k::text, 0, 0, updates[static_cast<int>(o.update)]},
       {"--activations", k::text, 0, 0, name(o.activations)},

@@ -109,6 +109,7 @@ struct options {
   double lars_eta = 0.001;
   double weight_decay = 0;
   std::uint64_t seed = 1;
+  cpd::random_generator generator = cpd::default_generator;  // --generator: of stochastic rounding and codecs
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string csv, plot;
   std::optional<cpd::format> weights;
@@ -123,6 +124,9 @@ struct options {
   bool mpi = false;  // each MPI rank is one worker
   std::optional<std::string> policy;  // --policy: cpd::precision_policy's text form, on every format run
   std::string policy_file;            // --policy @FILE: the file (no output may be it)
+
+  /// The random key of the run's stochastic rounding and codecs: its seed and generator.
+  [[nodiscard]] cpd::random_stream key() const { return {seed, 0, generator}; }
 };
 
 inline std::vector<std::string> split(const std::string& s, char sep) {
@@ -285,6 +289,12 @@ inline bool parse_training_flag(const std::string& a, const flag_value& value, o
   else if (a == "--lars") o.lars = true;
   else if (a == "--weight-decay") o.weight_decay = parse_float_in(a, value(), true);
   else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, (1ll << 62)));
+  else if (a == "--generator") {
+    const std::string v = value();
+    const auto g = cpd::try_from_string<cpd::random_generator>(v);
+    if (!g) throw usage_error("--generator: '" + v + "' is not " + cpd::names_of<cpd::random_generator>());
+    o.generator = *g;
+  }
   else if (a == "--hidden") {
     o.hidden.clear();
     for (const std::string& h : parse_list(a, value()))

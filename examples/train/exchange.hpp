@@ -32,9 +32,10 @@ namespace train {
 // became inf or NaN; nan_inputs, inf_inputs: values that were NaN or inf before rounding
 // (cpd's NaN/inf policy).
 
-/// 32 random bits for element i of step `step`: cpd's counter-based generator.
-inline std::uint32_t hash_bits(std::uint64_t seed, std::uint64_t step, std::uint64_t i) {
-  return cpd::random_bits(seed, step, i);
+/// 32 random bits for element i of step `step`: cpd's counter-based generator under the
+/// run's seed and generator (key.stream unused).
+inline std::uint32_t hash_bits(const cpd::random_stream& key, std::uint64_t step, std::uint64_t i) {
+  return key.with_stream(step)(i);
 }
 
 /// The names of formats of a list, as the command line takes them (fp32: no rounding).
@@ -275,11 +276,11 @@ inline std::uint64_t count_nonfinite(const float* x, const std::vector<tensor_vi
 /// error feedback (each worker's quantization error added to its next gradient).
 class codec_exchanger {
  public:
-  codec_exchanger(const codec_spec& spec, int workers, std::uint64_t seed, std::vector<tensor_view> tensors,
+  codec_exchanger(const codec_spec& spec, int workers, cpd::random_stream key, std::vector<tensor_view> tensors,
                   std::size_t n)
       : codec_(cpd::make_codec(spec.name)),
         feedback_(spec.error_feedback),
-        seed_(seed),
+        key_(key),
         tensors_(std::move(tensors)),
         residuals_(static_cast<std::size_t>(workers), aligned_vector<float>(n, 0.0f)),
         inputs_(feedback_ ? static_cast<std::size_t>(workers) : 0, aligned_vector<float>(n)) {}
@@ -297,7 +298,7 @@ class codec_exchanger {
     cpd::codec_exchange_options opt;
     opt.mean = true;
     opt.threads = static_cast<unsigned>(pool.size());
-    opt.key.seed = seed_;
+    opt.key = key_;
     std::vector<const float*> ptrs(W);
     std::vector<float*> res(W);
     opt.residuals = res.data();
@@ -328,7 +329,7 @@ class codec_exchanger {
  private:
   std::unique_ptr<cpd::codec> codec_;
   bool feedback_;
-  std::uint64_t seed_;
+  cpd::random_stream key_;  // the run's seed and generator
   std::vector<tensor_view> tensors_;
   std::vector<aligned_vector<float>> residuals_;  // per worker; -0 before every step without feedback
   std::vector<aligned_vector<float>> inputs_;     // per worker: gradient + residual (feedback only)
@@ -339,9 +340,9 @@ class codec_exchanger {
 /// The weights, kept in float or in a low-precision format with a chosen update rounding.
 class weight_store {
  public:
-  weight_store(std::optional<cpd::format> fmt, update_rounding mode, std::uint64_t seed,
+  weight_store(std::optional<cpd::format> fmt, update_rounding mode, cpd::random_stream key,
                const aligned_vector<float>& init)
-      : fmt_(fmt), mode_(mode), seed_(seed), w_(init), c_(init.size(), 0.0f) {
+      : fmt_(fmt), mode_(mode), key_(key), w_(init), c_(init.size(), 0.0f) {
     if (fmt_)
       for (float& x : w_) x = cpd::quantize(*fmt_, cpd::rounding::nearest_even, cpd::overflow::saturate, x);
   }
@@ -362,7 +363,7 @@ class weight_store {
           break;
         case update_rounding::stochastic:
           w_[i] = cpd::quantize(f, cpd::rounding::stochastic, sat, double(w_[i]) + double(u[i]),
-                                hash_bits(seed_, step, i));
+                                hash_bits(key_, step, i));
           break;
         case update_rounding::kahan: {
           const float y = cpd::quantize(f, cpd::rounding::nearest_even, sat, double(u[i]) - double(c_[i]));
@@ -379,7 +380,7 @@ class weight_store {
  private:
   std::optional<cpd::format> fmt_;
   update_rounding mode_;
-  std::uint64_t seed_;
+  cpd::random_stream key_;  // the run's seed and generator
   aligned_vector<float> w_, c_;
 };
 

@@ -161,7 +161,7 @@ std::unique_ptr<train::gradient_exchange> make_exchange(const options& o, const 
 #if CPD_TRAIN_MPI
   if (rank >= 0) {
     if (rc.codec)
-      return std::make_unique<train::mpi_worker_exchange<train::mpi_codec_exchanger>>(rank, *rc.codec, o.seed,
+      return std::make_unique<train::mpi_worker_exchange<train::mpi_codec_exchanger>>(rank, *rc.codec, o.key(),
                                                                                       net.tensors(), net.size());
     return std::make_unique<train::mpi_worker_exchange<train::mpi_exchanger>>(
         rank, rc.format.fmt, rc.scaler, o.kahan, net.tensors(), o.algorithm, policy(o, rc, net, tr));
@@ -171,7 +171,7 @@ std::unique_ptr<train::gradient_exchange> make_exchange(const options& o, const 
 #endif
   const std::size_t W = static_cast<std::size_t>(o.workers);
   if (rc.codec)
-    return std::make_unique<train::emulated_exchange<train::codec_exchanger>>(pool, W, *rc.codec, o.workers, o.seed,
+    return std::make_unique<train::emulated_exchange<train::codec_exchanger>>(pool, W, *rc.codec, o.workers, o.key(),
                                                                               net.tensors(), net.size());
   return std::make_unique<train::emulated_exchange<train::exchanger>>(
       pool, W, rc.format.fmt, rc.scaler, o.kahan, o.workers, net.tensors(), o.algorithm, policy(o, rc, net, tr));
@@ -181,7 +181,7 @@ std::unique_ptr<train::gradient_exchange> make_exchange(const options& o, const 
 class trainer {
  public:
   trainer(const options& o, const run_config& rc, const dataset& tr, const train::thread_pool& pool, int rank)
-      : o_(o), tr_(tr), net_(make_net(o, tr.dim)), weights_(o.weights, o.update, o.seed, init_params()),
+      : o_(o), tr_(tr), net_(make_net(o, tr.dim)), weights_(o.weights, o.update, o.key(), init_params()),
         exchange_(make_exchange(o, rc, net_, tr, pool, rank)),
         grads_(W(), train::aligned_vector<float>(net_.size())), losses_(W()), mean_(net_.size()),
         velocity_(net_.size(), 0.0f), update_(net_.size()), order_(tr.n), shuffle_rng_{o.seed ^ 0x5DEECE66Dull},

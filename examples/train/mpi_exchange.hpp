@@ -168,10 +168,10 @@ class mpi_exchanger {
 /// The codec exchange of one rank over MPI (the keys, residuals and statistics of codec_exchanger).
 class mpi_codec_exchanger {
  public:
-  mpi_codec_exchanger(const codec_spec& spec, std::uint64_t seed, std::vector<tensor_view> tensors, std::size_t n)
+  mpi_codec_exchanger(const codec_spec& spec, cpd::random_stream key, std::vector<tensor_view> tensors, std::size_t n)
       : codec_(cpd::make_codec(spec.name)),
         feedback_(spec.error_feedback),
-        seed_(seed),
+        key_(key),
         tensors_(std::move(tensors)),
         residual_(n, 0.0f),
         input_(feedback_ ? n : 0) {}
@@ -184,7 +184,7 @@ class mpi_codec_exchanger {
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       const tensor_view& tv = tensors_[t];
       const cpd::mpi::codec_options opt{/*mean=*/true, residual_.data() + tv.offset,
-                                        {seed_, codec_tensor_stream(step, tensors_.size(), t)}};
+                                        key_.with_stream(codec_tensor_stream(step, tensors_.size(), t))};
       bytes_ += cpd::mpi::codec_allreduce(*codec_, local + tv.offset, mean + tv.offset, tv.size(), MPI_COMM_WORLD, opt)
                     .payload_bytes;
     }
@@ -211,7 +211,7 @@ class mpi_codec_exchanger {
  private:
   std::unique_ptr<cpd::codec> codec_;
   bool feedback_;
-  std::uint64_t seed_;
+  cpd::random_stream key_;  // the run's seed and generator
   std::vector<tensor_view> tensors_;
   aligned_vector<float> residual_, input_;
   cpd::value_stats stats_;

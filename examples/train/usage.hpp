@@ -50,6 +50,8 @@ inline const char* usage_text() {
          "  --lars                layer-wise adaptive rate scaling (LARS) on top of momentum SGD\n"
          "  --weight-decay X      L2 weight decay, >= 0 (default 0)\n"
          "  --seed S              seed of initialization, data order, stochastic rounding and codecs (default 1)\n"
+         "  --generator G         v1 or v2: the generator of the random bits of stochastic rounding and codecs\n"
+         "                        (default v2; v1 reproduces runs made before it, docs/random.md)\n"
          "  --data DIR            directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
          "                        (default /usr/share/datasets/fashion-mnist)\n"
          "  --csv FILE            one row per run and epoch: run,grad_format,aps,epoch,train_loss,test_accuracy\n"

@@ -27,7 +27,8 @@ from . import _dtypes
 from . import _posit
 
 __all__ = [
-    "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize",
+    "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "generators",
+    "random_bits",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
     "simulate_allreduce", "exchange_formats", "algorithms", "value_stats_fields",
@@ -91,26 +92,54 @@ value_stats_fields = _cpd.value_stats_fields
 
 # --- random bits of stochastic rounding when no seed is given ------------------------
 
-# instances: the streams of cpd.torch.Quantizer and cpd.qtorch.quantizer (their next number)
-_seed_state = {"seed": 0, "calls": _itertools.count(), "instances": _itertools.count()}
+#: The generators of stochastic rounding's random bits (docs/random.md): "v1" reproduces
+#: results made before "v2", the default.
+generators = _cpd.generators
+
+# instances: the streams of cpd.torch.Quantizer and cpd.qtorch.quantizer (their next number);
+# generator: the one of the calls that name none
+_seed_state = {"seed": 0, "calls": _itertools.count(), "instances": _itertools.count(),
+               "generator": _cpd.default_generator}
 
 
-def manual_seed(seed):
+def _generator(who, generator):
+    """generator by name (None: the one of the last cpd.manual_seed, else the default)."""
+    if generator is None:
+        return _seed_state["generator"]
+    if not isinstance(generator, str) or generator not in generators:
+        raise ValueError(f"{who}: generator {generator!r} is not one of {', '.join(generators)}")
+    return generator
+
+
+def manual_seed(seed, generator=None):
     """Seeds the stochastic calls that pass no seed: call k after manual_seed(s) draws the
     random bits of (seed s, stream k), so that a program's results repeat run after run.
     It also restarts the numbering of the streams of cpd.torch.Quantizer layers (the k-th
-    one built afterwards gets stream k, with the seed s)."""
+    one built afterwards gets stream k, with the seed s). generator: the generator of every
+    call that names none from now on ("v1" or "v2"; None: the default, v2)."""
     seed = _int("cpd.manual_seed", "the seed", seed, 0, 2**64 - 1)
+    g = _cpd.default_generator if generator is None else _generator("cpd.manual_seed", generator)
     _seed_state["seed"] = seed
     _seed_state["calls"] = _itertools.count()
     _seed_state["instances"] = _itertools.count()
+    _seed_state["generator"] = g
 
 
-def _key(rounding, seed, stream, who="cpd"):
+def _key(rounding, seed, stream, who="cpd", generator=None):
+    """(seed, stream, generator) of a call."""
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
+    g = _generator(who, generator)
     if rounding != "stochastic" or seed is not None:
-        return _int(who, "seed", 0 if seed is None else seed, 0, 2**64 - 1), stream
-    return _seed_state["seed"], (stream + (next(_seed_state["calls"]) << 32)) % 2**64
+        return _int(who, "seed", 0 if seed is None else seed, 0, 2**64 - 1), stream, g
+    return _seed_state["seed"], (stream + (next(_seed_state["calls"]) << 32)) % 2**64, g
+
+
+def random_bits(seed, stream, counter, generator=None):
+    """cpd::random_bits: the 32 random bits of element `counter` of stream `stream` under
+    `seed`, as every stochastic call draws them (generator None: the current one)."""
+    who = "cpd.random_bits"
+    return _cpd.random_bits(_int(who, "seed", seed, 0, 2**64 - 1), _int(who, "stream", stream, 0, 2**64 - 1),
+                            _int(who, "counter", counter, 0, 2**64 - 1), _generator(who, generator))
 
 
 # --- arrays and tensors -----------------------------------------------------------------
@@ -321,7 +350,7 @@ def _exact_check(who, format, scale_exponent, fix):
 # --- the bulk calls ---------------------------------------------------------------------
 
 def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
-             stream=0, offset=0, threads=None, stats=False):
+             stream=0, offset=0, threads=None, stats=False, generator=None):
     """x rounded to `format`, in x's dtype: cpd::quantize of the runtime format.
 
     x: float16, bfloat16, float32 or float64 (docs/python.md, "Dtypes"); NumPy, torch (CPU,
@@ -330,9 +359,10 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     pass float32, or out= of float32); out may be of a wider dtype than x.
 
     rounding: one of cpd.roundings; overflow: "infinity" (IEEE 754) or "saturate".
-    seed, stream, offset: the random bits of stochastic rounding (element i draws
-    cpd::random_bits(seed, stream, offset + i)); seed=None takes the next key of
-    cpd.manual_seed's sequence. scale_exponent k: rounds x * 2^k and returns it times 2^-k.
+    seed, stream, offset, generator: the random bits of stochastic rounding (element i draws
+    cpd::random_bits(seed, stream, offset + i, generator)); seed=None takes the next key of
+    cpd.manual_seed's sequence; generator "v1" or "v2" (None: the one of the last
+    cpd.manual_seed, v2 by default). scale_exponent k: rounds x * 2^k and returns it times 2^-k.
     out: where to write (out=x rounds in place). threads: None or 0 for every hardware
     thread, 1 for the calling thread. stats=True returns (result, counts) with the
     counts of cpd::value_stats (underflow, overflow, nan_inputs, ...).
@@ -341,21 +371,21 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
         _check_str("cpd.quantize", n, v)
     offset = _int("cpd.quantize", "offset", offset, 0, 2**64 - 1)
     scale_exponent = _int("cpd.quantize", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
-    s, st = _key(rounding, seed, stream, "cpd.quantize")
+    s, st, g = _key(rounding, seed, stream, "cpd.quantize", generator)
     th = _threads(threads)
     counts = {}
     if _posit.is_posit(format):
-        return _posit.quantize(x, format, rounding, s, st, int(offset), scale_exponent, out, threads, bool(stats))
+        return _posit.quantize(x, format, rounding, s, st, g, int(offset), scale_exponent, out, threads, bool(stats))
 
     exact = _exact_check("cpd.quantize", format, scale_exponent,
                          "pass a float32 input, or out= of float32, and round that as you choose")
     if _cuda.on_device(x):
         if stats:
             raise ValueError("cpd.quantize: stats=True on a GPU array (the device keeps no counts); pass stats=False")
-        return _cuda.quantize(x, out, exact, format, rounding, overflow, s, st, int(offset), int(scale_exponent))
+        return _cuda.quantize(x, out, exact, format, rounding, overflow, s, st, g, int(offset), int(scale_exponent))
 
     def body(a, o, ni, no):
-        r = _cpd.quantize(a, o, ni, no, format, rounding, overflow, s, st, int(offset), int(scale_exponent), th,
+        r = _cpd.quantize(a, o, ni, no, format, rounding, overflow, s, st, g, int(offset), int(scale_exponent), th,
                           bool(stats))
         if stats:
             counts.update(r)
@@ -365,7 +395,7 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
 
 
 def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
-           stream=0, offset=0, threads=None, stats=False):
+           stream=0, offset=0, threads=None, stats=False, generator=None):
     """The codes of x rounded to `format`, one per element: uint8 for codes of at most 8
     bits, uint16 (torch: int16, the same bits) for at most 16, uint32 (torch: int32) above.
     Arguments as quantize."""
@@ -374,20 +404,20 @@ def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, s
     offset = _int("cpd.encode", "offset", offset, 0, 2**64 - 1)
     scale_exponent = _int("cpd.encode", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     if _posit.is_posit(format):
-        s, st = _key(rounding, seed, stream, "cpd.encode")
-        return _posit.encode(x, format, rounding, s, st, int(offset), scale_exponent, out, threads, bool(stats))
+        s, st, g = _key(rounding, seed, stream, "cpd.encode", generator)
+        return _posit.encode(x, format, rounding, s, st, g, int(offset), scale_exponent, out, threads, bool(stats))
     bits = finfo(format).bits
-    s, st = _key(rounding, seed, stream, "cpd.encode")
+    s, st, g = _key(rounding, seed, stream, "cpd.encode", generator)
     th = _threads(threads)
     counts = {}
 
     if _cuda.on_device(x):
         if stats:
             raise ValueError("cpd.encode: stats=True on a GPU array (the device keeps no counts); pass stats=False")
-        return _cuda.encode(x, out, bits, format, rounding, overflow, s, st, int(offset), int(scale_exponent))
+        return _cuda.encode(x, out, bits, format, rounding, overflow, s, st, g, int(offset), int(scale_exponent))
 
     def body(a, o, ni, _):
-        r = _cpd.encode(a, o.view(_unsigned(o.dtype)), ni, format, rounding, overflow, s, st, int(offset),
+        r = _cpd.encode(a, o.view(_unsigned(o.dtype)), ni, format, rounding, overflow, s, st, g, int(offset),
                         int(scale_exponent), th, bool(stats))
         if stats:
             counts.update(r)
@@ -434,7 +464,7 @@ def _out_name(who, out):
 
 
 def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="nearest_even", seed=0, out=None, *,
-                stream=0):
+                stream=0, generator=None):
     """OCP MX fake quantization (cpd::mx_quantize): blocks of block_size values share an
     E8M0 scale chosen by `rule` (floor, ceil, rceil); the elements round to element_format
     (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn), saturating. x is flattened in C order."""
@@ -442,11 +472,12 @@ def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="neares
     block_size = _int("cpd.mx_quantize", "block_size", block_size, 1, 2**32)
     seed = _int("cpd.mx_quantize", "seed", seed, 0, 2**64 - 1)
     stream = _int("cpd.mx_quantize", "stream", stream, 0, 2**64 - 1)
+    g = _generator("cpd.mx_quantize", generator)
 
     def body(a, o, ni, no):
         if ni != "float32" or no != "float32":
             raise TypeError(f"cpd.mx_quantize: takes and gives float32 (not {ni}, {no}); use .float()")
-        _cpd.mx_quantize(a, o, element_format, rounding, int(block_size), rule, int(seed), int(stream))
+        _cpd.mx_quantize(a, o, element_format, rounding, int(block_size), rule, int(seed), int(stream), g)
 
     return _run("cpd.mx_quantize", x, out, body)
 
@@ -615,7 +646,7 @@ def _scaler_for(who, scaler, format, world_size):
 
 
 def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
-                       mean=False, seed=0, stream=0, out=None, *, threads=None, diagnostics=False):
+                       mean=False, seed=0, stream=0, out=None, *, threads=None, diagnostics=False, generator=None):
     """cpd::simulate_allreduce: W workers' tensors (a list, same shape, one dtype of float16,
     bfloat16, float32, float64) summed in one process in the order of `algorithm`, every
     addition rounded to `format`; the result in their dtype (or out's, a wider one).
@@ -634,10 +665,12 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     _check_str(who, "format", format)
     seed = _int(who, "seed", seed, 0, 2**64 - 1)
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
+    g = _generator(who, generator)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise TypeError(f"{who}: tensors must be a non-empty list of arrays or tensors of {_DTYPES}")
     if _cuda.on_device(tensors[0]):
-        o = {"algorithm": algorithm, "rounding": rounding, "kahan": kahan, "mean": mean, "seed": seed, "stream": stream}
+        o = {"algorithm": algorithm, "rounding": rounding, "kahan": kahan, "mean": mean, "seed": seed, "stream": stream,
+             "generator": g}
         return _simulate_on_device(who, tensors, format, scaler, o, out, diagnostics)
     views, name = [], None
     for r, x in enumerate(tensors):
@@ -663,7 +696,8 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
         st = sc.combine(st, sc.statistic(_statistic_input(who, a, name)))
     scale = sc.select(st)
     info = {"scale": scale}
-    arrays, scaled = _simulation_inputs(who, views, name, format, rounding, scale, seed, stream, bool(diagnostics))
+    arrays, scaled = _simulation_inputs(who, views, name, format, rounding, scale, (seed, stream, g),
+                                        bool(diagnostics))
     if out is not None:  # out is a worker's tensor itself: that worker's values are copied first
         o = _float_input(who, out)[0]
         arrays = [a.copy() if _np.may_share_memory(a, o) else a for a in arrays]
@@ -671,7 +705,7 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
     def body(_, o, _ni, no):
         wide = o if no == "float32" else _np.empty(o.shape, dtype=_np.float32)
         info.update(_cpd.simulate(arrays, wide, format, rounding, scale.exponent, scale.nonfinite, algorithm,
-                                  bool(kahan), bool(mean), int(seed), int(stream), _threads(threads),
+                                  bool(kahan), bool(mean), int(seed), int(stream), g, _threads(threads),
                                   bool(diagnostics)))
         if scaled is not None:
             info["scaled"] = scaled
@@ -688,7 +722,7 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
 
 def _simulate_on_device(who, tensors, format, scaler, o, out, diagnostics):
     """simulate_allreduce of torch CUDA tensors (o: algorithm, rounding, kahan, mean, seed,
-    stream): on their device (cpd/_torch_cuda.py), or for halving_doubling on host copies."""
+    stream, generator): on their device (cpd/_torch_cuda.py), or for halving_doubling on host copies."""
     if not _cuda.available():
         raise TypeError(f"{who}: the tensors are on a GPU and {_cuda.why_missing()}")
     x0 = tensors[0]
@@ -719,14 +753,14 @@ def _simulate_on_device(who, tensors, format, scaler, o, out, diagnostics):
     if o["algorithm"] in _torch_cuda.DEVICE_ALGORITHMS:
         return _torch_cuda.simulate(who, list(tensors), name, format, sc, o, out)
     res, info = simulate_allreduce([x.cpu() for x in tensors], format, sc, o["algorithm"], o["rounding"], o["kahan"],
-                                   o["mean"], o["seed"], o["stream"])  # (no rank schedule: on the host)
+                                   o["mean"], o["seed"], o["stream"], generator=o["generator"])  # (no rank schedule: on the host)
     if out is None:
         return res.to(x0.device), info
     out.copy_(res)
     return out, info
 
 
-def _simulation_inputs(who, views, name, format, rounding, scale, seed, stream, diagnostics):
+def _simulation_inputs(who, views, name, format, rounding, scale, key, diagnostics):
     """The workers' float32 arrays for _cpd.simulate, and the counts of their quantization where
     it is done here, else None. float16 and bfloat16 widen exactly; float64 values are rounded
     to the format from the double with the simulation's own scale and random bits (worker r:
@@ -740,10 +774,11 @@ def _simulation_inputs(who, views, name, format, rounding, scale, seed, stream, 
             arrays.append(wide)
         return arrays, None
     arrays, counts = [], {}
+    seed, stream, g = key
     for r, a in enumerate(views):
         q = _np.empty(a.shape, dtype=_np.float64)
         c = _cpd.quantize(_contiguous(a), q, "float64", "float64", format, rounding, "infinity", seed,
-                          (stream + 8 * r) % 2**64, 0, scale.exponent, 0, diagnostics)
+                          (stream + 8 * r) % 2**64, g, 0, scale.exponent, 0, diagnostics)
         wide = _np.empty(a.shape, dtype=_np.float32)
         if _cpd.cast(q, wide, "float64", "float32") != 0:
             raise ValueError(f"{who}: worker {r}'s values rounded to {format} (scale 2^{scale.exponent}) are not all "

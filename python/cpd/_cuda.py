@@ -192,7 +192,7 @@ def dtype_name(who, x):
     return _require(who, x).values()
 
 
-def quantize(x, out, exact, format, rounding, overflow, seed, stream, offset, scale_exponent):
+def quantize(x, out, exact, format, rounding, overflow, seed, stream, generator, offset, scale_exponent):
     who = "cpd.quantize"
     a = _require(who, x)
     name = a.values()
@@ -202,18 +202,18 @@ def quantize(x, out, exact, format, rounding, overflow, seed, stream, offset, sc
         raise TypeError(f"{who}: out is {oname} and the input {name}; out must be "
                         f"{' or '.join(_dtypes.WIDER[name])}")
     exact(oname)
-    _native.quantize(a.ptr, name, o.ptr, oname, a.n, format, rounding, overflow, seed, stream, offset,
+    _native.quantize(a.ptr, name, o.ptr, oname, a.n, format, rounding, overflow, seed, stream, generator, offset,
                      scale_exponent, a.stream, a.device)
     return _done(result)
 
 
-def encode(x, out, bits, format, rounding, overflow, seed, stream, offset, scale_exponent):
+def encode(x, out, bits, format, rounding, overflow, seed, stream, generator, offset, scale_exponent):
     who = "cpd.encode"
     a = _require(who, x)
     name = a.values()
     width = 1 if bits <= 8 else (2 if bits <= 16 else 4)
     result, o = _target(who, a, out, a.shape, code_bytes=width)
-    _native.encode(a.ptr, name, o.ptr, o.codes(), a.n, format, rounding, overflow, seed, stream, offset,
+    _native.encode(a.ptr, name, o.ptr, o.codes(), a.n, format, rounding, overflow, seed, stream, generator, offset,
                    scale_exponent, a.stream, a.device)
     return _done(result)
 

@@ -98,12 +98,12 @@ class QuantSpec:
     def __call__(self, x, seed=None, stream=0):
         """x rounded as this spec says, with the random key (seed, stream) (seed None: the next
         key of cpd.manual_seed's sequence). Same shape, dtype and device as x."""
-        seed, stream = _cpd_pkg._key(self.rounding, seed, stream, "cpd.torch.QuantSpec")
+        seed, stream, g = _cpd_pkg._key(self.rounding, seed, stream, "cpd.torch.QuantSpec")
         if self.scale == "mx":
             return _cpd_pkg.mx_quantize(x, self.format, self.block_size, self.rule, self.rounding, seed=seed,
-                                        stream=stream)
+                                        stream=stream, generator=g)
         return _cpd_pkg.quantize(x, self.format, self.rounding, self.overflow, seed=seed,
-                                 scale_exponent=self.scale_exponent(x), stream=stream)
+                                 scale_exponent=self.scale_exponent(x), stream=stream, generator=g)
 
     def __eq__(self, other):
         return isinstance(other, QuantSpec) and repr(self) == repr(other)

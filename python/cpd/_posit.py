@@ -25,7 +25,7 @@ def _check(who, name, scale_exponent, x):
         raise TypeError(f"{who}: posits take float32 or float64 values, not {name}; convert with .astype")
 
 
-def quantize(x, format, rounding, seed, stream, offset, scale_exponent, out, threads, stats):
+def quantize(x, format, rounding, seed, stream, generator, offset, scale_exponent, out, threads, stats):
     from . import _run, _threads
     who = "cpd.quantize"
     info = _facts(format)
@@ -37,7 +37,8 @@ def quantize(x, format, rounding, seed, stream, offset, scale_exponent, out, thr
             raise TypeError(f"{who}: out is {no} and the input {ni}; posits round into the input's dtype")
         if ni == "float32" and not info['fits_float']:
             raise ValueError(f"{who}: {info['name']} has values that are not float32 values; pass float64")
-        r = _cpd.posit_quantize(a, o, ni, info['name'], rounding, seed, stream, offset, _threads(threads), stats)
+        r = _cpd.posit_quantize(a, o, ni, info['name'], rounding, seed, stream, generator, offset, _threads(threads),
+                                stats)
         if stats:
             counts.update(r)
 
@@ -46,7 +47,7 @@ def quantize(x, format, rounding, seed, stream, offset, scale_exponent, out, thr
     return (result, counts) if stats else result
 
 
-def encode(x, format, rounding, seed, stream, offset, scale_exponent, out, threads, stats):
+def encode(x, format, rounding, seed, stream, generator, offset, scale_exponent, out, threads, stats):
     from . import _run, _threads
     who = "cpd.encode"
     info = _facts(format)
@@ -54,8 +55,8 @@ def encode(x, format, rounding, seed, stream, offset, scale_exponent, out, threa
 
     def body(a, o, ni, _):
         _check(who, ni, scale_exponent, x)
-        r = _cpd.posit_encode(a, o.view(_unsigned(o.dtype)), ni, info['name'], rounding, seed, stream, offset,
-                              _threads(threads), stats)
+        r = _cpd.posit_encode(a, o.view(_unsigned(o.dtype)), ni, info['name'], rounding, seed, stream, generator,
+                              offset, _threads(threads), stats)
         if stats:
             counts.update(r)
 
@@ -116,8 +117,8 @@ class finfo:
         self.machep = round(_math.log2(self.eps))
         self.negep = round(_math.log2(self.epsneg))
         self.precision = int(_math.floor(self.nmant * _math.log10(2))) if self.nmant > 0 else 0
-        self.resolution = float(quantize(np.array([10.0 ** -self.precision]), self.name, "nearest_even", 0, 0, 0,
-                                         0, None, 1, False)[0])
+        self.resolution = float(quantize(np.array([10.0 ** -self.precision]), self.name, "nearest_even", 0, 0,
+                                         "v2", 0, 0, None, 1, False)[0])
         self.fits_float = d["fits_float"]
         self.has_sign = True
         self.has_zero = True

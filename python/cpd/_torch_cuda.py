@@ -59,8 +59,8 @@ class Exchange:
         self.out = out
         self._x = _native.make_exchange(
             o["format"], o["rounding"], o["algorithm"], list(sizes), [s.exponent for s in scales],
-            [s.nonfinite for s in scales], o["seed"], list(o["streams"]), world, rank, bool(o["kahan"]),
-            bool(o["mean"]), flat.data_ptr(), out.data_ptr(), flat.device.index)
+            [s.nonfinite for s in scales], o["seed"], list(o["streams"]), o["generator"], world, rank,
+            bool(o["kahan"]), bool(o["mean"]), flat.data_ptr(), out.data_ptr(), flat.device.index)
         self.area = torch.empty(self._x.area_bytes(), dtype=torch.uint8, device=flat.device)
         self._x.start(self.area.data_ptr(), self.area.numel(), _stream(flat.device))
 
@@ -92,13 +92,13 @@ class Exchange:
 def emulate(grads, outs, o, scales):
     """W ranks in this process on one device (cpd::cuda::run_in_process): grads[r][t] is worker
     r's tensor t (contiguous float32 CUDA tensors), outs[t] receives tensor t's result, with the
-    options o (format, rounding, algorithm, kahan, mean, seed, streams) and each tensor's scale."""
+    options o (format, rounding, algorithm, kahan, mean, seed, generator, streams) and each tensor's scale."""
     import torch
     w, dev = len(grads), outs[0].device
     e = _native.make_emulation(o["format"], o["rounding"], DEVICE_ALGORITHMS[o["algorithm"]], w,
                                [g.data_ptr() for ws in grads for g in ws], [t.data_ptr() for t in outs],
                                [t.numel() for t in outs], [s.exponent for s in scales],
-                               [s.nonfinite for s in scales], o["seed"], list(o["streams"]), bool(o["kahan"]),
+                               [s.nonfinite for s in scales], o["seed"], list(o["streams"]), o["generator"], bool(o["kahan"]),
                                bool(o["mean"]), dev.index)
     area = torch.empty(e.area_bytes(), dtype=torch.uint8, device=dev)
     e.run(area.data_ptr(), area.numel(), _stream(dev))
@@ -132,7 +132,7 @@ def _same_bits(a, b):
     return bool(((a.view(torch.int32) == b.view(torch.int32)) | (torch.isnan(a) & torch.isnan(b))).all())
 
 
-def _wide_inputs(who, tensors, name, format, rounding, scale, seed, stream):
+def _wide_inputs(who, tensors, name, format, rounding, scale, seed, stream, generator):
     """The workers' float32 values on the device, as the host's simulation takes them: float16
     and bfloat16 widened (exact); float64 rounded to the format from the double with the
     simulation's own scale and random bits (worker r: stream + 8 r), then made float32."""
@@ -142,7 +142,7 @@ def _wide_inputs(who, tensors, name, format, rounding, scale, seed, stream):
     out = []
     for r, x in enumerate(tensors):
         q = _cuda.quantize(x.contiguous(), None, lambda _name: None, format, rounding, "infinity", seed,
-                           (stream + 8 * r) % 2**64, 0, scale.exponent)
+                           (stream + 8 * r) % 2**64, generator, 0, scale.exponent)
         wide = q.float()
         if not bool(((wide.double() == q) | torch.isnan(q)).all()):
             raise ValueError(f"{who}: worker {r}'s values rounded to {format} (scale 2^{scale.exponent}) are not all "
@@ -154,7 +154,7 @@ def _wide_inputs(who, tensors, name, format, rounding, scale, seed, stream):
 def simulate(who, tensors, name, format, sc, o, out):
     """cpd.simulate_allreduce of W CUDA tensors of dtype `name` (torch, one device, one shape) on
     their device with the cpd.Scaler sc and the options o (algorithm, rounding, kahan, mean,
-    seed, stream): each worker's statistic from max|x| on the device, combined in rank order,
+    seed, stream, generator): each worker's statistic from max|x| on the device, combined in rank order,
     the scale, then W device ranks of one exchange in this process. Returns (the sum in the
     inputs' dtype, or in out, a CUDA tensor of a dtype that holds it), info)."""
     import torch
@@ -162,7 +162,7 @@ def simulate(who, tensors, name, format, sc, o, out):
     for x in tensors:
         st = sc.combine(st, sc.statistic(x))
     scale = sc.select(st)
-    wide = _wide_inputs(who, tensors, name, format, o["rounding"], scale, o["seed"], o["stream"])
+    wide = _wide_inputs(who, tensors, name, format, o["rounding"], scale, o["seed"], o["stream"], o["generator"])
     res = torch.empty(wide[0].shape, dtype=torch.float32, device=wide[0].device)
     emulate([[w.reshape(-1)] for w in wide], [res.reshape(-1)],
             dict(o, format=format, streams=[o["stream"]]), [scale])

@@ -137,6 +137,7 @@ def _agreement(o, sizes):
             ("kahan", int(bool(o["kahan"])), None),
             ("mean", int(bool(o["mean"])), None),
             ("the seed", int(o["seed"]), None),
+            ("the generator", _cpd_pkg.generators.index(o["generator"]), _cpd_pkg.generators),
             ("the tensor count", len(sizes), None),
             ("total elements", sum(sizes), None),
             ("the sizes", _digest(sizes), _listed(sizes)),
@@ -261,7 +262,8 @@ class _HostExchange:
     def __init__(self, o, sizes, scales, world, rank, flat, out):
         self._x = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes),
                                      [s.exponent for s in scales], [s.nonfinite for s in scales], o["seed"],
-                                     list(o["streams"]), world, rank, bool(o["kahan"]), bool(o["mean"]), out.numpy())
+                                     list(o["streams"]), o["generator"], world, rank, bool(o["kahan"]),
+                                     bool(o["mean"]), out.numpy())
         self._x.load(flat.numpy())
         self.steps, self.send_to, self.recv_from, self.complete = (self._x.steps, self._x.send_to,
                                                                   self._x.recv_from, self._x.complete)
@@ -279,7 +281,7 @@ class _HostExchange:
 def _exchange(who, flat, sizes, out, o, transport, timeout):
     """The exchange of the tensors held back to back in the float32 tensor `flat` into `out`
     (on the CPU, or on a GPU: the device exchange, cpd/_torch_cuda.py), with the options o
-    (format, scaler, algorithm, rounding, kahan, mean, seed, streams), after the ranks agreed
+    (format, scaler, algorithm, rounding, kahan, mean, seed, generator, streams), after the ranks agreed
     on them; returns (scales, statistics bytes, payload bytes sent, nonfinite values in out)."""
     w, r = transport.world, transport.rank
     sb = 0
@@ -304,7 +306,7 @@ def _exchange(who, flat, sizes, out, o, transport, timeout):
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,
-               seed=0, streams=None, group=None, timeout=None):
+               seed=0, streams=None, group=None, timeout=None, generator=None):
     """Sums (mean=True: averages) the float32 tensors of every rank of `group` in `format`, in
     place (CPU tensors, or CUDA tensors of one device: on the device, with the CUDA module),
     tensor by tensor with the chunks, order and roundings of
@@ -319,6 +321,7 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
     _check_options(who, format, scaler, algorithm, rounding, kahan)
     timeout = _timeout(who, timeout)
     seed = _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1)
+    generator = _cpd_pkg._generator(who, generator)
     if not _dist.is_initialized():
         raise RuntimeError(f"{who}: torch.distributed is not initialized (init_process_group first)")
     if not isinstance(tensors, (list, tuple)) or not tensors:
@@ -341,7 +344,7 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
     flat = _torch.cat([t.detach().reshape(-1).to(here) for t in tensors])
     out = _torch.empty_like(flat)
     o = {"format": format, "scaler": scaler or "none", "algorithm": algorithm, "rounding": rounding, "kahan": kahan,
-         "mean": mean, "seed": seed, "streams": streams}
+         "mean": mean, "seed": seed, "generator": generator, "streams": streams}
     scales, sb, pb, bad = _exchange(who, flat, sizes, out, o, _Transport(group, device), timeout)
     at = 0
     for t, n in zip(tensors, sizes):
@@ -368,8 +371,9 @@ class CommHook:
     `timeout` when some rank does not come."""
 
     def __init__(self, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-                 process_group=None, record=False, diagnostics=False, timeout=None):
+                 process_group=None, record=False, diagnostics=False, timeout=None, generator=None):
         who = "cpd.torch.comm_hook"
+        self.generator = _cpd_pkg._generator(who, generator)
         _check_options(who, format, scaler, algorithm, rounding, kahan)
         self.timeout = _timeout(who, timeout)
         self.diagnostics = bool(diagnostics)
@@ -410,7 +414,8 @@ class CommHook:
         flat = buf.detach().to(here).contiguous()
         out = _torch.empty_like(flat)
         o = {"format": self.format, "scaler": self.scaler, "algorithm": self.algorithm, "rounding": self.rounding,
-             "kahan": self.kahan, "mean": True, "seed": self.seed, "streams": streams}
+             "kahan": self.kahan, "mean": True, "seed": self.seed, "generator": self.generator,
+             "streams": streams}
         scales, sb, pb, bad = _exchange("cpd.torch.comm_hook", flat, sizes, out, o, _Transport(group, buf.device),
                                         self.timeout)
         if self.record:
@@ -441,24 +446,25 @@ class CommHook:
         at = 0
         for n, sc in zip(sizes, scales):
             counts = _cpd.quantize(x[at:at + n], tmp[:n], "float32", "float32", self.format, "nearest_even",
-                                   "infinity", 0, 0, 0, sc.exponent, 1, True)
+                                   "infinity", 0, 0, self.generator, 0, sc.exponent, 1, True)
             for k, v in counts.items():
                 self.stats[k] = self.stats.get(k, 0) + v
             at += n
 
 
 def comm_hook(format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-              process_group=None, record=False, diagnostics=False, timeout=None):
+              process_group=None, record=False, diagnostics=False, timeout=None, generator=None):
     """A DDP communication hook that exchanges gradients in `format` (see CommHook):
 
         model = DistributedDataParallel(net)
         model.register_comm_hook(None, cpd.torch.comm_hook("e4m3fn", scaler="aps"))
     """
-    return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record, diagnostics, timeout)
+    return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record, diagnostics, timeout,
+                    generator)
 
 
 def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
-                      mean=True, seed=0, step=0, threads=None):
+                      mean=True, seed=0, step=0, threads=None, generator=None):
     """worker_tensors[w][t]: tensor t of worker w (W lists of float32 CPU tensors of the
     same shapes). Returns the list of tensors t summed (mean=True: averaged) over the W
     workers by cpd.simulate_allreduce, tensor t with the stream tensor_stream(step, 0, t, W),
@@ -476,7 +482,8 @@ def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", ro
         xs = [worker_tensors[r][t].detach().contiguous() for r in range(w)]
         res, info = _cpd_pkg.simulate_allreduce(xs, format, scaler=scaler or "none", algorithm=algorithm,
                                                 rounding=rounding, kahan=kahan, mean=mean, seed=seed,
-                                                stream=tensor_stream(step, t // 1024, t % 1024, w), threads=threads)
+                                                stream=tensor_stream(step, t // 1024, t % 1024, w), threads=threads,
+                                                generator=generator)
         results.append(res)
         infos.append(info)
     return results, infos
@@ -501,8 +508,9 @@ class EmulatedWorkers:
     exchanges, not of the W backward passes; on a GPU until the device has done them)."""
 
     def __init__(self, model, workers, format="fp32", scaler="aps", algorithm="ring", rounding="nearest_even",
-                 kahan=False, seed=0, threads=None, diagnostics=None):
+                 kahan=False, seed=0, threads=None, diagnostics=None, generator=None):
         who = "cpd.torch.EmulatedWorkers"
+        self.generator = _cpd_pkg._generator(who, generator)
         workers = _cpd_pkg._int(who, "workers", workers, 1, 2**31 - 1)
         format = format or "fp32"
         _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
@@ -558,7 +566,7 @@ class EmulatedWorkers:
             res, info = _cpd_pkg.simulate_allreduce(
                 xs_t, self.format, scaler=self.scaler, algorithm=self.algorithm, rounding=self.rounding,
                 kahan=self.kahan, mean=True, seed=self.seed, stream=stream, threads=self.threads,
-                diagnostics=self.diagnostics is not False)
+                diagnostics=self.diagnostics is not False, generator=self.generator)
             p.grad = res.view_as(p).to(p.device)
             nonfinite |= info["scale"].nonfinite
             self.out_nonfinite += info["nonfinite_out"]
@@ -574,14 +582,14 @@ class EmulatedWorkers:
         scaler = _cpd.make_scaler(self.scaler, self.format, world_size=self.workers)
         scales = _device.worker_scales(scaler, grads)
         o = {"format": self.format, "rounding": self.rounding, "algorithm": self.algorithm, "kahan": self.kahan,
-             "mean": True, "seed": self.seed, "streams": self._streams(len(params))}
+             "mean": True, "seed": self.seed, "generator": self.generator, "streams": self._streams(len(params))}
         _device.emulate(grads, outs, o, scales)
         if self.diagnostics:
             for t, sc in enumerate(scales):
                 for r in range(self.workers):
                     x = grads[r][t].reshape(-1).cpu().numpy()
                     counts = _cpd.quantize(x, _np.empty_like(x), "float32", "float32", self.format, "nearest_even",
-                                           "infinity", 0, 0, 0, sc.exponent, 1, True)
+                                           "infinity", 0, 0, self.generator, 0, sc.exponent, 1, True)
                     for k, v in counts.items():
                         self.stats[k] = self.stats.get(k, 0) + v
         for p, res in zip(params, outs):

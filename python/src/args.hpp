@@ -97,9 +97,12 @@ struct bulk_args {
   unsigned threads;
 };
 
+/// A generator by name ("v1", "v2"; ValueError listing them otherwise).
+cpd::random_generator parse_generator(const std::string& s);
+
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
-                    std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
-                    unsigned threads);
+                    std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
+                    int scale_exponent, unsigned threads);
 
 /// run() with the GIL released and opt.stats pointing at a record when the counts are
 /// asked for; returns them (a dict) or None. Every rounding call goes through it.
@@ -119,9 +122,9 @@ py::object counted_call(cpd::bulk_options& opt, bool stats, Run&& run) {
 /// and the counts when asked for.
 template <class Run>
 py::object round_call(const std::string& fmt, const std::string& rounding, const std::string& overflow,
-                      std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
-                      unsigned threads, bool stats, Run&& run) {
-  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads);
+                      std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
+                      int scale_exponent, unsigned threads, bool stats, Run&& run) {
+  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads);
   return counted_call(a.opt, stats, [&] { run(a); });
 }
 

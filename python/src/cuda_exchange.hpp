@@ -43,14 +43,16 @@ struct tensor_facts {
 };
 
 tensor_facts facts(const char* who, std::vector<std::size_t> sizes, const std::vector<int>& exponents,
-                   const std::vector<bool>& nonfinite, std::uint64_t seed, const std::vector<std::uint64_t>& streams) {
+                   const std::vector<bool>& nonfinite, std::uint64_t seed, const std::vector<std::uint64_t>& streams,
+                   const std::string& generator) {
   if (exponents.size() != sizes.size() || nonfinite.size() != sizes.size() || streams.size() != sizes.size())
     throw std::invalid_argument(std::string(who) + ": one scale, one nonfinite flag and one stream per tensor");
+  const auto g = cpd::from_string<cpd::random_generator>(generator);
   tensor_facts t;
   t.sizes = std::move(sizes);
   for (std::size_t i = 0; i < t.sizes.size(); ++i) {
     t.scales.push_back({exponents[i], nonfinite[i]});
-    t.keys.push_back({seed, streams[i]});
+    t.keys.push_back({seed, streams[i], g});
   }
   return t;
 }
@@ -138,11 +140,11 @@ class exchange final : public exchange_base {
 std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::string& rounding,
                                              const std::string& algorithm, std::vector<std::size_t> sizes,
                                              const std::vector<int>& exponents, const std::vector<bool>& nonfinite,
-                                             std::uint64_t seed, const std::vector<std::uint64_t>& streams, int world,
-                                             int rank, bool kahan, bool mean, std::uintptr_t in, std::uintptr_t out,
+                                             std::uint64_t seed, const std::vector<std::uint64_t>& streams,
+                                             const std::string& generator, int world, int rank, bool kahan, bool mean, std::uintptr_t in, std::uintptr_t out,
                                              int device) {
   const char* who = "cpd exchange";
-  const tensor_facts t = facts(who, std::move(sizes), exponents, nonfinite, seed, streams);
+  const tensor_facts t = facts(who, std::move(sizes), exponents, nonfinite, seed, streams, generator);
   const cpd::exchange_options opt = options(algorithm, kahan, mean);
   std::unique_ptr<exchange_base> e;
   visit_exchange_mode(fmt, rounding, who, [&](auto tag, auto rc) {
@@ -207,9 +209,9 @@ std::unique_ptr<emulation_base> make_emulation(const std::string& fmt, const std
                                                const std::vector<std::uintptr_t>& out, std::vector<std::size_t> sizes,
                                                const std::vector<int>& exponents, const std::vector<bool>& nonfinite,
                                                std::uint64_t seed, const std::vector<std::uint64_t>& streams,
-                                               bool kahan, bool mean, int device) {
+                                               const std::string& generator, bool kahan, bool mean, int device) {
   const char* who = "cpd emulation";
-  const tensor_facts t = facts(who, std::move(sizes), exponents, nonfinite, seed, streams);
+  const tensor_facts t = facts(who, std::move(sizes), exponents, nonfinite, seed, streams, generator);
   const cpd::exchange_options opt = options(algorithm, kahan, mean);
   std::unique_ptr<emulation_base> e;
   visit_exchange_mode(fmt, rounding, who, [&](auto tag, auto rc) {

@@ -89,6 +89,7 @@ __device__ std::uint64_t load_code(const void* p, unsigned bytes, std::size_t i)
 struct round_args {
   cpd::detail::spec s;
   std::uint64_t seed, stream, offset;
+  cpd::random_generator generator;
 };
 
 /// out[i] = in[i] rounded to a.s in mode R (the value, or with code_bytes != 0 its code).
@@ -97,7 +98,8 @@ __global__ void round_kernel(const void* in, dtype ti, void* out, dtype to, unsi
                              round_args a) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const std::uint32_t rnd = R == cpd::rounding::stochastic ? cpd::random_bits(a.seed, a.stream, a.offset + i) : 0u;
+    const std::uint32_t rnd = R == cpd::rounding::stochastic ? cpd::random_bits(a.seed, a.stream, a.offset + i, a.generator)
+                                                        : 0u;
     const auto r = cpd::detail::round_spec<R, O, C>(a.s, load<C>(in, ti, i), rnd, 32);
     if (code_bytes == 0) store<C>(out, to, i, r.value);
     else store_code(out, code_bytes, i, r.code);
@@ -182,7 +184,8 @@ void launch_mode(cpd::rounding r, const void* in, dtype ti, void* out, dtype to,
 void round_call(const char* who, std::uintptr_t in, const std::string& in_dtype, std::uintptr_t out,
                 const std::string& out_dtype, unsigned code_bytes, std::size_t n, const std::string& fmt,
                 const std::string& rounding, const std::string& overflow, std::uint64_t seed, std::uint64_t stream,
-                std::uint64_t offset, int scale_exponent, std::uintptr_t cuda_stream, int device) {
+                const std::string& generator, std::uint64_t offset, int scale_exponent, std::uintptr_t cuda_stream,
+                int device) {
   const dtype ti = cpd_python::parse_dtype(in_dtype, who);
   const dtype to = code_bytes != 0 ? ti : cpd_python::parse_dtype(out_dtype, who);
   if (ti == dtype::float64 && to != dtype::float64)
@@ -196,7 +199,8 @@ void round_call(const char* who, std::uintptr_t in, const std::string& in_dtype,
   if (code_bytes != 0 && code_bytes * 8 < static_cast<unsigned>(f.bits()))
     throw std::invalid_argument(std::string(who) + ": out holds " + std::to_string(code_bytes * 8) +
                                 "-bit integers; the codes have " + std::to_string(f.bits()) + " bits");
-  const round_args a{cpd::detail::scaled_spec(f.spec(), scale_exponent, who), seed, stream, offset};
+  const round_args a{cpd::detail::scaled_spec(f.spec(), scale_exponent, who), seed, stream, offset,
+                     cpd::from_string<cpd::random_generator>(generator)};
   if (n == 0) return;
   if (in == 0 || out == 0) throw std::invalid_argument(std::string(who) + ": null device pointer");
   on_device d(device, who);
@@ -208,6 +212,7 @@ void round_call(const char* who, std::uintptr_t in, const std::string& in_dtype,
   opt.seed = seed;
   opt.stream = stream;
   opt.offset = offset;
+  opt.generator = a.generator;
   const cpd_python::device_round q{src, ti, dst, to, code_bytes, n, opt, s};
   // The strategy: the library's typed kernels where they serve (cuda_typed.cuh), else the
   // generic kernel over the runtime spec; the same bits either way.
@@ -219,19 +224,20 @@ void round_call(const char* who, std::uintptr_t in, const std::string& in_dtype,
 
 void quantize(std::uintptr_t in, const std::string& in_dtype, std::uintptr_t out, const std::string& out_dtype,
               std::size_t n, const std::string& fmt, const std::string& rounding, const std::string& overflow,
-              std::uint64_t seed, std::uint64_t stream, std::uint64_t offset, int scale_exponent,
-              std::uintptr_t cuda_stream, int device) {
-  round_call("cpd.quantize", in, in_dtype, out, out_dtype, 0, n, fmt, rounding, overflow, seed, stream, offset,
-             scale_exponent, cuda_stream, device);
+              std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
+              int scale_exponent, std::uintptr_t cuda_stream, int device) {
+  round_call("cpd.quantize", in, in_dtype, out, out_dtype, 0, n, fmt, rounding, overflow, seed, stream, generator,
+             offset, scale_exponent, cuda_stream, device);
 }
 
 void encode(std::uintptr_t in, const std::string& in_dtype, std::uintptr_t out, unsigned code_bytes, std::size_t n,
             const std::string& fmt, const std::string& rounding, const std::string& overflow, std::uint64_t seed,
-            std::uint64_t stream, std::uint64_t offset, int scale_exponent, std::uintptr_t cuda_stream, int device) {
+            std::uint64_t stream, const std::string& generator, std::uint64_t offset, int scale_exponent,
+            std::uintptr_t cuda_stream, int device) {
   if (code_bytes != 1 && code_bytes != 2 && code_bytes != 4)
     throw std::invalid_argument("cpd.encode: codes are 1, 2 or 4 bytes, not " + std::to_string(code_bytes));
-  round_call("cpd.encode", in, in_dtype, out, in_dtype, code_bytes, n, fmt, rounding, overflow, seed, stream, offset,
-             scale_exponent, cuda_stream, device);
+  round_call("cpd.encode", in, in_dtype, out, in_dtype, code_bytes, n, fmt, rounding, overflow, seed, stream,
+             generator, offset, scale_exponent, cuda_stream, device);
 }
 
 /// decode on the stream, then waits for it: a code with bits above the format's width is a

@@ -76,8 +76,8 @@ cpd::allreduce_options simulation_options(const std::string& fmt, const std::str
 /// cpd::simulate_allreduce_scaled of W workers' arrays with a power-of-two scale.
 py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out, const std::string& fmt,
                   const std::string& rounding, int scale_exponent, bool scale_nonfinite, const std::string& algorithm,
-                  bool kahan, bool mean, std::uint64_t seed, std::uint64_t stream, unsigned threads,
-                  bool diagnostics) {
+                  bool kahan, bool mean, std::uint64_t seed, std::uint64_t stream, const std::string& generator,
+                  unsigned threads, bool diagnostics) {
   const char* who = "cpd.simulate_allreduce";
   if (workers.empty()) throw std::invalid_argument(std::string(who) + ": no workers");
   const view y = float_view(out, true, who, "out");
@@ -89,7 +89,7 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
   }
   cpd::allreduce_options opt = simulation_options(fmt, rounding, algorithm, kahan);
   opt.mean = mean;
-  opt.key = {seed, stream};
+  opt.key = {seed, stream, parse_generator(generator)};
   opt.threads = threads;
   opt.diagnostics = diagnostics;
   const cpd::pow2_scale sc{scale_exponent, scale_nonfinite};
@@ -208,8 +208,9 @@ class exchange final : public exchange_base {
 std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::string& rounding,
                                              const std::string& algorithm, std::vector<std::size_t> sizes,
                                              std::vector<int> exponents, std::vector<bool> nonfinite,
-                                             std::uint64_t seed, std::vector<std::uint64_t> streams, int world,
-                                             int rank, bool kahan, bool mean, py::buffer out) {
+                                             std::uint64_t seed, std::vector<std::uint64_t> streams,
+                                             const std::string& generator, int world, int rank, bool kahan, bool mean,
+                                             py::buffer out) {
   const char* who = "cpd exchange";
   if (exponents.size() != sizes.size() || nonfinite.size() != sizes.size() || streams.size() != sizes.size())
     throw std::invalid_argument("cpd exchange: one scale, one nonfinite flag and one stream per tensor");
@@ -219,9 +220,10 @@ std::unique_ptr<exchange_base> make_exchange(const std::string& fmt, const std::
   opt.mean = mean;
   std::vector<cpd::pow2_scale> scales;
   std::vector<cpd::random_stream> keys;
+  const cpd::random_generator g = parse_generator(generator);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     scales.push_back({exponents[i], nonfinite[i]});
-    keys.push_back({seed, streams[i]});
+    keys.push_back({seed, streams[i], g});
   }
   std::unique_ptr<exchange_base> e;
   visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [&](auto tag, auto rc) {

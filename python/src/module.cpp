@@ -73,8 +73,9 @@ PYBIND11_MODULE(_cpd, m) {
   bind_encode(m);
   bind_decode(m);
   bind_posits(m);
-  m.def("random_bits", [](std::uint64_t seed, std::uint64_t stream, std::uint64_t counter) {
-    return cpd::random_bits(seed, stream, counter);
+  m.def("random_bits", [](std::uint64_t seed, std::uint64_t stream, std::uint64_t counter,
+                          const std::string& generator) {
+    return cpd::random_bits(seed, stream, counter, parse_generator(generator));
   });
   m.def("format_names", &format_names);
   m.def("format_info", &format_info);
@@ -85,6 +86,8 @@ PYBIND11_MODULE(_cpd, m) {
   }();
   m.attr("roundings") = names_list(cpd::enum_names<cpd::rounding>::values);
   m.attr("overflows") = names_list(cpd::enum_names<cpd::overflow>::values);
+  m.attr("generators") = names_list(cpd::enum_names<cpd::random_generator>::values);
+  m.attr("default_generator") = cpd::to_string(cpd::default_generator);
   m.def("hardware_threads", [] { return std::max(1u, std::thread::hardware_concurrency()); });
   bind_scalers(m);
   bind_exchange(m);

@@ -16,16 +16,19 @@ namespace cpd_python {
 namespace {
 
 /// The random key of a posit rounding call (posits take no scale).
-cpd::bulk_options posit_options(std::uint64_t seed, std::uint64_t stream, std::uint64_t offset) {
+cpd::bulk_options posit_options(std::uint64_t seed, std::uint64_t stream, const std::string& generator,
+                                std::uint64_t offset) {
   cpd::bulk_options opt;
   opt.seed = seed, opt.stream = stream, opt.offset = offset;
+  opt.generator = parse_generator(generator);
   return opt;
 }
 
 /// posit_quantize of a float32 or float64 buffer into one of the same dtype.
 py::object posit_quantize(const py::buffer& in, const py::buffer& out, const std::string& dtype_name,
                           const std::string& fmt, const std::string& rounding, std::uint64_t seed,
-                          std::uint64_t stream, std::uint64_t offset, unsigned threads, bool stats) {
+                          std::uint64_t stream, const std::string& generator, std::uint64_t offset, unsigned threads,
+                          bool stats) {
   const char* who = "cpd.quantize";
   const cpd::posit_format p = cpd::posit_format::parse(fmt);
   const dtype t = parse_dtype(dtype_name, who);
@@ -33,7 +36,7 @@ py::object posit_quantize(const py::buffer& in, const py::buffer& out, const std
   const view y = value_view(out, true, t, who, "out");
   same_size(x, y, who);
   const cpd::rounding r = parse_rounding(rounding);
-  cpd::bulk_options opt = posit_options(seed, stream, offset);
+  cpd::bulk_options opt = posit_options(seed, stream, generator, offset);
   return counted_call(opt, stats, [&] {
     with_policy(threads, [&](auto policy) {
       if (t == dtype::float64)
@@ -57,7 +60,7 @@ void posit_encode_codes(const cpd::posit_format& p, cpd::rounding r, const T* x,
 /// posit_encode of a float32 or float64 buffer into integer codes.
 py::object posit_encode(const py::buffer& in, const py::buffer& out, const std::string& dtype_name,
                         const std::string& fmt, const std::string& rounding, std::uint64_t seed, std::uint64_t stream,
-                        std::uint64_t offset, unsigned threads, bool stats) {
+                        const std::string& generator, std::uint64_t offset, unsigned threads, bool stats) {
   const char* who = "cpd.encode";
   const cpd::posit_format p = cpd::posit_format::parse(fmt);
   const dtype t = parse_dtype(dtype_name, who);
@@ -65,7 +68,7 @@ py::object posit_encode(const py::buffer& in, const py::buffer& out, const std::
   const view c = code_view(out, true, who, "out");
   same_size(x, c, who);
   const cpd::rounding r = parse_rounding(rounding);
-  cpd::bulk_options opt = posit_options(seed, stream, offset);
+  cpd::bulk_options opt = posit_options(seed, stream, generator, offset);
   return counted_call(opt, stats, [&] {
     if (t == dtype::float64) posit_encode_codes(p, r, static_cast<const double*>(x.ptr), c, threads, opt);
     else posit_encode_codes(p, r, static_cast<const float*>(x.ptr), c, threads, opt);

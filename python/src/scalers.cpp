@@ -90,14 +90,15 @@ scaler make_scaler(const std::string& name, const std::optional<std::string>& fm
 }
 
 void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string& elem, const std::string& rounding,
-                 std::size_t block_size, const std::string& rule, std::uint64_t seed, std::uint64_t stream) {
+                 std::size_t block_size, const std::string& rule, std::uint64_t seed, std::uint64_t stream,
+                 const std::string& generator) {
   const view x = float_view(in, false, "cpd.mx_quantize", "the input");
   const view y = float_view(out, true, "cpd.mx_quantize", "out");
   same_size(x, y, "cpd.mx_quantize");
   cpd::mx_options o;
   o.block_size = block_size;
   o.rule = cpd::from_string<cpd::mx_scale_rule>(rule);
-  o.key = {seed, stream};
+  o.key = {seed, stream, parse_generator(generator)};
   const cpd::rounding r = parse_rounding(rounding);
   if (r != cpd::rounding::nearest_even && r != cpd::rounding::stochastic)
     throw std::invalid_argument("cpd.mx_quantize: rounding must be nearest_even or stochastic");

@@ -24,14 +24,15 @@ namespace {
 
 py::object quantize(const py::buffer& in, const py::buffer& out, const std::string& in_dtype,
                     const std::string& out_dtype, const std::string& fmt, const std::string& rounding,
-                    const std::string& overflow, std::uint64_t seed, std::uint64_t stream, std::uint64_t offset,
-                    int scale_exponent, unsigned threads, bool stats) {
+                    const std::string& overflow, std::uint64_t seed, std::uint64_t stream,
+                    const std::string& generator, std::uint64_t offset, int scale_exponent, unsigned threads,
+                    bool stats) {
   const char* who = "cpd.quantize";
   const auto [ti, to] = call_dtypes(in_dtype, out_dtype, who);
   const view x = value_view(in, false, ti, who, "the input");
   const view y = value_view(out, true, to, who, "out");
   same_size(x, y, who);
-  return round_call(fmt, rounding, overflow, seed, stream, offset, scale_exponent, threads, stats,
+  return round_call(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads, stats,
                     [&](const bulk_args& a) {
                       if (ti == dtype::float64) {
                         with_policy(a.threads, [&](auto policy) {
@@ -92,7 +93,7 @@ double time_quantize(const py::buffer& in, const py::buffer& out, const std::str
   const view x = float_view(in, false, "cpd._cpd.time_quantize", "the input");
   const view y = float_view(out, true, "cpd._cpd.time_quantize", "out");
   same_size(x, y, "cpd._cpd.time_quantize");
-  const bulk_args a = make_args(fmt, rounding, "infinity", 1, 0, 0, 0, threads);
+  const bulk_args a = make_args(fmt, rounding, "infinity", 1, 0, cpd::to_string(cpd::default_generator), 0, 0, threads);
   py::gil_scoped_release nogil;
   double best = 1e30;
   for (int k = 0; k < std::max(repeats, 1); ++k) {

@@ -59,6 +59,7 @@ AGREE_CASES = [
     ("mean", lambda r, w: {"mean": not last(r, w)}, {"mean"}),
     ("rounding", lambda r, w: {"rounding": "stochastic" if last(r, w) else "nearest_even"}, {"the rounding"}),
     ("seed", lambda r, w: {"seed": 2 if last(r, w) else 1}, {"the seed"}),
+    ("generator", lambda r, w: {"generator": "v1" if last(r, w) else "v2"}, {"the generator"}),
     ("algorithm", lambda r, w: {"algorithm": "all_gather" if last(r, w) else "ring"}, {"the algorithm"}),
     ("kahan", lambda r, w: {"kahan": last(r, w)}, {"kahan"}),
     ("streams", lambda r, w: {"streams": [int(last(r, w)), 8]}, {"the streams"}),
@@ -71,6 +72,7 @@ HOOK_CASES = [
     ("scaler", lambda r, w: {"scaler": "none" if last(r, w) else "aps"}, {"the scaler"}),
     ("rounding", lambda r, w: {"rounding": "stochastic" if last(r, w) else "nearest_even"}, {"the rounding"}),
     ("seed", lambda r, w: {"seed": 7 if last(r, w) else 5}, {"the seed"}),
+    ("generator", lambda r, w: {"generator": "v1" if last(r, w) else "v2"}, {"the generator"}),
     ("algorithm", lambda r, w: {"algorithm": "all_gather" if last(r, w) else "ring"}, {"the algorithm"}),
     ("kahan", lambda r, w: {"kahan": last(r, w)}, {"kahan"}),
 ]

@@ -159,17 +159,44 @@ def test_quantize_in_range_every_mode(name, mode):
 
 # --- the binding passes everything through ------------------------------------------------
 
+@pytest.mark.parametrize("generator", cpd.generators)
 @pytest.mark.parametrize("mode", cpd.roundings)
 @pytest.mark.parametrize("name", ["e4m3fn", "e5m2", "bf16", "e2m1fn", "e3m0", "e6m9"])
-def test_bulk_equals_scalar_core(name, mode):
+def test_bulk_equals_scalar_core(name, mode, generator):
     x = wide_floats(3000)
     x = x[np.abs(x) < 1e30]
-    seed, stream, offset = 77, 5, 1000
-    ours = cpd.quantize(x, name, rounding=mode, overflow="saturate", seed=seed, stream=stream, offset=offset)
+    seed, stream, offset = 77, 5, 1001
+    ours = cpd.quantize(x, name, rounding=mode, overflow="saturate", seed=seed, stream=stream, offset=offset,
+                        generator=generator)
     ref = np.float32([cpd._cpd.scalar_quantize(name, mode, "saturate", float(v),
-                                               cpd._cpd.random_bits(seed, stream, offset + i) if mode == "stochastic"
-                                               else 0) for i, v in enumerate(x.tolist())])
+                                               cpd.random_bits(seed, stream, offset + i, generator)
+                                               if mode == "stochastic" else 0) for i, v in enumerate(x.tolist())])
     assert same_floats(ours, ref)
+
+
+def test_generators_by_name_and_by_manual_seed():
+    x = (RNG.standard_normal(4096)).astype(np.float32)
+    assert cpd.generators == ("v1", "v2")
+    assert cpd.random_bits(0, 0, 0, "v2") == 0x7B1DCDAF  # splitmix64's first output from seed 0, low half
+    assert cpd.random_bits(1, 2, 3, "v1") == 0x0B1CB866  # v1's word, as before v2
+    v1 = cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=5, generator="v1")
+    v2 = cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=5, generator="v2")
+    assert not same_floats(v1, v2)
+    default = {"v1": v1, "v2": v2}[cpd._cpd.default_generator]
+    assert same_floats(default, cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=5))
+    codes = cpd.encode(x, "e4m3fn", rounding="stochastic", seed=5, generator="v1")
+    assert same_floats(cpd.decode(codes, "e4m3fn"), v1)
+    cpd.manual_seed(3, generator="v1")  # every call that names no generator: v1
+    try:
+        assert same_floats(cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=5), v1)
+        assert cpd.random_bits(1, 2, 3) == 0x0B1CB866
+    finally:
+        cpd.manual_seed(0)
+    assert same_floats(cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=5), default)
+    with pytest.raises(ValueError, match="generator 'v3' is not one of v1, v2"):
+        cpd.quantize(x, "e4m3fn", rounding="stochastic", seed=5, generator="v3")
+    with pytest.raises(ValueError, match="generator"):
+        cpd.manual_seed(1, generator="xorshift")
 
 
 def test_scale_exponent():

@@ -188,7 +188,8 @@ def test_ranks_that_disagree_raise_the_same_error_everywhere(tmp_path, world):
             assert {r[name][0] for r in res} == {"MismatchError"}, (name, [r[name][:2] for r in res])
             msgs = [r[name][1] for r in res]
         named = {f for f in ("the format", "the scaler", "the algorithm", "the rounding", "kahan", "mean", "the seed",
-                             "the tensor count", "total elements", "the sizes", "the streams") if f + " (" in msgs[0]}
+                             "the generator", "the tensor count", "total elements", "the sizes", "the streams")
+                 if f + " (" in msgs[0]}
         assert named == fields, (name, msgs[0])
         without_this_rank = {re.sub(r"\(this rank: [^)]*\)", "", m) for m in msgs}
         assert len(without_this_rank) == 1, (name, without_this_rank)

@@ -7,13 +7,14 @@
 // "cpd::from_string<cpd::rounding>: 'x' is not one of nearest_even, ..., odd". Command lines
 // (cpd-train, cpd-model, the examples) and the Python package read every choice with it.
 //
-// enum_names<E> lists the values of E in declaration order: here for rounding, overflow
-// and encoding_kind; beside their enumerations for allreduce_algorithm
+// enum_names<E> lists the values of E in declaration order: here for rounding, overflow,
+// encoding_kind and random_generator; beside their enumerations for allreduce_algorithm
 // (exchange/algorithm.hpp), scaler_kind and amax_algorithm (scaling/registry.hpp) and
 // mx_scale_rule (scaling/mx.hpp).
 
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/encoding.hpp>
+#include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
 
 #include <cstddef>
@@ -47,6 +48,12 @@ struct enum_names<encoding_kind> {
   static constexpr const char* type = "cpd::encoding_kind";
   static constexpr encoding_kind values[] = {encoding_kind::ieee, encoding_kind::fn, encoding_kind::fnuz,
                                              encoding_kind::finite, encoding_kind::fnu};
+};
+
+template <>
+struct enum_names<random_generator> {
+  static constexpr const char* type = "cpd::random_generator";
+  static constexpr random_generator values[] = {random_generator::v1, random_generator::v2};
 };
 
 /// The names of `values`, joined by ", " ("ring, two_step").

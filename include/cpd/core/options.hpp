@@ -8,6 +8,7 @@
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/error.hpp>
+#include <cpd/core/random.hpp>
 #include <cpd/core/stats.hpp>
 
 #include <cstddef>
@@ -32,6 +33,8 @@ struct bulk_options {
   /// Stochastic rounding: the counter of element 0, so that pieces of one tensor
   /// processed separately draw what the whole would.
   std::uint64_t offset = 0;
+  /// Stochastic rounding: the generator (docs/random.md; v1 reproduces results made before v2).
+  random_generator generator = default_generator;
   /// Stochastic rounding: the number of random bits per element, in [1, 32].
   int random_bits = 32;
   /// When set, receives the counts of this call.

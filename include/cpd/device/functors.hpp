@@ -96,11 +96,11 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_fixed(T x, std::uin
   return round_bits<R, O, T>(s, bit_cast<uint_of<T>>(x), rnd, rbits);
 }
 
-/// 32 random bits keyed by (seed, stream, index): cpd's counter-based generator
-/// (cpd::random_bits of <cpd/core/random.hpp>), which the host bulk kernels draw from too.
-CPD_HOST_DEVICE constexpr std::uint32_t random_bits_at(std::uint64_t seed, std::uint64_t stream,
-                                                       std::uint64_t index) noexcept {
-  return cpd::random_bits(seed, stream, index);
+/// 32 random bits keyed by (seed, stream, index) under generator g: cpd's counter-based
+/// generator (cpd::random_bits of <cpd/core/random.hpp>), which the host bulk kernels draw from too.
+CPD_HOST_DEVICE constexpr std::uint32_t random_bits_at(std::uint64_t seed, std::uint64_t stream, std::uint64_t index,
+                                                       random_generator g = default_generator) noexcept {
+  return cpd::random_bits(seed, stream, index, g);
 }
 
 
@@ -142,15 +142,16 @@ struct converter_scale<F, true> {
 /// The random key of a converter: none...
 template <bool Random>
 struct converter_key {
-  CPD_HOST_DEVICE constexpr explicit converter_key(std::uint64_t = 0, std::uint64_t = 0, int = 32) noexcept {}
+  CPD_HOST_DEVICE constexpr explicit converter_key(std::uint64_t = 0, std::uint64_t = 0, int = 32,
+                                                   random_generator = default_generator) noexcept {}
 };
-/// ... or cpd's generator keyed by (seed, stream), and how many of its bits decide.
+/// ... or cpd's generator keyed by (seed, stream, generator), and how many of its bits decide.
 template <>
 struct converter_key<true> : random_stream {
   int random_bits = 32;  ///< how many random bits decide (1..32)
   CPD_HOST_DEVICE constexpr explicit converter_key(std::uint64_t key_seed = 0, std::uint64_t key_stream = 0,
-                                                   int bits = 32) noexcept
-      : random_stream{key_seed, key_stream}, random_bits(bits) {}
+                                                   int bits = 32, random_generator g = default_generator) noexcept
+      : random_stream{key_seed, key_stream, g}, random_bits(bits) {}
 };
 
 /// The type of a parameter that no argument converts to: an overload taking it is never
@@ -212,11 +213,11 @@ class converter : public detail::converter_key<Random>, public detail::converter
   /// within double's range).
   template <bool S = Scaled && !Random, std::enable_if_t<S, int> = 0>
   CPD_HOST_DEVICE constexpr explicit converter(int exponent) noexcept : key_base(), scale_base(exponent) {}
-  /// Stochastic: element i draws cpd::random_bits(seed, stream, i), of which `bits` decide.
+  /// Stochastic: element i draws cpd::random_bits(seed, stream, i, generator), of which `bits` decide.
   template <bool K = Random, std::enable_if_t<K, int> = 0>
   CPD_HOST_DEVICE constexpr explicit converter(std::uint64_t key, std::uint64_t key_stream = 0, int exponent = 0,
-                                               int bits = 32) noexcept
-      : key_base(key, key_stream, bits), scale_base(exponent) {}
+                                               int bits = 32, random_generator generator = default_generator) noexcept
+      : key_base(key, key_stream, bits, generator), scale_base(exponent) {}
 
   [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<float> operator()(param<rounds && !Random, float, 0> x) const
       noexcept {
@@ -228,14 +229,14 @@ class converter : public detail::converter_key<Random>, public detail::converter
   }
   [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<float> operator()(param<Random, float, 2> x,
                                                                         std::uint64_t i) const noexcept {
-    return apply(x, detail::random_bits_at(this->seed, this->stream, i));
+    return apply(x, detail::random_bits_at(this->seed, this->stream, i, this->generator));
   }
   [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<double> operator()(param<Random, double, 3> x,
                                                                          std::uint64_t i) const noexcept {
-    return apply(x, detail::random_bits_at(this->seed, this->stream, i));
+    return apply(x, detail::random_bits_at(this->seed, this->stream, i, this->generator));
   }
   /// Stochastic: x rounded with the 32 random bits rnd (of which `bits` decide), which is
-  /// what (x, i) gives with rnd = cpd::random_bits(seed, stream, i); for callers that draw
+  /// what (x, i) gives with rnd = cpd::random_bits(seed, stream, i, generator); for callers that draw
   /// the bits themselves (the CUDA kernels compute a block's random key once).
   template <bool K = Random, std::enable_if_t<K, int> = 0>
   [[nodiscard]] CPD_HOST_DEVICE constexpr out_t<float> with_bits(float x, std::uint32_t rnd) const noexcept {
@@ -320,14 +321,15 @@ using stochastic_encoder = converter<conversion::encode, F, rounding::stochastic
 /// Floats go through cpd::rounded_add (<cpd/reduce/reduce.hpp>), the host reduction's own step,
 /// so device sums equal cpd::accumulate bit for bit (NaN results are the canonical +NaN);
 /// doubles are summed exactly (round-to-odd) and rounded by the core. For R == stochastic,
-/// call it with (a, b, i): random bits cpd::random_bits(seed, stream, i) (the key is a
-/// cpd::random_stream: fields seed and stream).
+/// call it with (a, b, i): random bits cpd::random_bits(seed, stream, i, generator) (the key
+/// is a cpd::random_stream: fields seed, stream and generator).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 struct accumulator : random_stream {
   CPD_HOST_DEVICE constexpr accumulator() noexcept : random_stream{} {}
-  /// Stochastic rounding only: the generator's key and a second key.
-  CPD_HOST_DEVICE constexpr explicit accumulator(std::uint64_t key, std::uint64_t key_stream = 0) noexcept
-      : random_stream{key, key_stream} {}
+  /// Stochastic rounding only: the generator's key, a second key, and the generator.
+  CPD_HOST_DEVICE constexpr explicit accumulator(std::uint64_t key, std::uint64_t key_stream = 0,
+                                                 random_generator g = default_generator) noexcept
+      : random_stream{key, key_stream, g} {}
 
   [[nodiscard]] CPD_HOST_DEVICE float operator()(float a, float b) const noexcept {
     return add(a, b, 0u);
@@ -344,7 +346,7 @@ struct accumulator : random_stream {
 
  private:
   CPD_HOST_DEVICE constexpr std::uint32_t random_at(std::uint64_t i) const noexcept {
-    return R == rounding::stochastic ? detail::random_bits_at(seed, stream, i) : 0u;
+    return R == rounding::stochastic ? detail::random_bits_at(seed, stream, i, generator) : 0u;
   }
   CPD_HOST_DEVICE static float add(float a, float b, std::uint32_t rnd) noexcept {
     detail::check_functor_source<F, float>();

@@ -81,7 +81,7 @@ ncclResult_t allreduce(const float* in, float* out, std::size_t n, int exponent,
   if (const ncclResult_t r = ncclCommUserRank(comm, &rank); r != ncclSuccess) return r;
   cudaError_t e;
   if constexpr (R == rounding::stochastic) {
-    const stochastic_encoder<F, O> enc{op.seed, op.stream, exponent};
+    const stochastic_encoder<F, O> enc{op.seed, op.stream, exponent, 32, op.generator};
     e = cuda::encode_stochastic(in, d_send, n, enc, s, static_cast<std::uint64_t>(rank) * n);
   } else {
     e = cuda::encode_scaled<F, R, O>(in, d_send, n, exponent, s);

@@ -49,7 +49,8 @@ template <conversion Op, class F, rounding R, overflow O, class T, class Fn>
 auto with_converter(const char* who, const bulk_options& o, Fn&& fn) {
   check_device_options<F>(who, o);
   if constexpr (R == rounding::stochastic) {
-    return fn(converter<Op, F, R, O, true, true, T>(o.seed, o.stream, o.scale_exponent, o.random_bits), o.offset);
+    return fn(converter<Op, F, R, O, true, true, T>(o.seed, o.stream, o.scale_exponent, o.random_bits, o.generator),
+              o.offset);
   } else {
     if (o.scale_exponent == 0) return fn(converter<Op, F, R, O, false, false, T>(), o.offset);
     return fn(converter<Op, F, R, O, true, false, T>(o.scale_exponent), o.offset);

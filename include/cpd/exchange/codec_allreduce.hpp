@@ -60,7 +60,7 @@ namespace detail {
 }  // namespace detail
 
 /// Simulates the exchange of W workers' gradients g[0..W)[0..n) through codec c: worker r
-/// encodes x_r = g_r (+ residual_r) with key {key.seed, codec_stream(key, W, r)}; every
+/// encodes x_r = g_r (+ residual_r) with key.with_stream(codec_stream(key, W, r)); every
 /// payload is decoded and out[i] = d_0[i] + d_1[i] + ... + d_{W-1}[i], added in float in rank
 /// order (then / W for a mean). The result does not depend on the thread count.
 /// out may be one of the inputs but overlap none otherwise; with error feedback, g may be
@@ -88,7 +88,7 @@ inline codec_exchange_result simulate_codec_allreduce(const codec& c, const floa
       for (std::size_t i = 0; i < n; ++i) e[i] = x[i] + e[i];
       x = e;
     }
-    random_stream k{opt.key.seed, codec_stream(opt.key, world_size, static_cast<int>(r))};
+    random_stream k = opt.key.with_stream(codec_stream(opt.key, world_size, static_cast<int>(r)));
     c.encode(x, n, payloads.data() + r * bytes, k);
     float* d = decoded.data() + r * n;
     c.decode(payloads.data() + r * bytes, n, d);

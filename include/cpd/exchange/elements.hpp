@@ -41,11 +41,12 @@ template <class Key>
                        static_cast<std::uint64_t>(rank)) * 8u + static_cast<std::uint64_t>(k);
 }
 
-/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...), i).
+/// The random bits of rounding k for element i: reduce_random_bits(seed, allreduce_stream(...), i,
+/// the key's generator).
 template <class Key>
 [[nodiscard]] CPD_HOST_DEVICE constexpr std::uint32_t allreduce_random_bits(const Key& key, int w, int step, int rank,
                                                                             int k, std::uint64_t i) noexcept {
-  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i);
+  return reduce_random_bits(key.seed, allreduce_stream(key, w, step, rank, k), i, key.generator);
 }
 
 /// finish of one value: unscale(v), divided by w (in float) for a mean; a NaN the canonical +qNaN.

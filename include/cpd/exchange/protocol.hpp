@@ -80,13 +80,14 @@ template <class S>
 /// product outside float's range, a float sum that overflows) stays a branch in the loop.
 template <class F, rounding R, overflow O, class Scale>
 class summation {
+  static_assert(F::fits_float, "cpd::detail::summation: the values of F must be floats");
+
  public:
   static constexpr bool sr = R == rounding::stochastic;
   static constexpr std::size_t block = 2048;  ///< the most elements of one add or merge on values
-  /// Every sum of two values of F is a float (e4m3fn, e3m4, FP6, FP4) ...
+  /// Every sum of two values of F is a float (e4m3fn, e3m4, FP6, FP4; not e5m2 or fp16, whose
+  /// sums are doubles, nor bf16, whose sums may need 262 bits).
   static constexpr bool exact_float_sum = pair_sum_bits<F> <= 24;
-  /// ... or a double (fp16, e5m2; not bf16, whose sums may need 262 bits).
-  static constexpr bool exact_double_sum = pair_sum_bits<F> <= 53;
   using format_type = F;
   using codes = format_codes<F>;
   using storage = typename codes::storage;
@@ -127,6 +128,7 @@ class summation {
     if constexpr (sr) {
       bo.seed = key_.seed;
       bo.stream = allreduce_stream(key_, w_, -1, rank, 0);
+      bo.generator = key_.generator;
     }
     bool exact = true;
     if constexpr (std::is_same_v<Scale, float_scale>) {
@@ -210,20 +212,14 @@ class summation {
       add_kahan(s, c, q, lo, len, step, rank);
       return;
     }
-    if constexpr (sr && exact_float_sum) {
-      // Stochastic rounding where every sum of two values of F is a float: the float sums
-      // (exact; odd_sum_loop's rounding to odd never acts), rounded by the kernel with this
-      // hop's stream, element lo + j drawing bits(step, rank, 0, lo + j).
-      static thread_local float t[block];
-      lanes<odd_sum_loop>(c_.where, static_cast<const float*>(s), q, +t, len);
-      round_block(t, s, len, hop_options(step, rank, lo));
-      lanes<canonical_nan_loop>(c_.where, s, len);
+    if constexpr (sr) {
+      add_stochastic(s, q, lo, len, step, rank, 0);
       return;
     } else if constexpr (float_sum_path<F, R>) {
       if (c_.fused_values &&
           hop_with_fallback(
               len, [&](std::size_t at, std::size_t m) { return hop_add_round<F, R, O>(s + at, q + at, m); },
-              [&](std::size_t at, std::size_t m) { add_elements(s + at, q + at, lo + at, m, step, rank); }))
+              [&](std::size_t at, std::size_t m) { add_elements(s + at, q + at, m); }))
         return;
       // Pass 1: the round-to-odd float sums; pass 2: round them to F (as rounded_add does); a
       // float sum that overflowed: element by element.
@@ -235,7 +231,7 @@ class summation {
         return;
       }
     }
-    add_elements(s, q, lo, len, step, rank);
+    add_elements(s, q, len);
   }
 
   /// add on codes, any len: the fused pass on codes, code_sum's tables, the float sums rounded
@@ -286,29 +282,6 @@ class summation {
       }
     }
   }
-
-  /// bits(step, rank, k, i) for the elements of one call, the key of the counters' high half
-  /// derived once (not per element: three 64-bit mixes) and again only where it changes.
-  class hop_random {
-   public:
-    hop_random(const summation& p, int step, int rank, int k) noexcept
-        : seed_(p.key_.seed), stream_(allreduce_stream(p.key_, p.w_, step, rank, k)) {}
-    [[nodiscard]] std::uint32_t operator()(std::uint64_t i) noexcept {
-      const auto h = static_cast<std::uint32_t>(i >> 32);
-      if (!ready_ || h != hi_) {
-        key_ = make_random_key(seed_, stream_, h);
-        hi_ = h;
-        ready_ = true;
-      }
-      return random_bits(key_, static_cast<std::uint32_t>(i));
-    }
-
-   private:
-    std::uint64_t seed_, stream_;
-    random_key key_{};
-    std::uint32_t hi_ = 0;
-    bool ready_ = false;
-  };
 
   /// merge: (s1, c1) += (s2, c2) at a tree node over the elements lo + j, j < len <= block:
   /// plain Q(s1 + s2), or the compensated combine of kahan_merge_step.
@@ -418,18 +391,62 @@ class summation {
     return true;
   }
 
-  /// The bulk options of the hop of `rank` at `step` over the elements lo..: the offset, and
-  /// the seed and stream of stochastic rounding.
-  [[nodiscard]] bulk_options hop_options(int step, int rank, std::size_t lo) const noexcept {
+  /// The bulk options of rounding k of the hop of `rank` at `step` over the elements lo..: the
+  /// offset, and the seed, stream and generator of stochastic rounding.
+  [[nodiscard]] bulk_options hop_options(int step, int rank, std::size_t lo, int k = 0) const noexcept {
     bulk_options bo;
     bo.offset = lo;
     if constexpr (sr) {
       bo.seed = key_.seed;
-      bo.stream = allreduce_stream(key_, w_, step, rank, 0);
+      bo.stream = allreduce_stream(key_, w_, step, rank, k);
+      bo.generator = key_.generator;
     } else {
-      (void)step, (void)rank;
+      (void)step, (void)rank, (void)k;
     }
     return bo;
+  }
+
+  /// a[j] = Q(a[j] + b[j]) over the elements lo + j, j < len <= block, stochastically: rounding
+  /// k of the hop of rank at step, element lo + j drawing bits(step, rank, k, lo + j); NaN
+  /// canonical. What rounded_add gives element by element, in vector passes: where every sum
+  /// of two values of F is a float, the float sums (exact: odd_sum_loop's rounding to odd
+  /// never acts) rounded by the float kernel; else the double sums rounded to odd (exact for
+  /// e5m2 and fp16, rounded_add_exact's add_odd for bf16) rounded by the integer method on
+  /// their bits where they are normal in F, by the core elsewhere.
+  void add_stochastic(float* a, const float* b, std::size_t lo, std::size_t len, int step, int rank, int k) const {
+    if constexpr (exact_float_sum) {
+      static thread_local float t[block];
+      lanes<odd_sum_loop>(c_.where, static_cast<const float*>(a), b, +t, len);
+      round_block(t, a, len, hop_options(step, rank, lo, k));
+      lanes<canonical_nan_loop>(c_.where, a, len);
+    } else {
+      static thread_local double t[block];
+      static thread_local std::uint32_t rnd[block];
+      static thread_local unsigned char bad[block];
+      lanes<odd_sum_double_loop>(c_.where, static_cast<const float*>(a), b, +t, len);
+      hop_bits(step, rank, k, lo, len, rnd);
+      if (lanes<stochastic_double_sum_loop<F>>(c_.where, static_cast<const double*>(t),
+                                              static_cast<const std::uint32_t*>(rnd), a, +bad, len) != 0)
+        for (std::size_t j = 0; j < len; ++j)
+          if (bad[j]) a[j] = canonical_nan(round_to<F, R, O>(t[j], rnd[j]));
+    }
+  }
+
+  /// out[j] = bits(step, rank, k, lo + j), j < len: the hop's stream, by the generator's
+  /// vector loop, a key per 2^32 counters.
+  void hop_bits(int step, int rank, int k, std::size_t lo, std::size_t len, std::uint32_t* out) const {
+    const random_stream s = key_.with_stream(allreduce_stream(key_, w_, step, rank, k));
+    for (std::size_t j = 0; j < len;) {
+      const std::uint64_t c = static_cast<std::uint64_t>(lo + j);
+      const auto lo32 = static_cast<std::uint32_t>(c);
+      const std::uint64_t room = (std::uint64_t(1) << 32) - lo32;
+      const auto m = static_cast<std::uint32_t>(std::min<std::uint64_t>(len - j, room));
+      const random_key key = s.key(static_cast<std::uint32_t>(c >> 32));
+      with_generator(key.generator, [&](auto g) {
+        lanes<random_fill_loop<decltype(g)::value>>(c_.where, key, lo32, m, out + j);
+      });
+      j += m;
+    }
   }
 
   /// out[0..n) = in[0..n) rounded to F in mode R (in == out allowed) by the kernel the
@@ -470,20 +487,10 @@ class summation {
     if (seen.load(std::memory_order_relaxed) != 0) check_codes("cpd exchange", F::spec, c, n, stray);
   }
 
-  /// s[j] = Q(s[j] + q[j]) element by element (the random bits of the hop of rank at step).
-  void add_elements(float* s, const float* q, std::size_t lo, std::size_t len, int step, int rank) const {
-    if constexpr (sr && exact_double_sum) {
-      // (the double sum is the exact sum: the core rounds it with no rounding to odd first)
-      hop_random r0(*this, step, rank, 0);
-      for (std::size_t j = 0; j < len; ++j)
-        s[j] = canonical_nan(round_to<F, R, O>(static_cast<double>(s[j]) + static_cast<double>(q[j]), r0(lo + j)));
-    } else if constexpr (sr) {
-      hop_random r0(*this, step, rank, 0);
-      for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], r0(lo + j));
-    } else {
-      (void)lo, (void)step, (void)rank;
-      for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], 0);
-    }
+  /// s[j] = Q(s[j] + q[j]) element by element, a deterministic mode (stochastic rounding goes
+  /// through add_stochastic).
+  void add_elements(float* s, const float* q, std::size_t len) const {
+    for (std::size_t j = 0; j < len; ++j) s[j] = rounded_add_in_default_env<F, R, O>(s[j], q[j], 0);
   }
 
   /// add with Kahan: kahan_step's four roundings, deterministically as four rounded adds over
@@ -511,12 +518,18 @@ class summation {
       round_add(c, neg);  // c = Q(Q(t - s) - y)
       std::copy(t, t + len, s);
     } else if constexpr (sr) {
-      hop_random r0(*this, step, rank, 0), r1(*this, step, rank, 1), r2(*this, step, rank, 2),
-          r3(*this, step, rank, 3);
-      for (std::size_t j = 0; j < len; ++j) {
-        const std::size_t i = lo + j;
-        kahan_step<F, R, O, true>(s[j], c[j], q[j], r0(i), r1(i), r2(i), r3(i));
-      }
+      // kahan_step's four roundings in its order, each a stochastic add over the block with
+      // its own stream (k = 0..3, as kahan_step's r0..r3).
+      static thread_local float y[block], t[block], neg[block];
+      for (std::size_t j = 0; j < len; ++j) y[j] = q[j], neg[j] = -c[j];
+      add_stochastic(y, neg, lo, len, step, rank, 0);  // y = Q(x - c)
+      std::copy(s, s + len, t);
+      add_stochastic(t, y, lo, len, step, rank, 1);  // t = Q(s + y)
+      for (std::size_t j = 0; j < len; ++j) c[j] = t[j], neg[j] = -s[j];
+      add_stochastic(c, neg, lo, len, step, rank, 2);  // Q(t - s)
+      for (std::size_t j = 0; j < len; ++j) neg[j] = -y[j];
+      add_stochastic(c, neg, lo, len, step, rank, 3);  // c = Q(Q(t - s) - y)
+      std::copy(t, t + len, s);
     } else {
       (void)lo, (void)step, (void)rank;
       for (std::size_t j = 0; j < len; ++j) kahan_step<F, R, O, true>(s[j], c[j], q[j], 0, 0, 0, 0);

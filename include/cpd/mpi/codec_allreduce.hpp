@@ -56,7 +56,8 @@ inline codec_exchange_result codec_allreduce(const codec& c, const float* g, flo
                  {"the payload size", bytes, ""},
                  {"mean", opt.mean ? 1u : 0u, ""},
                  {"the key's seed", keyed ? opt.key.seed : 0u, ""},
-                 {"the key's stream", keyed ? opt.key.stream : 0u, ""}});
+                 {"the key's stream", keyed ? opt.key.stream : 0u, ""},
+                 {"the key's generator", keyed ? static_cast<std::uint64_t>(opt.key.generator) : 0u, ""}});
   if (bytes > static_cast<std::size_t>(INT_MAX))
     cpd::detail::fail_invalid("cpd::mpi::codec_allreduce: a payload of more than INT_MAX bytes; split the tensor");
   const float* x = g;
@@ -66,7 +67,7 @@ inline codec_exchange_result codec_allreduce(const codec& c, const float* g, flo
   }
   std::vector<std::uint8_t> all(bytes * static_cast<std::size_t>(size));
   std::uint8_t* mine = all.data() + bytes * static_cast<std::size_t>(rank);
-  c.encode(x, n, mine, {opt.key.seed, codec_stream(opt.key, size, rank)});
+  c.encode(x, n, mine, opt.key.with_stream(codec_stream(opt.key, size, rank)));
   if (opt.residual) {
     std::vector<float> d(n);
     c.decode(mine, n, d.data());

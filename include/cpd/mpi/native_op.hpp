@@ -29,15 +29,17 @@
 
 namespace cpd::mpi::detail {
 
-/// The random bits of a native-op rounding: keyed by the operands' codes (the op knows no index).
-[[nodiscard]] inline std::uint32_t operand_bits(std::uint64_t seed, std::uint32_t a, std::uint32_t b, int k) noexcept {
-  return cpd::detail::reduce_random_bits(seed, static_cast<std::uint64_t>(k),
-                                         (static_cast<std::uint64_t>(a) << 32) | b);
+/// The random bits of a native-op rounding: keyed by the operands' codes (the op knows no index),
+/// under key's seed and generator.
+[[nodiscard]] inline std::uint32_t operand_bits(const cpd::random_stream& key, std::uint32_t a, std::uint32_t b,
+                                                int k) noexcept {
+  return cpd::detail::reduce_random_bits(key.seed, static_cast<std::uint64_t>(k),
+                                         (static_cast<std::uint64_t>(a) << 32) | b, key.generator);
 }
 
-/// The seed of the native op's stochastic rounding, set by the calling thread before MPI_Allreduce
-/// (a user-defined MPI_Op carries no state of its own).
-inline thread_local std::uint64_t native_seed = 0;
+/// The seed and generator of the native op's stochastic rounding, set by the calling thread
+/// before MPI_Allreduce (a user-defined MPI_Op carries no state of its own).
+inline thread_local cpd::random_stream native_key{};
 
 /// The user function of the native MPI_Op: inout = in (+) inout, unit by unit, every sum rounded
 /// to F by the protocol's code arithmetic (cpd::detail::code_sum).
@@ -50,9 +52,9 @@ void native_op(void* in_v, void* inout_v, int* len, MPI_Datatype*) {
   constexpr bool sr = R == rounding::stochastic;
   const auto* in = static_cast<const unsigned char*>(in_v);
   auto* io = static_cast<unsigned char*>(inout_v);
-  const std::uint64_t seed = native_seed;
+  const cpd::random_stream key = native_key;
   auto bits = [&](int k, float a, float b) -> std::uint32_t {
-    return sr ? operand_bits(seed, cpd::detail::bit_cast<std::uint32_t>(a), cpd::detail::bit_cast<std::uint32_t>(b), k)
+    return sr ? operand_bits(key, cpd::detail::bit_cast<std::uint32_t>(a), cpd::detail::bit_cast<std::uint32_t>(b), k)
               : 0u;
   };
   const std::size_t n = static_cast<std::size_t>(*len);
@@ -144,7 +146,8 @@ void native_allreduce(const group& g, const std::vector<std::size_t>& sizes, con
     layout.put(q, sizes[i], send + off);
     off += layout.units(sizes[i]) * ub;
   }
-  native_seed = tn != 0 ? t[0].key.seed ^ (t[0].key.stream * 0x9E3779B97F4A7C15ull) : 0;
+  native_key = {tn != 0 ? t[0].key.seed ^ (t[0].key.stream * 0x9E3779B97F4A7C15ull) : 0, 0,
+                tn != 0 ? t[0].key.generator : default_generator};
   // The op's decode-add-encode runs inside MPI_Allreduce: counted as MPI time.
   clock.time([&] {
     const std::size_t piece = max_message / ub;

@@ -233,6 +233,7 @@ class allreduce_plan {
       if (sr) {
         f.add(t[i].key.seed);
         f.add(t[i].key.stream);
+        f.add(static_cast<std::uint64_t>(t[i].key.generator));
       }
     }
     const auto h = static_cast<std::int32_t>(static_cast<std::uint32_t>(f.h ^ (f.h >> 32)));

@@ -6,7 +6,7 @@
 // rounded_sub and rounded_mul likewise; accumulate and sum, whose every partial
 // result is rounded to F. Their stochastic roundings draw from the one random key,
 // cpd::random_stream: rounding number s of element i draws key.bits(s, i) =
-// random_bits(seed, stream + s, i) (docs/reduction.md lists s for every call).
+// random_bits(seed, stream + s, i, generator) (docs/reduction.md lists s for every call).
 //
 // Values are floats that hold values of F ("fake quantization"). No result
 // depends on the caller's floating-point environment (cpd/core/detail/fenv.hpp):
@@ -29,12 +29,13 @@ namespace cpd {
 
 namespace detail {
 
-/// 32 random bits for one rounding, keyed by (seed, stream, index): cpd::random_bits, the
-/// counter-based generator of the bulk kernels (docs/random.md), so that bulk rounding and
-/// these scalar loops draw the same bits.
+/// 32 random bits for one rounding, keyed by (seed, stream, index) under generator g:
+/// cpd::random_bits, the counter-based generator of the bulk kernels (docs/random.md), so
+/// that bulk rounding and these scalar loops draw the same bits.
 CPD_HOST_DEVICE constexpr std::uint32_t reduce_random_bits(std::uint64_t seed, std::uint64_t stream,
-                                                           std::uint64_t index) noexcept {
-  return ::cpd::random_bits(seed, stream, index);
+                                                           std::uint64_t index,
+                                                           random_generator g = default_generator) noexcept {
+  return ::cpd::random_bits(seed, stream, index, g);
 }
 
 /// Rounds a double to F, giving a float (F must fit float; the narrowing is integer).

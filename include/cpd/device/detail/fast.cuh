@@ -242,13 +242,41 @@ class fast_converter {
 
   template <bool Random = K, std::enable_if_t<Random, int> = 0>
   [[nodiscard]] CPD_HOST_DEVICE auto operator()(float x, std::uint64_t i) noexcept {
-    const auto hi = static_cast<std::uint32_t>(i >> 32);
+    return with_bits(x, bits_at(i));
+  }
+
+  /// Stochastic, the four elements i .. i + 3 (a thread's group): their random bits drawn
+  /// together (generator v2: a hash per pair of elements, not per element), each element
+  /// then rounded as operator()(x, i) rounds it.
+  template <class Out, bool Random = K, std::enable_if_t<Random, int> = 0>
+  CPD_HOST_DEVICE void group(const float (&x)[4], std::uint64_t i, Out (&out)[4]) noexcept {
+    std::uint32_t rnd[4];
+    const auto lo = static_cast<std::uint32_t>(i);
+    if (lo <= 0xFFFFFFFCu) {
+      use_key(static_cast<std::uint32_t>(i >> 32));
+      cpd::detail::random_bits4(key_, lo, rnd);
+    } else {  // the group crosses into the next 2^32 counters
+      for (int k = 0; k < 4; ++k) rnd[k] = bits_at(i + k);
+    }
+    for (int k = 0; k < 4; ++k) out[k] = with_bits(x[k], rnd[k]);
+  }
+
+ private:
+  /// The key of counters hi * 2^32 + [0, 2^32), derived when hi changes.
+  CPD_HOST_DEVICE void use_key(std::uint32_t hi) noexcept {
     if (!have_key_ || hi != key_hi_) {
-      key_ = cpd::make_random_key(core_.seed, core_.stream, hi);
+      key_ = core_.key(hi);
       key_hi_ = hi;
       have_key_ = true;
     }
-    const std::uint32_t rnd = cpd::random_bits(key_, static_cast<std::uint32_t>(i));
+  }
+  /// The random bits of element i.
+  CPD_HOST_DEVICE std::uint32_t bits_at(std::uint64_t i) noexcept {
+    use_key(static_cast<std::uint32_t>(i >> 32));
+    return cpd::random_bits(key_, static_cast<std::uint32_t>(i));
+  }
+  /// Stochastic: x rounded with the random bits rnd (the fast path, else the core).
+  CPD_HOST_DEVICE auto with_bits(float x, std::uint32_t rnd) const noexcept {
     if constexpr (fast_format<F>) {
       typename core_type::storage_type c{};
       float v = 0;
@@ -260,7 +288,6 @@ class fast_converter {
     return core_.with_bits(x, rnd);
   }
 
- private:
   /// The fast path: true with the code and the value when it applies.
   CPD_HOST_DEVICE bool apply(float x, std::uint32_t rnd, int kbits, typename core_type::storage_type& c,
                              float& v) const noexcept {

@@ -50,6 +50,15 @@ struct ignore_index {
   }
 };
 
+/// Whether fn.group(x, i, out) rounds four elements i .. i + 3 at once (a stochastic fast
+/// converter: their random bits drawn together).
+template <class Fn, class In, class Out, class = void>
+struct takes_groups : std::false_type {};
+template <class Fn, class In, class Out>
+struct takes_groups<Fn, In, Out,
+                    std::void_t<decltype(std::declval<Fn&>().group(std::declval<const In (&)[4]>(), std::uint64_t(0),
+                                                                   std::declval<Out (&)[4]>()))>> : std::true_type {};
+
 /// out[i] = fn(in[i], first_index + i) for i < n; 4-wide when `vector`.
 template <class In, class Out, class Fn>
 __global__ void map_kernel(const In* in, Out* out, std::size_t n, std::uint64_t first_index, Fn f, bool vector) {
@@ -64,8 +73,12 @@ __global__ void map_kernel(const In* in, Out* out, std::size_t n, std::uint64_t 
     for (std::size_t g = t; g < groups; g += stride) {
       const vec4<In> a = vin[g];
       vec4<Out> b;
+      if constexpr (takes_groups<Fn, In, Out>::value) {
+        fn.group(a.v, first_index + 4 * g, b.v);
+      } else {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) b.v[k] = fn(a.v[k], first_index + 4 * g + k);
+        for (int k = 0; k < 4; ++k) b.v[k] = fn(a.v[k], first_index + 4 * g + k);
+      }
       vout[g] = b;
     }
     done = groups * 4;
@@ -188,10 +201,19 @@ __global__ void pack4_kernel(const float* in, std::uint8_t* out, std::size_t n, 
     for (std::size_t g = t; g < octets; g += stride) {
       const vec4<float> a = vin[2 * g], b = vin[2 * g + 1];
       std::uint32_t word = 0;
+      if constexpr (takes_groups<Fn, float, std::uint8_t>::value) {
+        std::uint8_t ca[4], cb[4];
+        fn.group(a.v, first_index + 8 * g, ca);
+        fn.group(b.v, first_index + 8 * g + 4, cb);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        word |= std::uint32_t(fn(a.v[k], first_index + 8 * g + k) & 0xFu) << (4 * k);
-        word |= std::uint32_t(fn(b.v[k], first_index + 8 * g + 4 + k) & 0xFu) << (4 * (k + 4));
+        for (int k = 0; k < 4; ++k)
+          word |= (std::uint32_t(ca[k] & 0xFu) << (4 * k)) | (std::uint32_t(cb[k] & 0xFu) << (4 * (k + 4)));
+      } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          word |= std::uint32_t(fn(a.v[k], first_index + 8 * g + k) & 0xFu) << (4 * k);
+          word |= std::uint32_t(fn(b.v[k], first_index + 8 * g + 4 + k) & 0xFu) << (4 * (k + 4));
+        }
       }
       vout[g] = word;
     }

@@ -64,6 +64,7 @@ class float_codec final : public codec {
     o.scale_exponent = k;
     o.seed = key.seed;
     o.stream = key.stream;
+    o.generator = key.generator;
     if constexpr (word == 0) {
       encode_packed<F, R, overflow::saturate>(in, payload + 4, n, o);
     } else {

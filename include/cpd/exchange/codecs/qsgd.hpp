@@ -82,7 +82,7 @@ class qsgd_codec final : public codec {
       else detail::store_f32(payload + 4 * b, static_cast<float>(norm > float_max ? float_max : norm));
     }
     // Codes in pieces aligned to whole bytes; the bucket of element i is i / bucket.
-    const random_key rk = make_random_key(key.seed, key.stream, 0);
+    const random_key rk = key.key(0);
     for (std::size_t p = 0; p < n; p += piece) {
       const std::size_t m = n - p < piece ? n - p : piece;
       std::size_t b = p / bucket_;
@@ -105,7 +105,7 @@ class qsgd_codec final : public codec {
         const double r = marked ? 0.0 : std::fabs(static_cast<double>(in[i])) * k;  // in [0, s]
         double l = static_cast<double>(static_cast<std::uint32_t>(r));  // floor: r >= 0
         const std::uint32_t u = (i >> 32) == 0 ? random_bits(rk, static_cast<std::uint32_t>(i))
-                                               : random_bits(key.seed, key.stream, i);
+                                               : key(i);
         // Up with probability r - l: u * 2^-32 < r - l.
         l += static_cast<double>(static_cast<double>(u) * 0x1p-32 < r - l);  // branch-free: unpredictable
         const unsigned level = l > static_cast<double>(s) ? s : static_cast<unsigned>(l);

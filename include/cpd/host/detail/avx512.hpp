@@ -35,6 +35,7 @@
 #include <cpd/core/encoding.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/host/detail/avx512_random.hpp>
 #include <cpd/host/detail/fast_plan.hpp>
 #include <cpd/host/detail/isa.hpp>
 #include <cpd/host/detail/tuning.hpp>
@@ -74,7 +75,8 @@ struct vconsts {
   __m512i kmask;
   __m512i guard;     // |x| bits below it: no overflow, inf or NaN (finish16 without Specials)
   __m512i sr_scale;  // fp method, stochastic: (k + 277) << 23, less C's bits: 2^(k + 23 - c)
-  __m128i d0, ksh_right, ksh_left;  // shift counts
+  __m128i d0, ksh_right;            // shift counts (ksh_right: 32 - k, the fp method's)
+  __m128i int_right, int_left;      // stochastic rounding by the integer method: the k bits to the d0 dropped
   bool hardware_overflow;           // f16c: vcvtps2ph's overflow and infinities are the core's
   bool sr_mul;                      // sr_scale - C is a normal float for every C of finite x
 };
@@ -139,35 +141,6 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
   return _mm512_set1_epi32(static_cast<int>(u));
 }
 
-/// cpd::random_bits under one key, 16 counters at a time (lane j: counter lo + j),
-/// in registers: the same two mix32 rounds as core/random.hpp, bit for bit
-/// (tests/test_random.cpp compares them). GCC vectorizes the scalar loop only at -O3
-/// and with 256-bit vectors, and through a buffer; this is 2.3x faster than that.
-struct vrandom {
-  __m512i k0, k1, mul1, mul2, lanes;
-
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE explicit vrandom(random_key key) noexcept
-      : k0(splat(key.k0)),
-        k1(splat(key.k1)),
-        mul1(splat(mix32_mul1)),
-        mul2(splat(mix32_mul2)),
-        lanes(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)) {}
-
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i mix(__m512i x) const noexcept {
-    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-    x = _mm512_mullo_epi32(x, mul1);
-    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
-    x = _mm512_mullo_epi32(x, mul2);
-    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
-  }
-
-  /// random_bits(key, lo + j) in lane j (lo + j modulo 2^32, as the scalar call's).
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i operator()(std::uint32_t lo) const noexcept {
-    const __m512i c = _mm512_add_epi32(splat(lo), lanes);
-    return mix(_mm512_xor_si512(mix(_mm512_xor_si512(c, k0)), k1));
-  }
-};
-
 /// IEEE binary16 in a hardware mode, 16 floats (bits x, magnitudes a, signs neg).
 template <rounding R, bool Code>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16_f16c(const vconsts& c, __m512i x, __m512i a,
@@ -193,6 +166,18 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16_f16c(const vconsts& c, __m51
   else return _mm512_mask_or_epi32(r, nan, x, c.quiet);
 }
 
+/// Stochastic rounding of magnitudes a that are zero or in F's normal range, where the
+/// dropped bits of every value are its low d0 bits (the integer method's every value; the
+/// fp method's vectors without subnormals of F): the k random bits aligned with the d0
+/// dropped bits are added, and the carry out of the dropped field is the core's
+/// "remk > kmask ^ rnd"; then the dropped bits are cleared (exponent unbounded).
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_stochastic_normal(const vconsts& c, __m512i a,
+                                                                        __m512i rnd) noexcept {
+  const __m512i rk = _mm512_and_si512(rnd, c.kmask);
+  const __m512i t = _mm512_add_epi32(a, _mm512_sll_epi32(_mm512_srl_epi32(rk, c.int_right), c.int_left));
+  return _mm512_andnot_si512(c.low, t);
+}
+
 /// The integer method: the rounded magnitudes of a (exponent unbounded).
 template <rounding R>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_integer(const vconsts& c, __m512i a, __mmask16 neg,
@@ -209,10 +194,7 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_integer(const vconsts& c, 
   } else if constexpr (R == rounding::downward) {
     t = _mm512_mask_add_epi32(a, neg, a, c.low);
   } else if constexpr (stochastic) {
-    const __m512i rk = _mm512_and_si512(rnd, c.kmask);
-    // The k random bits aligned with the d0 dropped bits: the carry out of
-    // the dropped field is the core's "remk > kmask ^ rnd".
-    t = _mm512_add_epi32(a, _mm512_sll_epi32(_mm512_srl_epi32(rk, c.ksh_right), c.ksh_left));
+    return magnitude_stochastic_normal(c, a, rnd);
   } else {
     t = a;  // toward_zero, odd
   }
@@ -284,8 +266,9 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i magnitude_fp(const vconsts& c, __m51
 
 /// The rounded magnitudes v of x made results: overflow, infinities and NaN blended in
 /// from the plan (Specials; without, the caller knows that no x overflows, is inf or is
-/// NaN), the sign put back, and (Code) the values made codes.
-template <rounding R, encoding_kind K, method H, bool Code, bool Specials = true>
+/// NaN), the sign put back, and (Code) the values made codes (Normal: the fp method's v
+/// are all zero or normal in F, whose codes are a shift and a subtraction).
+template <rounding R, encoding_kind K, method H, bool Code, bool Specials = true, bool Normal = false>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x, __m512i a, __mmask16 neg,
                                                      __m512i v) noexcept {
   constexpr bool stochastic = R == rounding::stochastic;
@@ -304,6 +287,8 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x
     __m512i code;
     if constexpr (H == method::integer) {
       code = _mm512_srl_epi32(v, c.d0);
+    } else if constexpr (Normal) {
+      code = _mm512_maskz_sub_epi32(_mm512_test_epi32_mask(v, v), _mm512_srl_epi32(v, c.d0), c.code_normal);
     } else {
       const __mmask16 sub = _mm512_cmplt_epu32_mask(v, c.emin_bits);
       const __m512 w = _mm512_mask_add_round_ps(_mm512_castsi512_ps(v), sub, _mm512_castsi512_ps(v),
@@ -342,6 +327,17 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish16(const vconsts& c, __m512i x
   }
 }
 
+/// finish16 with or without the blends of specials: overflow, infinities and NaN are rare,
+/// and their blends run only for the 16 values that hold one (a branch the predictor gets
+/// right on ordinary data).
+template <rounding R, encoding_kind K, method H, bool Code, bool Specials, bool Normal>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i finish_checked(const vconsts& c, __m512i x, __m512i a, __mmask16 neg,
+                                                           __m512i v) noexcept {
+  if constexpr (Specials)
+    if (_mm512_cmpge_epu32_mask(a, c.guard) != 0) return finish16<R, K, H, Code, true, Normal>(c, x, a, neg, v);
+  return finish16<R, K, H, Code, false, Normal>(c, x, a, neg, v);
+}
+
 /// Rounds 16 floats (bits x; stochastic: random bits rnd) and returns 16 values
 /// (Code false) or codes (Code true), exactly as round_bits would. Without Specials the
 /// caller knows that no x overflows, is inf or is NaN (|x| below min(thr0, thr1)).
@@ -355,14 +351,19 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16(const vconsts& c, __m512i x,
     (void)rnd;
     return round16_f16c<R, Code>(c, x, a, neg);
   } else {
+    if constexpr (H == method::fp && R == rounding::stochastic) {
+      // The fp method's vectors whose values are all zero or normal in F (ordinary data:
+      // the 16 values of a vector rarely reach F's subnormals) round as the integer method
+      // does, in 4 integer operations instead of 14, and their codes are a shift and a
+      // subtraction (the same bits: tests/test_bulk.cpp, every binade of every format).
+      const __mmask16 sub = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(a, a), a, c.emin_bits);
+      if (sub == 0)
+        return finish_checked<R, K, H, Code, Specials, true>(c, x, a, neg, magnitude_stochastic_normal(c, a, rnd));
+    }
     __m512i v;
     if constexpr (H == method::integer) v = magnitude_integer<R>(c, a, neg, rnd);
     else v = magnitude_fp<R>(c, x, a, rnd);
-    // Overflow, infinities and NaN are rare: their blends run only for the 16 values
-    // that hold one (a branch the predictor gets right on ordinary data).
-    if constexpr (Specials)
-      if (_mm512_cmpge_epu32_mask(a, c.guard) != 0) return finish16<R, K, H, Code, true>(c, x, a, neg, v);
-    return finish16<R, K, H, Code, false>(c, x, a, neg, v);
+    return finish_checked<R, K, H, Code, Specials, false>(c, x, a, neg, v);
   }
 }
 
@@ -424,29 +425,32 @@ struct kernel {
     c.sr_mul = static_cast<int>((p.emin_bits + p.c_shift) >> 23) - 127 >= k - 104;
     c.d0 = _mm_cvtsi32_si128(p.d0);
     c.hardware_overflow = p.hardware_overflow;
-    if constexpr (H == method::integer) {
-      c.ksh_right = _mm_cvtsi32_si128(k >= p.d0 ? k - p.d0 : 0);
-      c.ksh_left = _mm_cvtsi32_si128(k >= p.d0 ? 0 : p.d0 - k);
-    } else {
-      c.ksh_right = _mm_cvtsi32_si128(32 - k);
-      c.ksh_left = _mm_cvtsi32_si128(0);
-    }
+    c.int_right = _mm_cvtsi32_si128(k >= p.d0 ? k - p.d0 : 0);
+    c.int_left = _mm_cvtsi32_si128(k >= p.d0 ? 0 : p.d0 - k);
+    c.ksh_right = _mm_cvtsi32_si128(32 - k);
     return c;
   }
 
-  /// The random bits of in[i..i+16): random_bits(key, lo0 + i + j) in lane j, modulo 2^32.
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i draw(const vrandom& gen, std::uint32_t lo0,
-                                                          std::size_t i) noexcept {
-    if constexpr (stochastic) return gen(lo0 + static_cast<std::uint32_t>(i));
+  /// The random bits of in[i..i+16): random_bits(key, lo0 + i + j) in lane j.
+  template <class Gen>
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i draw(const Gen& gen, std::uint32_t lo0, std::size_t i) noexcept {
+    if constexpr (stochastic) return gen.at(lo0 + static_cast<std::uint32_t>(i));
+    else return _mm512_setzero_si512();
+  }
+  /// The random bits of the main loop's next 16 elements.
+  template <class Gen>
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __m512i draw_next(Gen& gen) noexcept {
+    if constexpr (stochastic) return gen.next();
     else return _mm512_setzero_si512();
   }
 
-  /// Rounds in[0..n) to out[0..n) by method H; lo0 is the random counter of in[0].
-  template <method H>
+  /// Rounds in[0..n) to out[0..n) by method H; lo0 is the random counter of in[0], G the
+  /// generator of the key (stochastic only).
+  template <method H, random_generator G>
   CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
                                                               std::uint32_t lo0) const noexcept {
     const vconsts c = make_consts<H>();
-    const vrandom gen(key);  // (stochastic only; unused otherwise)
+    vrandom<G> gen(key);  // (stochastic only; unused otherwise)
     std::size_t i = 0;
     // Streaming stores go to whole 64-byte lines: the values before the first
     // line boundary of out go through masked stores.
@@ -464,14 +468,16 @@ struct kernel {
       }
     }
     constexpr std::size_t line = 16 * lines<Out>::vectors;  // values per 64 bytes of out
+    if constexpr (stochastic) gen.from(lo0 + static_cast<std::uint32_t>(i));
     for (; i + line <= n; i += line) {
       __m512i v[lines<Out>::vectors];
+#pragma GCC unroll 4
       for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
         // (address arithmetic on integers: the prefetched address may lie past the array)
         _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + 16 * u) +
                                                    tuning::prefetch_distance * sizeof(float)),
                      _MM_HINT_T0);
-        v[u] = round16<R, K, H, codes>(c, _mm512_loadu_si512(in + i + 16 * u), draw(gen, lo0, i + 16 * u));
+        v[u] = round16<R, K, H, codes>(c, _mm512_loadu_si512(in + i + 16 * u), draw_next(gen));
       }
       const __m512i packed = lines<Out>::pack(v);
       if (streaming) _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), packed);
@@ -486,6 +492,18 @@ struct kernel {
     if (streaming) _mm_sfence();
   }
 
+  /// loop<H> with the key's generator (one loop for the deterministic modes).
+  template <method H>
+  void loop_for(const float* in, Out* out, std::size_t n, std::uint32_t lo0) const noexcept {
+    if constexpr (stochastic) {
+      if (key.generator == random_generator::v1) {
+        loop<H, random_generator::v1>(in, out, n, lo0);
+        return;
+      }
+    }
+    loop<H, random_generator::v2>(in, out, n, lo0);
+  }
+
   template <class Counts>  // (detail::bulk_counts; the fast kernels count nothing)
   void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& c) const noexcept {
     // Only the loops a (K, R, Out) can need are compiled: the integer method
@@ -494,9 +512,9 @@ struct kernel {
     // also meets the fp method's conditions, which serves the other cases).
     constexpr bool integer_ok = sizeof(Out) >= 2;
     constexpr bool f16c_ok = hardware_mode && K == encoding_kind::ieee && (quantizes || sizeof(Out) == 2);
-    if (integer_ok && p.how == method::integer) loop<integer_ok ? method::integer : method::fp>(in, out, n, lo0);
-    else if (f16c_ok && p.how == method::f16c) loop<f16c_ok ? method::f16c : method::fp>(in, out, n, lo0);
-    else loop<method::fp>(in, out, n, lo0);
+    if (integer_ok && p.how == method::integer) loop_for<integer_ok ? method::integer : method::fp>(in, out, n, lo0);
+    else if (f16c_ok && p.how == method::f16c) loop_for<f16c_ok ? method::f16c : method::fp>(in, out, n, lo0);
+    else loop_for<method::fp>(in, out, n, lo0);
     c = Counts{};
   }
 };

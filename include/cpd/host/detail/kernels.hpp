@@ -132,19 +132,50 @@ struct round_kernel {
 
   /// out[i] = the rounding of in[i] for i < n; the counter of element i is lo0 + i.
   CPD_ALWAYS_INLINE void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
+    if constexpr (stochastic) {
+      if (key.generator == random_generator::v1) {
+        run_with<random_generator::v1>(in, out, n, lo0, c);
+        return;
+      }
+    }
+    run_with<random_generator::v2>(in, out, n, lo0, c);
+  }
+
+ private:
+  /// run with the key's generator G (a loop with no branch on it). v1 draws each element's
+  /// word in the loop; v2 fills a block of words first, a hash per pair of elements (per
+  /// element in the loop, each pair would be hashed twice).
+  template <random_generator G>
+  CPD_ALWAYS_INLINE void run_with(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const
+      noexcept {
     const spec s = sp.get();
     const random_key k = key;
     const int kb = rbits;
     local_counts cc;
-    for (std::size_t i = 0; i < n; ++i) {
-      const uint_of<T> x = bit_cast<uint_of<T>>(in[i]);
-      const std::uint32_t rnd = stochastic ? random_bits(k, lo0 + static_cast<std::uint32_t>(i)) : 0u;
-      const auto r = round_bits<R, O, T>(s, x, rnd, kb);
-      if constexpr (Stats) cc.add(events(s, x, r.code, r.overflow != 0));
-      if constexpr (Op == bulk_op::quantize) out[i] = bit_cast<T>(r.value);
-      else out[i] = static_cast<Out>(r.code);
+    if constexpr (stochastic && G == random_generator::v2) {
+      constexpr std::size_t block = 256;
+      std::uint32_t rnd[block];
+      for (std::size_t b = 0; b < n; b += block) {
+        const std::size_t m = n - b < block ? n - b : block;
+        fill_random_bits<G>(k, lo0 + static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m), rnd);
+        for (std::size_t i = 0; i < m; ++i) round_one(s, in[b + i], out[b + i], rnd[i], kb, cc);
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        round_one(s, in[i], out[i],
+                  stochastic ? random_bits_of<G>(k, lo0 + static_cast<std::uint32_t>(i)) : 0u, kb, cc);
     }
     c = cc.get();
+  }
+
+  /// out = the rounding of x with the random bits rnd.
+  static CPD_ALWAYS_INLINE void round_one(const spec& s, T x, Out& out, std::uint32_t rnd, int kb,
+                                          local_counts& cc) noexcept {
+    const uint_of<T> b = bit_cast<uint_of<T>>(x);
+    const auto r = round_bits<R, O, T>(s, b, rnd, kb);
+    if constexpr (Stats) cc.add(events(s, b, r.code, r.overflow != 0));
+    if constexpr (Op == bulk_op::quantize) out = bit_cast<T>(r.value);
+    else out = static_cast<Out>(r.code);
   }
 };
 

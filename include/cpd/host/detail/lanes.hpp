@@ -16,6 +16,9 @@
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/bits.hpp>
+#include <cpd/core/encoding.hpp>
+#include <cpd/core/random.hpp>
+#include <cpd/host/detail/avx512_random.hpp>
 #include <cpd/host/detail/fast_plan.hpp>
 #include <cpd/host/detail/isa.hpp>
 
@@ -204,6 +207,27 @@ struct odd_sum_loop {
 #endif
 };
 
+/// t[j] = double(a[j]) + double(b[j]) rounded to odd in double, exactly (add_odd of the
+/// widened floats, cpd/core/float.hpp, by TwoSum in double without branches: the double
+/// sum, one ulp toward the exact sum when it is inexact and even). inf and NaN as the sum
+/// gives them (two floats never overflow a double).
+struct odd_sum_double_loop {
+  static CPD_ALWAYS_INLINE int run(const float* a, const float* b, double* t, std::size_t n) noexcept {
+    for (std::size_t j = 0; j < n; ++j) {
+      const double x = a[j], y = b[j];
+      const double s = x + y;
+      const double bb = s - x;
+      const double err = (x - (s - bb)) + (y - bb);
+      const std::int64_t u = bit_cast<std::int64_t>(s), e = bit_cast<std::int64_t>(err);
+      const std::int64_t finite = -std::int64_t((u & 0x7FFFFFFFFFFFFFFF) < 0x7FF0000000000000);
+      const std::int64_t fix = finite & -std::int64_t((e & 0x7FFFFFFFFFFFFFFF) != 0) & ((u & 1) - 1);
+      const std::int64_t dir = ((e ^ u) >> 63) | 1;  // +1: away from zero (err has s's sign), -1: toward
+      t[j] = bit_cast<double>(u + (fix & dir));
+    }
+    return 0;
+  }
+};
+
 /// s[j], or the canonical +qNaN where s[j] is a NaN.
 struct canonical_nan_loop {
   static CPD_ALWAYS_INLINE int run(float* s, std::size_t n) noexcept {
@@ -213,6 +237,61 @@ struct canonical_nan_loop {
       s[j] = bit_cast<float>((u & ~is_nan) | (0x7FC00000 & is_nan));
     }
     return 0;
+  }
+};
+
+/// out[j] = the word of counter lo + j under key (generator G), j < n, lo + n <= 2^32: the
+/// AVX-512 generator's 16 lanes, else fill_random_bits.
+template <random_generator G>
+struct random_fill_loop {
+  static CPD_ALWAYS_INLINE int run(random_key key, std::uint32_t lo, std::uint32_t n, std::uint32_t* out) noexcept {
+    fill_random_bits<G>(key, lo, n, out);
+    return 0;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(random_key key, std::uint32_t lo, std::uint32_t n,
+                                                            std::uint32_t* out) noexcept {
+    fast::vrandom<G> gen(key);
+    gen.from(lo);
+    std::uint32_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_si512(out + j, gen.next());
+    if (j < n) _mm512_mask_storeu_epi32(out + j, static_cast<__mmask16>((1u << (n - j)) - 1u), gen.next());
+    return 0;
+  }
+#endif
+};
+
+/// Stochastic rounding to F, with 32 random bits, of the double sums t[j] (rounded to odd:
+/// odd_sum_double_loop's) where |t[j]| is zero or a normal value of F at most F's max: there
+/// the dropped bits are the low 52 - M bits of the double, and the integer method (the random
+/// bits aligned with them, added; the carry out of the dropped field is the core's "remk >
+/// kmask ^ rnd"; then cleared) gives the core's result, narrowed to float exactly (+0 for a
+/// zero in a format without -0). Elsewhere (F's subnormals, beyond max, inf, NaN) out[j] is
+/// left and bad[j] set, for the core. Returns how many are bad.
+template <class F>
+struct stochastic_double_sum_loop {
+  static constexpr int d0 = 52 - F::spec.M;
+  static constexpr int left = d0 > 32 ? d0 - 32 : 0, right = d0 < 32 ? 32 - d0 : 0;
+  static constexpr std::uint64_t low = (std::uint64_t(1) << d0) - 1;
+  static constexpr std::uint64_t emin_bits = static_cast<std::uint64_t>(F::spec.emin + 1023) << 52;
+  static constexpr std::uint64_t max_bits = F::spec.max_bits_f64;
+  static constexpr std::uint64_t zero_sign = F::spec.enc == encoding_kind::fnuz ? 0 : 0x8000000000000000u;
+
+  static CPD_ALWAYS_INLINE std::size_t run(const double* t, const std::uint32_t* rnd, float* out, unsigned char* bad,
+                                           std::size_t n) noexcept {
+    std::size_t nbad = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::uint64_t u = bit_cast<std::uint64_t>(t[j]);
+      const std::uint64_t a = u & 0x7FFFFFFFFFFFFFFFu;
+      const bool ok = a == 0 || (a >= emin_bits && a <= max_bits);
+      const std::uint64_t r = (a + ((static_cast<std::uint64_t>(rnd[j]) << left) >> right)) & ~low;
+      const std::uint64_t sign = u & (r == 0 ? zero_sign : 0x8000000000000000u);
+      const float v = static_cast<float>(bit_cast<double>(r | sign));
+      out[j] = ok ? v : out[j];
+      bad[j] = static_cast<unsigned char>(!ok);
+      nbad += !ok;
+    }
+    return nbad;
   }
 };
 

@@ -121,7 +121,7 @@ struct range_runner {
         std::uint64_t piece = std::min<std::uint64_t>(m - i, std::uint64_t(1) << 30);
         if constexpr (K::stochastic) {
           piece = std::min<std::uint64_t>(piece, (std::uint64_t(1) << 32) - lo);
-          kk.key = make_random_key(o->seed, o->stream, static_cast<std::uint32_t>(counter >> 32));
+          kk.key = make_random_key(o->seed, o->stream, static_cast<std::uint32_t>(counter >> 32), o->generator);
         }
         bulk_counts c{};
         loop(kk, src + i, out + j + i, static_cast<std::size_t>(piece), lo, &c);
