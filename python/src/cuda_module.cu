@@ -11,7 +11,8 @@
 // widening and narrowing as the host module (python/src/dtypes.hpp); float64 rounds from the
 // double. The statistic of the scalers reads max|x| (cpd::cuda::amax for float32). The
 // exchange on a device (cpd::cuda::rank_exchange: cpd.torch's hook, all_reduce and emulated
-// workers on CUDA tensors) is bound in cuda_exchange.hpp.
+// workers on CUDA tensors) is bound in cuda_exchange.cu, the typed strategy compiled in
+// cuda_typed.cu (cuda_support.hpp: what the three share).
 
 #include <cpd/core/format.hpp>
 #include <cpd/core/names.hpp>
@@ -19,7 +20,7 @@
 #include <cpd/host/detail/call.hpp>  // cpd::detail::scaled_spec, as the host calls scale
 #include <cpd/cuda.cuh>
 
-#include "cuda_typed.cuh"
+#include "cuda_support.hpp"
 #include "dtypes.hpp"
 
 #include <pybind11/pybind11.h>
@@ -39,7 +40,11 @@ namespace py = pybind11;
 
 namespace {
 
+using cpd_python::check;
 using cpd_python::dtype;
+using cpd_python::on_device;
+using cpd_python::parse_overflow;
+using cpd_python::parse_rounding;
 
 constexpr unsigned block = 256;
 
@@ -132,29 +137,6 @@ __global__ void amax_wide_kernel(const void* in, dtype t, std::size_t n, unsigne
 
 // --- launches ------------------------------------------------------------------------------
 
-void check(cudaError_t e, const char* who) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(who) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-/// Sets the current device to `device` for the scope (the array's; back afterwards).
-class on_device {
- public:
-  on_device(int device, const char* who) {
-    check(cudaGetDevice(&old_), who);
-    if (device != old_) check(cudaSetDevice(device), who);
-  }
-  ~on_device() { cudaSetDevice(old_); }
-  on_device(const on_device&) = delete;
-  on_device& operator=(const on_device&) = delete;
-
- private:
-  int old_ = 0;
-};
-
-cpd::rounding parse_rounding(const std::string& s) { return cpd::from_string<cpd::rounding>(s); }
-
-cpd::overflow parse_overflow(const std::string& s) { return cpd::from_string<cpd::overflow>(s); }
 
 template <cpd::rounding R, cpd::overflow O>
 void launch_round(const void* in, dtype ti, void* out, dtype to, unsigned code_bytes, std::size_t n,
@@ -214,7 +196,7 @@ void round_call(const char* who, std::uintptr_t in, const std::string& in_dtype,
   opt.offset = offset;
   opt.generator = a.generator;
   const cpd_python::device_round q{src, ti, dst, to, code_bytes, n, opt, s};
-  // The strategy: the library's typed kernels where they serve (cuda_typed.cuh), else the
+  // The strategy: the library's typed kernels where they serve (cuda_typed.cu), else the
   // generic kernel over the runtime spec; the same bits either way.
   if (cpd_python::typed_serves(f, r, q)) check(cpd_python::round_with_typed(f, r, o, q), who);
   else if (o == cpd::overflow::saturate) launch_mode<cpd::overflow::saturate>(r, src, ti, dst, to, code_bytes, n, a, s);
@@ -325,8 +307,6 @@ int device_count() {
   return cudaGetDeviceCount(&k) == cudaSuccess ? k : 0;
 }
 
-#include "cuda_exchange.hpp"  // the exchange on a device: uses the helpers above
-
 }  // namespace
 
 PYBIND11_MODULE(_cpd_cuda, m) {
@@ -337,5 +317,5 @@ PYBIND11_MODULE(_cpd_cuda, m) {
   m.def("amax", &amax);
   m.def("device_count", &device_count);
   m.def("pointer_device", &pointer_device);
-  cuda_exchange::bind(m);
+  cpd_python::bind_exchange(m);
 }

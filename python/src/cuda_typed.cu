@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
-#pragma once
 
-// The CUDA module's typed strategy (python/src/cuda_module.cu): for the formats that
+// The CUDA module's typed strategy (its entry points in cuda_support.hpp, chosen by cuda_module.cu): for the formats that
 // gradients and activations are held in most (device_formats), cpd.quantize/encode/decode
 // launch the library's own kernels over a compile-time format (<cpd/device/cuda.cuh>: its
 // converters in their fast form, 4-wide loads and stores), at the speed of the device copy,
@@ -14,6 +13,7 @@
 #include <cpd/core/options.hpp>
 #include <cpd/cuda.cuh>
 
+#include "cuda_support.hpp"
 #include "dtypes.hpp"
 
 #include <cuda_runtime.h>
@@ -23,21 +23,10 @@
 #include <type_traits>
 
 namespace cpd_python {
+namespace {
 
 /// The formats with a typed path on the device.
 using device_formats = cpd::format_list<cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float16, cpd::bfloat16>;
-
-/// What one rounding call asks, as the module received it.
-struct device_round {
-  const void* in;
-  dtype ti;
-  void* out;
-  dtype to;             ///< the values' dtype (quantize)
-  unsigned code_bytes;  ///< 0: quantize; else encode into codes of this many bytes
-  std::size_t n;
-  cpd::bulk_options opt;  ///< scale exponent, seed, stream, offset
-  cudaStream_t stream;
-};
 
 /// A float16/bfloat16 element through fn (a kernel function of float, index): the value or
 /// code fn gives, narrowed back to the dtype when it is a value.
@@ -92,10 +81,12 @@ cudaError_t round_typed_mode(cpd::rounding r, const device_round& q) {
   }
 }
 
+}  // namespace
+
 /// Whether the typed strategy serves the request: a format of device_formats, nearest-even or
 /// stochastic rounding, the values of a float32 array into float32 or of a float16/bfloat16
 /// array into its own dtype, or codes of exactly the format's storage width.
-inline bool typed_serves(const cpd::format& f, cpd::rounding r, const device_round& q) {
+bool typed_serves(const cpd::format& f, cpd::rounding r, const device_round& q) {
   if (r != cpd::rounding::nearest_even && r != cpd::rounding::stochastic) return false;
   if (q.ti == dtype::float64) return false;
   if (q.code_bytes == 0 && q.to != q.ti) return false;
@@ -109,7 +100,7 @@ inline bool typed_serves(const cpd::format& f, cpd::rounding r, const device_rou
 }
 
 /// Runs the typed strategy (typed_serves(f, r, q) must hold).
-inline cudaError_t round_with_typed(const cpd::format& f, cpd::rounding r, cpd::overflow o, const device_round& q) {
+cudaError_t round_with_typed(const cpd::format& f, cpd::rounding r, cpd::overflow o, const device_round& q) {
   cudaError_t e = cudaErrorNotSupported;
   cpd::visit<device_formats>(f, [&](auto fmt) {
     using F = decltype(fmt);
@@ -121,15 +112,15 @@ inline cudaError_t round_with_typed(const cpd::format& f, cpd::rounding r, cpd::
 
 /// Whether the typed strategy serves a decode: a format of device_formats, codes of exactly
 /// its storage width (no code can then have bits above the format's), float32 values out.
-inline bool typed_serves_decode(const cpd::format& f, unsigned code_bytes, dtype to) {
+bool typed_serves_decode(const cpd::format& f, unsigned code_bytes, dtype to) {
   unsigned storage = 0;
   cpd::visit<device_formats>(f, [&](auto fmt) { storage = sizeof(typename decltype(fmt)::storage_type); });
   return to == dtype::float32 && storage != 0 && code_bytes == storage;
 }
 
 /// Runs the typed decode (typed_serves_decode must hold): cpd::cuda::decode<F> with the scale.
-inline cudaError_t decode_with_typed(const cpd::format& f, const void* in, float* out, std::size_t n, int exponent,
-                                     cudaStream_t s) {
+cudaError_t decode_with_typed(const cpd::format& f, const void* in, float* out, std::size_t n, int exponent,
+                              cudaStream_t s) {
   cudaError_t e = cudaErrorNotSupported;
   cpd::visit<device_formats>(f, [&](auto fmt) {
     using F = decltype(fmt);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
-// The exchange on a device, for cpd._cpd_cuda (included by cuda_module.cu, after its
-// helpers): the library's rank schedule with its element backend on CUDA,
+// The exchange on a device, for cpd._cpd_cuda (its own translation unit; bind_exchange is
+// called by cuda_module.cu): the library's rank schedule with its element backend on CUDA,
 // cpd::cuda::rank_exchange, bound with device pointers, sizes and the cudaStream_t as
 // integers, and nothing else.
 //   Exchange       one rank's side whose messages the caller moves (cpd.torch: the DDP hook
@@ -15,6 +15,29 @@
 // The tensors of a call lie back to back (Exchange: one flat input and output) or anywhere
 // (Emulation: a pointer per worker and tensor); every tensor has its scale (2^exponent,
 // nonfinite: formats without NaN carry NaN bits) and its random stream.
+
+#include <cpd/core/format.hpp>
+#include <cpd/core/names.hpp>
+#include <cpd/cuda.cuh>
+
+#include "cuda_support.hpp"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace cpd_python {
+namespace {
 
 namespace cuda_exchange {
 
@@ -262,3 +285,9 @@ void bind(py::module_& m) {
 }
 
 }  // namespace cuda_exchange
+
+}  // namespace
+
+void bind_exchange(py::module_& m) { cuda_exchange::bind(m); }
+
+}  // namespace cpd_python
