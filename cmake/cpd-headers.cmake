@@ -71,6 +71,7 @@ set(CPD_HEADERS
   include/cpd/host/detail/select.hpp
   include/cpd/host/detail/tuning.hpp
   include/cpd/host/execution.hpp
+  include/cpd/host/instances.hpp
   include/cpd/host/posit_bulk.hpp
   include/cpd/host/pack.hpp
   include/cpd/mpi.hpp

@@ -32,6 +32,10 @@
 //   4. detail::range_runner<K>::operator()(0, n)      scale blocks, random-key pieces
 //   5. detail::loop_avx512<K> (or loop_avx2, loop_baseline)   the kernel loop: K::run
 //        inlined, which calls round_bits per element (fast::kernel: its own loop)
+//
+// The policy reaches the detail calls as a const reference (std::as_const), so that the
+// runtime-format calls have one instantiation per policy type, which <cpd/host/instances.hpp>
+// can compile once for a whole program.
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/fenv.hpp>
@@ -52,6 +56,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace cpd {
 
@@ -135,7 +140,7 @@ void decode(Policy&& policy, const typename F::storage_type* in, T* out, std::si
   const detail::spec s = detail::scaled_spec(F::spec, options.scale_exponent, "cpd::decode");
   if (std::is_same_v<T, float> && !s.fits_float)
     detail::fail_invalid("cpd::decode: with this scale_exponent the values are not floats; decode to double");
-  detail::decode_spec(policy, s, in, out, n, options, table, "cpd::decode");
+  detail::decode_spec(std::as_const(policy), s, in, out, n, options, table, "cpd::decode");
 }
 
 /// out[i] = the value of code in[i] of F (times 2^-scale_exponent and scale_inverse).
@@ -157,7 +162,7 @@ void quantize(Policy&& policy, const format& f, rounding r, overflow o, const T*
   const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   if (std::is_same_v<T, float> && !f.spec().fits_float)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
-  detail::round_format<List, detail::bulk_op::quantize>(policy, f, r, o, in, out, n, options, "cpd::quantize");
+  detail::round_format<List, detail::bulk_op::quantize>(std::as_const(policy), f, r, o, in, out, n, options, "cpd::quantize");
 }
 
 /// out[i] = in[i] rounded to the runtime format f in mode r, overflow o.
@@ -178,7 +183,7 @@ void encode(Policy&& policy, const format& f, rounding r, overflow o, const T* i
   if (f.bits() > static_cast<int>(8 * sizeof(Code)))
     detail::fail_invalid("cpd::encode: codes of " + f.name() + " have " + std::to_string(f.bits()) +
                          " bits; the output type has " + std::to_string(8 * sizeof(Code)));
-  detail::round_format<List, detail::bulk_op::encode>(policy, f, r, o, in, out, n, options, "cpd::encode");
+  detail::round_format<List, detail::bulk_op::encode>(std::as_const(policy), f, r, o, in, out, n, options, "cpd::encode");
 }
 
 /// out[i] = the code of in[i] rounded to the runtime format f.
@@ -204,7 +209,7 @@ void decode(Policy&& policy, const format& f, const Code* in, T* out, std::size_
   const detail::spec s = detail::scaled_spec(f.spec(), options.scale_exponent, "cpd::decode");
   if (std::is_same_v<T, float> && !s.fits_float)
     detail::fail_invalid("cpd::decode: format " + f.name() + " (scaled) has values that are not floats; use double");
-  detail::decode_spec(policy, s, in, out, n, options, nullptr, "cpd::decode");
+  detail::decode_spec(std::as_const(policy), s, in, out, n, options, nullptr, "cpd::decode");
 }
 
 /// out[i] = the value of code in[i] of the runtime format f.
@@ -216,3 +221,5 @@ std::enable_if_t<detail::is_bulk_value_v<T> && detail::is_code_v<Code>> decode(c
 }
 
 }  // namespace cpd
+
+#include <cpd/host/instances.hpp>  // (declares nothing unless CPD_EXTERN_RUNTIME_CALLS is defined)
