@@ -752,8 +752,9 @@ def _simulate_on_device(who, tensors, format, scaler, o, out, diagnostics):
     from . import _torch_cuda
     if o["algorithm"] in _torch_cuda.DEVICE_ALGORITHMS:
         return _torch_cuda.simulate(who, list(tensors), name, format, sc, o, out)
+    # halving_doubling has no rank schedule: on the host
     res, info = simulate_allreduce([x.cpu() for x in tensors], format, sc, o["algorithm"], o["rounding"], o["kahan"],
-                                   o["mean"], o["seed"], o["stream"], generator=o["generator"])  # (no rank schedule: on the host)
+                                   o["mean"], o["seed"], o["stream"], generator=o["generator"])
     if out is None:
         return res.to(x0.device), info
     out.copy_(res)

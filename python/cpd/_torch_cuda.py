@@ -98,8 +98,8 @@ def emulate(grads, outs, o, scales):
     e = _native.make_emulation(o["format"], o["rounding"], DEVICE_ALGORITHMS[o["algorithm"]], w,
                                [g.data_ptr() for ws in grads for g in ws], [t.data_ptr() for t in outs],
                                [t.numel() for t in outs], [s.exponent for s in scales],
-                               [s.nonfinite for s in scales], o["seed"], list(o["streams"]), o["generator"], bool(o["kahan"]),
-                               bool(o["mean"]), dev.index)
+                               [s.nonfinite for s in scales], o["seed"], list(o["streams"]), o["generator"],
+                               bool(o["kahan"]), bool(o["mean"]), dev.index)
     area = torch.empty(e.area_bytes(), dtype=torch.uint8, device=dev)
     e.run(area.data_ptr(), area.numel(), _stream(dev))
 
