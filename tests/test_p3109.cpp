@@ -377,4 +377,10 @@ TEST_CASE("p3109: compile-time formats, numeric_limits") {
   CHECK(cpd::convert<ue, rounding::nearest_even>(-1.0f).bits() == 0xFF);  // SatNone: NaN
   CHECK(cpd::convert<ue, rounding::toward_zero>(-1.0f).bits() == 0);
   CHECK(cpd::convert<ue, rounding::nearest_even, overflow::saturate>(-1.0f).bits() == 0);
+  // P = 1: ties to the even code (the exponent field), not up as MPFR's precision 1 does
+  const cpd::format p1 = cpd::format::parse("binary8p1se");
+  CHECK(cpd::encode(p1, rounding::nearest_even, overflow::infinity, 1.5) == 0x40);
+  CHECK(cpd::encode(p1, rounding::nearest_even, overflow::infinity, 3.0) == 0x42);
+  CHECK(cpd::encode(cpd::format(7, 0, cpd::encoding_kind::fnuz), rounding::nearest_even, overflow::infinity, 1.5) ==
+        0x41);
 }
