@@ -59,10 +59,9 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr V max_of(V a, V b) noexcept {
 /// variant `v` says (IEEE P3109's StochasticA, B, C; b needs rbits <= 31).
 /// (s is taken by value: device code may copy F::spec but not refer to it.)
 template <rounding R, overflow O, class T>
-CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_of<T> x,
-                                                                   std::uint32_t rnd = 0,
-                                                                   int rbits = 32,
-                                                                   stochastic_variant v = stochastic_variant::a) noexcept {
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
+    spec s, uint_of<T> x, std::uint32_t rnd = 0, int rbits = 32,
+    stochastic_variant v = stochastic_variant::a) noexcept {
   using S = source<T>;
   using U = uint_of<T>;
   constexpr int SM = S::mantissa_bits;
@@ -281,8 +280,8 @@ struct rounded_as {
   std::uint64_t code;  ///< its code
 };
 template <rounding R, overflow O, class T>
-CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(const spec& s, T x, std::uint32_t rnd, int rbits,
-                                                                     stochastic_variant v = stochastic_variant::a) noexcept {
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(
+    const spec& s, T x, std::uint32_t rnd, int rbits, stochastic_variant v = stochastic_variant::a) noexcept {
   if constexpr (std::is_same_v<T, float>) {
     if (vector_kernel_takes<float>(s)) {
       const auto r = round_bits<R, O, float>(s, bit_cast<std::uint32_t>(x), rnd, rbits, v);
