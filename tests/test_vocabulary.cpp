@@ -67,8 +67,10 @@ std::uint32_t bits_of(float x) {
 TEST_CASE("names: every choice read back from its name, and one message for a bad name") {
   check_round_trip<cpd::rounding>("cpd::rounding",
                                   "nearest_even, nearest_away, toward_zero, upward, downward, stochastic, odd");
-  check_round_trip<cpd::overflow>("cpd::overflow", "infinity, saturate");
-  check_round_trip<cpd::encoding_kind>("cpd::encoding_kind", "ieee, fn, fnuz, finite, fnu");
+  check_round_trip<cpd::overflow>("cpd::overflow", "infinity, saturate, propagate");
+  check_round_trip<cpd::stochastic_variant>("cpd::stochastic_variant", "a, b, c");
+  check_round_trip<cpd::encoding_kind>("cpd::encoding_kind",
+                                       "ieee, fn, fnuz, finite, fnu, p3109_sf, p3109_se, p3109_uf, p3109_ue");
   check_round_trip<cpd::allreduce_algorithm>(
       "cpd::allreduce_algorithm", "sequential, ring, halving_doubling, pipelined_ring, two_step, all_gather, native");
   check_round_trip<cpd::scaler_kind>("cpd::scaler_kind",

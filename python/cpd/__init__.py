@@ -358,7 +358,8 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     GPU. A float16 or bfloat16 result must hold every value of the format (else ValueError:
     pass float32, or out= of float32); out may be of a wider dtype than x.
 
-    rounding: one of cpd.roundings; overflow: "infinity" (IEEE 754) or "saturate".
+    rounding: one of cpd.roundings; overflow: "infinity" (IEEE 754), "saturate" or "propagate" (saturate
+    finite values, keep infinities: IEEE P3109's SatPropagate).
     seed, stream, offset, generator: the random bits of stochastic rounding (element i draws
     cpd::random_bits(seed, stream, offset + i, generator)); seed=None takes the next key of
     cpd.manual_seed's sequence; generator "v1" or "v2" (None: the one of the last
@@ -486,7 +487,8 @@ def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="neares
 
 def formats():
     """The formats cpd names (every alias it compiles kernels for, as format.name() writes
-    them). Any eXmY[bB][fn|fnuz|fnu|finite] of the rules in docs/formats.md works too."""
+    them). Any eXmY[bB][fn|fnuz|fnu|finite] and IEEE P3109 binary{K}p{P}{s|u}{e|f} of the rules in
+    docs/formats.md works too."""
     return list(_cpd.format_names())
 
 

@@ -198,8 +198,12 @@ void round_call(const char* who, std::uintptr_t in, const std::string& in_dtype,
   const cpd_python::device_round q{src, ti, dst, to, code_bytes, n, opt, s};
   // The strategy: the library's typed kernels where they serve (cuda_typed.cu), else the
   // generic kernel over the runtime spec; the same bits either way.
-  if (cpd_python::typed_serves(f, r, q)) check(cpd_python::round_with_typed(f, r, o, q), who);
+  // (overflow::propagate, IEEE P3109's SatPropagate, runs on the generic kernel only.)
+  if (o != cpd::overflow::propagate && cpd_python::typed_serves(f, r, q))
+    check(cpd_python::round_with_typed(f, r, o, q), who);
   else if (o == cpd::overflow::saturate) launch_mode<cpd::overflow::saturate>(r, src, ti, dst, to, code_bytes, n, a, s);
+  else if (o == cpd::overflow::propagate)
+    launch_mode<cpd::overflow::propagate>(r, src, ti, dst, to, code_bytes, n, a, s);
   else launch_mode<cpd::overflow::infinity>(r, src, ti, dst, to, code_bytes, n, a, s);
   check(cudaGetLastError(), who);
 }

@@ -108,9 +108,16 @@ double time_quantize(const py::buffer& in, const py::buffer& out, const std::str
 
 /// The scalar core on one float (cpd::quantize of a runtime format): the
 /// tests' check that the bulk binding passes modes, seeds, streams and offsets through.
-float scalar_quantize(const std::string& fmt, const std::string& rounding, const std::string& overflow, float x,
-                      std::uint32_t random_bits) {
-  return cpd::quantize(parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow), x, random_bits);
+/// Also the oracle tests' entry to stochastic rounding with given random bits R, their count N
+/// and the variant (a, b, c: IEEE P3109's StochasticA, B, C), in double.
+double scalar_quantize(const std::string& fmt, const std::string& rounding, const std::string& overflow, double x,
+                       std::uint32_t random_bits, int random_bits_used, const std::string& variant, bool in_float) {
+  const cpd::format f = parse_format(fmt);
+  const cpd::stochastic_variant v = cpd::from_string<cpd::stochastic_variant>(variant);
+  if (in_float)
+    return cpd::quantize(f, parse_rounding(rounding), parse_overflow(overflow), static_cast<float>(x), random_bits,
+                         random_bits_used, v);
+  return cpd::quantize(f, parse_rounding(rounding), parse_overflow(overflow), x, random_bits, random_bits_used, v);
 }
 
 }  // namespace
@@ -119,7 +126,9 @@ void bind_values(py::module_& m) {
   m.def("quantize", &quantize);
   m.def("cast", &cast);
   m.def("time_quantize", &time_quantize);
-  m.def("scalar_quantize", &scalar_quantize);
+  m.def("scalar_quantize", &scalar_quantize, py::arg("format"), py::arg("rounding"), py::arg("overflow"), py::arg("x"),
+        py::arg("random_bits") = 0, py::arg("random_bits_used") = 32, py::arg("variant") = "a",
+        py::arg("in_float") = true);
 }
 
 }  // namespace cpd_python

@@ -19,7 +19,11 @@ enum class encoding_kind : unsigned char {
   fn,      ///< finite + NaN: no inf; NaN only where exponent and mantissa are all ones
   fnuz,    ///< finite + NaN, unsigned zero: no inf, no -0, NaN is the -0 pattern
   finite,  ///< no inf, no NaN (OCP FP6/FP4)
-  fnu      ///< unsigned, finite + NaN, no zero and no subnormals (OCP MX E8M0 scale)
+  fnu,     ///< unsigned, finite + NaN, no zero and no subnormals (OCP MX E8M0 scale)
+  p3109_sf,  ///< IEEE P3109 signed finite: fnuz's codes, with P3109's rounding and saturation rules
+  p3109_se,  ///< IEEE P3109 signed extended: as p3109_sf, +-inf at the largest magnitude code
+  p3109_uf,  ///< IEEE P3109 unsigned finite: zero, subnormals, NaN at all ones
+  p3109_ue   ///< IEEE P3109 unsigned extended: as p3109_uf, +inf below the NaN
 };
 
 /// IEEE-style encoding (the default): subnormals, +-inf, NaNs.
@@ -43,7 +47,25 @@ struct fnu {
   static constexpr encoding_kind kind = encoding_kind::fnu;
 };
 
-/// The name of an encoding ("ieee", "fn", "fnuz", "finite", "fnu").
+/// IEEE P3109 binary{K}p{P}, signed, finite domain: the codes of cpd::fnuz (E = K - P,
+/// M = P - 1), rounded and saturated by P3109's rules (docs/formats.md).
+struct p3109_sf {
+  static constexpr encoding_kind kind = encoding_kind::p3109_sf;
+};
+/// IEEE P3109 signed, extended domain: NaN 0x80..., +inf 0x7F..., -inf 0xFF....
+struct p3109_se {
+  static constexpr encoding_kind kind = encoding_kind::p3109_se;
+};
+/// IEEE P3109 unsigned, finite domain (E = K - P + 1, M = P - 1, no sign bit): NaN all ones.
+struct p3109_uf {
+  static constexpr encoding_kind kind = encoding_kind::p3109_uf;
+};
+/// IEEE P3109 unsigned, extended domain: +inf all ones but the last bit, NaN all ones.
+struct p3109_ue {
+  static constexpr encoding_kind kind = encoding_kind::p3109_ue;
+};
+
+/// The name of an encoding ("ieee", "fn", "fnuz", "finite", "fnu", "p3109_sf", ...).
 CPD_HOST_DEVICE constexpr const char* to_string(encoding_kind k) noexcept {
   switch (k) {
     case encoding_kind::ieee: return "ieee";
@@ -51,23 +73,53 @@ CPD_HOST_DEVICE constexpr const char* to_string(encoding_kind k) noexcept {
     case encoding_kind::fnuz: return "fnuz";
     case encoding_kind::finite: return "finite";
     case encoding_kind::fnu: return "fnu";
+    case encoding_kind::p3109_sf: return "p3109_sf";
+    case encoding_kind::p3109_se: return "p3109_se";
+    case encoding_kind::p3109_uf: return "p3109_uf";
+    case encoding_kind::p3109_ue: return "p3109_ue";
   }
   return "?";
 }
 
+/// True for the four IEEE P3109 encodings.
+CPD_HOST_DEVICE constexpr bool is_p3109(encoding_kind k) noexcept {
+  return k == encoding_kind::p3109_sf || k == encoding_kind::p3109_se || k == encoding_kind::p3109_uf ||
+         k == encoding_kind::p3109_ue;
+}
+
+/// True for the encodings without a sign bit (fnu, P3109 unsigned).
+CPD_HOST_DEVICE constexpr bool is_unsigned(encoding_kind k) noexcept {
+  return k == encoding_kind::fnu || k == encoding_kind::p3109_uf || k == encoding_kind::p3109_ue;
+}
+
 namespace detail {
 
-/// The bias a format has unless told otherwise: 2^(E-1) for fnuz, else 2^(E-1) - 1.
+/// The bias a format has unless told otherwise: 2^(E-1) for fnuz and the P3109 encodings
+/// (2^(K-P-1) signed, 2^(K-P) unsigned), else 2^(E-1) - 1.
 CPD_HOST_DEVICE constexpr int default_bias(int e, encoding_kind k) noexcept {
   if (e < 1 || e > 11) return 0;  // not a format; format_error says why
-  return k == encoding_kind::fnuz ? (1 << (e - 1)) : (1 << (e - 1)) - 1;
+  return k == encoding_kind::fnuz || is_p3109(k) ? (1 << (e - 1)) : (1 << (e - 1)) - 1;
+}
+
+/// How many of the largest magnitude codes are not finite values (inf and NaN codes), for
+/// the encodings that keep them at the top of the magnitude range.
+CPD_HOST_DEVICE constexpr std::uint64_t top_specials(int m, encoding_kind k) noexcept {
+  switch (k) {
+    case encoding_kind::ieee: return std::uint64_t(1) << m;  // the all-ones exponent
+    case encoding_kind::fn:
+    case encoding_kind::fnu:
+    case encoding_kind::p3109_se:
+    case encoding_kind::p3109_uf: return 1;
+    case encoding_kind::p3109_ue: return 2;
+    default: return 0;  // fnuz, finite, p3109_sf: NaN, if any, is the -0 pattern
+  }
 }
 
 /// The largest exponent field that holds a finite value.
 CPD_HOST_DEVICE constexpr int max_finite_field(int e, int m, encoding_kind k) noexcept {
   if (e < 1 || e > 11) return 0;  // not a format; format_error says why
-  const bool all_ones_special = k == encoding_kind::ieee || ((k == encoding_kind::fn || k == encoding_kind::fnu) && m == 0);
-  return (1 << e) - (all_ones_special ? 2 : 1);
+  const std::uint64_t all = (std::uint64_t(1) << (e + m)) - 1;  // the largest magnitude code
+  return static_cast<int>((all - top_specials(m, k)) >> m);
 }
 
 /// The exponent of the largest finite value (2^emax <= max < 2^(emax+1)), in 64 bits:
@@ -89,12 +141,18 @@ CPD_HOST_DEVICE constexpr const char* format_error(int e, int m, encoding_kind k
   if (e < 1 || e > 11) return "exponent bits E must be in [1, 11]";
   if (m < 0 || m > 52) return "mantissa bits M must be in [0, 52]";
   if (k != encoding_kind::ieee && k != encoding_kind::fn && k != encoding_kind::fnuz && k != encoding_kind::finite &&
-      k != encoding_kind::fnu)
-    return "encoding must be one of ieee, fn, fnuz, finite, fnu (a value cast from an int is no encoding_kind)";
+      k != encoding_kind::fnu && !is_p3109(k))
+    return "encoding must be one of ieee, fn, fnuz, finite, fnu, p3109_sf, p3109_se, p3109_uf, p3109_ue (a value "
+           "cast from an int is no encoding_kind)";
   if (k == encoding_kind::ieee && e < 2) return "cpd::ieee needs E >= 2 (one exponent code is inf/NaN)";
   if (k == encoding_kind::ieee && m < 1) return "cpd::ieee needs M >= 1 to encode NaN; use cpd::fn or cpd::finite for M = 0";
   if (k == encoding_kind::fn && e + m < 2) return "cpd::fn needs E + M >= 2 (one code is NaN)";
   if (k == encoding_kind::fnu && e + m < 2) return "cpd::fnu needs E + M >= 2 (one code is NaN)";
+  if (k == encoding_kind::p3109_se && e + m < 2)
+    return "cpd::p3109_se needs E + M >= 2 (K >= 3: one magnitude code is inf, and one must be finite)";
+  if (k == encoding_kind::p3109_uf && e + m < 2) return "cpd::p3109_uf needs E + M >= 2 (one code is NaN)";
+  if (k == encoding_kind::p3109_ue && e + m < 2)
+    return "cpd::p3109_ue needs E + M >= 2 (K >= 2: two codes are inf and NaN, and one must be finite)";
   if (max_exponent(e, m, k, bias) > 1023) return "bias too small: the largest value would exceed the range of double";
   if (min_exponent(m, k, bias) < -1074) return "bias too large: the smallest value would be below the range of double";
   return nullptr;
@@ -112,6 +170,11 @@ struct spec {
   bool has_neg_zero = false;
   bool has_zero = true;
   bool has_subnormals = true;
+  /// IEEE P3109's rules (docs/formats.md): with M = 0, ties and round-to-odd go by the
+  /// parity of the code (the exponent field); overflow in overflow::infinity gives +-max
+  /// where there is no inf; round-to-odd overflows to inf where the largest finite code is
+  /// even; negative values of an unsigned format give 0 or NaN (P3109's Saturate).
+  bool p3109 = false;
   int bits = 0;             ///< total bits of a code (1 + E + M, or E + M when unsigned)
   int emin = 0;             ///< exponent of the smallest normal (of code 1 << M; of code 0 for fnu)
   int emax = 0;             ///< exponent of the largest finite value
@@ -151,12 +214,13 @@ CPD_HOST_DEVICE constexpr double code_value(const spec& s, std::uint64_t mag) no
 /// flags (make_spec, and the host kernels' encoding_spec, whose k is a constant).
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr void set_encoding(spec& s, encoding_kind k) noexcept {
   s.enc = k;
-  s.has_sign = k != encoding_kind::fnu;
-  s.has_inf = k == encoding_kind::ieee;
+  s.has_sign = !is_unsigned(k);
+  s.has_inf = k == encoding_kind::ieee || k == encoding_kind::p3109_se || k == encoding_kind::p3109_ue;
   s.has_nan = k != encoding_kind::finite;
   s.has_neg_zero = k == encoding_kind::ieee || k == encoding_kind::fn || k == encoding_kind::finite;
   s.has_zero = k != encoding_kind::fnu;
   s.has_subnormals = k != encoding_kind::fnu;
+  s.p3109 = is_p3109(k);
 }
 
 /// Builds the spec of a valid format (check it with format_error first).
@@ -182,8 +246,23 @@ CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias
       s.nan_code = all;
       break;
     case encoding_kind::fnuz:
+    case encoding_kind::p3109_sf:
       s.max_code = all;
       s.nan_code = s.sign_bit;
+      break;
+    case encoding_kind::p3109_se:
+      s.max_code = all - 1;
+      s.inf_code = all;  // -inf: the sign bit with it
+      s.nan_code = s.sign_bit;
+      break;
+    case encoding_kind::p3109_uf:
+      s.max_code = all - 1;
+      s.nan_code = all;
+      break;
+    case encoding_kind::p3109_ue:
+      s.max_code = all - 2;
+      s.inf_code = all - 1;
+      s.nan_code = all;
       break;
     case encoding_kind::finite:
       s.max_code = all;
@@ -203,6 +282,23 @@ CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias
     s.min_bits_f32 = code_bits<float>(s, s.min_code);
   }
   return s;
+}
+
+/// True when code (sign and magnitude bits of a code of s) is a NaN of s.
+CPD_HOST_DEVICE constexpr bool is_nan_code(const spec& s, std::uint64_t code) noexcept {
+  const std::uint64_t mag = code & s.mag_mask;
+  switch (s.enc) {
+    case encoding_kind::ieee: return mag > s.inf_code;
+    case encoding_kind::fn:
+    case encoding_kind::fnu:
+    case encoding_kind::p3109_uf:
+    case encoding_kind::p3109_ue: return mag == s.nan_code;
+    case encoding_kind::fnuz:
+    case encoding_kind::p3109_sf:
+    case encoding_kind::p3109_se: return code == s.nan_code;
+    case encoding_kind::finite: return false;
+  }
+  return false;
 }
 
 /// The magnitude bits of T that hold the largest finite value of s.

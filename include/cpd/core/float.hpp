@@ -17,7 +17,8 @@
 namespace cpd {
 
 /// A floating-point format with E exponent bits, M mantissa bits, encoding Enc
-/// (cpd::ieee, cpd::fn, cpd::fnuz, cpd::finite, cpd::fnu) and exponent bias Bias.
+/// (cpd::ieee, cpd::fn, cpd::fnuz, cpd::finite, cpd::fnu, and IEEE P3109's cpd::p3109_sf,
+/// p3109_se, p3109_uf, p3109_ue) and exponent bias Bias.
 template <int E, int M, class Enc = ieee, int Bias = detail::default_bias(E, Enc::kind)>
 class float_t {
   static_assert(E >= 1 && E <= 11, "cpd::float_t: E must be in [1, 11]");
@@ -28,6 +29,11 @@ class float_t {
                 "cpd::float_t: cpd::ieee needs M >= 1 to encode NaN; use cpd::fn or cpd::finite for M = 0");
   static_assert((Enc::kind != encoding_kind::fn && Enc::kind != encoding_kind::fnu) || E + M >= 2,
                 "cpd::float_t: cpd::fn and cpd::fnu need E + M >= 2 (one code is NaN)");
+  static_assert((Enc::kind != encoding_kind::p3109_se && Enc::kind != encoding_kind::p3109_uf &&
+                 Enc::kind != encoding_kind::p3109_ue) ||
+                    E + M >= 2,
+                "cpd::float_t: cpd::p3109_se, p3109_uf and p3109_ue need E + M >= 2 (a finite value beside inf "
+                "and NaN)");
   static_assert(detail::max_exponent(E, M, Enc::kind, Bias) <= 1023,
                 "cpd::float_t: Bias too small, the largest value would exceed the range of double");
   static_assert(detail::min_exponent(M, Enc::kind, Bias) >= -1074,
@@ -36,7 +42,7 @@ class float_t {
  public:
   using encoding = Enc;
   /// The smallest unsigned integer that holds a code.
-  using storage_type = detail::storage_for<E + M + (Enc::kind == encoding_kind::fnu ? 0 : 1)>;
+  using storage_type = detail::storage_for<E + M + (is_unsigned(Enc::kind) ? 0 : 1)>;
 
   static constexpr int exponent_bits = E;
   static constexpr int mantissa_bits = M;
@@ -75,11 +81,12 @@ class float_t {
     return detail::bit_cast<double>(detail::decode_bits<double>(s, bits_));
   }
 
-  /// Negation (exact; in fnuz, -0 is +0; in fnu, which is unsigned, NaN but for NaN itself).
+  /// Negation (exact; in fnuz and P3109's signed formats, -0 is +0; in an unsigned format,
+  /// NaN, but for P3109's 0, which stays 0).
   [[nodiscard]] CPD_HOST_DEVICE constexpr float_t operator-() const noexcept {
-    if constexpr (Enc::kind == encoding_kind::fnu) {
-      return from_bits(static_cast<storage_type>(spec.nan_code));
-    } else if constexpr (Enc::kind == encoding_kind::fnuz) {
+    if constexpr (is_unsigned(Enc::kind)) {
+      return spec.has_zero && bits_ == 0 ? *this : from_bits(static_cast<storage_type>(spec.nan_code));
+    } else if constexpr (!spec.has_neg_zero) {
       return (bits_ & spec.mag_mask) == 0 ? *this : from_bits(static_cast<storage_type>(bits_ ^ spec.sign_bit));
     } else {
       return from_bits(static_cast<storage_type>(bits_ ^ spec.sign_bit));
@@ -102,10 +109,10 @@ template <class T>
 inline constexpr bool is_float_format_v = is_float_format<T>::value;
 
 /// Rounds x (float or double) to F in mode R; for stochastic rounding the low
-/// `random_bits_used` bits of `random_bits` decide (see docs/rounding.md).
+/// `random_bits_used` bits of `random_bits` decide, as `variant` says (see docs/rounding.md).
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class T>
-[[nodiscard]] CPD_HOST_DEVICE constexpr F convert(T x, std::uint32_t random_bits = 0,
-                                                  int random_bits_used = 32) noexcept {
+[[nodiscard]] CPD_HOST_DEVICE constexpr F convert(T x, std::uint32_t random_bits = 0, int random_bits_used = 32,
+                                                  stochastic_variant variant = stochastic_variant::a) noexcept {
   static_assert(is_float_format_v<F>, "cpd::convert: F must be a cpd::float_t");
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "cpd::convert: the source must be float or double");
@@ -113,15 +120,15 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
                 "cpd::convert: from float, F needs E <= 8 and M <= 23 (1 + E + M <= 32); convert from double");
   constexpr detail::spec s = F::spec;  // a copy: device code may not refer to a host constexpr object
   const auto r = detail::round_bits<R, O, T>(s, detail::bit_cast<detail::uint_of<T>>(x), random_bits,
-                                            random_bits_used);
+                                            random_bits_used, variant);
   return F::from_bits(static_cast<typename F::storage_type>(r.code));
 }
 
 /// Rounds x to the nearest... value of F in mode R and returns it as the same
 /// type as x ("fake quantization"); F's values must all be representable in T.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class T>
-[[nodiscard]] CPD_HOST_DEVICE constexpr T quantize(T x, std::uint32_t random_bits = 0,
-                                                   int random_bits_used = 32) noexcept {
+[[nodiscard]] CPD_HOST_DEVICE constexpr T quantize(T x, std::uint32_t random_bits = 0, int random_bits_used = 32,
+                                                   stochastic_variant variant = stochastic_variant::a) noexcept {
   static_assert(is_float_format_v<F>, "cpd::quantize: F must be a cpd::float_t");
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "cpd::quantize: the value must be float or double");
@@ -129,7 +136,7 @@ template <class F, rounding R = rounding::nearest_even, overflow O = overflow::i
                 "cpd::quantize: from float, every value of F must be a float (E <= 8, M <= 23, range of float)");
   constexpr detail::spec s = F::spec;  // a copy: device code may not refer to a host constexpr object
   const auto r = detail::round_bits<R, O, T>(s, detail::bit_cast<detail::uint_of<T>>(x), random_bits,
-                                            random_bits_used);
+                                            random_bits_used, variant);
   return detail::bit_cast<T>(r.value);
 }
 
@@ -147,16 +154,8 @@ CPD_HOST_DEVICE constexpr float_t<E, M, Enc, B>::float_t(double x) noexcept
 template <int E, int M, class Enc, int B>
 [[nodiscard]] CPD_HOST_DEVICE constexpr bool isnan(float_t<E, M, Enc, B> f) noexcept {
   using F = float_t<E, M, Enc, B>;
-  const std::uint64_t c = f.bits();
-  const std::uint64_t mag = c & F::spec.mag_mask;
-  switch (Enc::kind) {
-    case encoding_kind::ieee: return mag > F::spec.inf_code;
-    case encoding_kind::fn:
-    case encoding_kind::fnu: return mag == F::spec.nan_code;
-    case encoding_kind::fnuz: return c == F::spec.nan_code;
-    case encoding_kind::finite: return false;
-  }
-  return false;
+  constexpr detail::spec s = F::spec;  // a copy: device code may not refer to a host constexpr object
+  return detail::is_nan_code(s, f.bits());
 }
 
 /// True for +-inf.

@@ -58,7 +58,9 @@ class format {
   }
 
   /// Parses a name: an alias of cpd or ml_dtypes ("float8_e4m3fn", "e4m3fn", "bfloat16",
-  /// "bf16", "fp16", "fp32", "tf32", "e8m0fnu", ...) or "e<E>m<M>[b<bias>][fn|fnuz|fnu|finite]".
+  /// "bf16", "fp16", "fp32", "tf32", "e8m0fnu", ...), "e<E>m<M>[b<bias>][fn|fnuz|fnu|finite|p3109_se|...]",
+  /// or an IEEE P3109 name "binary<K>p<P>{s|u}{e|f}" ("binary8p3se"; P3109 writes "Binary8p3se",
+  /// gfloat "p3109_k8p3se": both accepted).
   /// A plain "e<E>m0" is cpd::fn (an IEEE encoding needs M >= 1). A width prefix
   /// ("float8_", "float6_", "float4_") must equal the format's bits ("float4_e5m2" is an error).
   [[nodiscard]] static std::optional<format> try_parse(std::string_view name, std::string* why = nullptr);
@@ -83,9 +85,14 @@ class format {
   [[nodiscard]] constexpr double min_normal() const noexcept { return spec_.min_normal; }
   [[nodiscard]] constexpr double denorm_min() const noexcept { return spec_.min_positive; }
 
-  /// A canonical name, e.g. "e4m3fn", "e5m2", "e4m3b11fnuz", "e8m0fnu", "e2m1finite";
-  /// parse(f.name()) == f.
+  /// A canonical name, e.g. "e4m3fn", "e5m2", "e4m3b11fnuz", "e8m0fnu", "e2m1finite",
+  /// "binary8p3se"; parse(f.name()) == f.
   [[nodiscard]] std::string name() const {
+    if (is_p3109(spec_.enc) && spec_.bias == detail::default_bias(spec_.E, spec_.enc)) {
+      const bool u = !spec_.has_sign, x = spec_.has_inf;
+      return "binary" + std::to_string(spec_.bits) + "p" + std::to_string(spec_.M + 1) + (u ? "u" : "s") +
+             (x ? "e" : "f");
+    }
     const std::string em = "e" + std::to_string(spec_.E) + "m" + std::to_string(spec_.M);
     const std::string suffix = spec_.enc != encoding_kind::ieee ? to_string(spec_.enc) : "";
     const std::string b = "b" + std::to_string(spec_.bias);
@@ -172,6 +179,32 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
   };
   for (const auto& a : aliases)
     if (s == a.name) return with_width(a.f);
+  for (std::string_view prefix : {"binary", "Binary", "p3109_k"})
+    if (width == 0 && s.substr(0, prefix.size()) == prefix) {  // IEEE P3109: binary<K>p<P>{s|u}{e|f}
+      s.remove_prefix(prefix.size());
+      int k = 0, p = 0;
+      if (!detail::parse_int(s, k)) return bad("expected the width K after '" + std::string(prefix) + "'");
+      if (s.empty() || s[0] != 'p') return bad("expected 'p' and the precision P after the width");
+      s.remove_prefix(1);
+      if (!detail::parse_int(s, p)) return bad("expected the precision P after 'p'");
+      if (s.size() != 2 || (s[0] != 's' && s[0] != 'u') || (s[1] != 'e' && s[1] != 'f'))
+        return bad("expected the signedness and domain after the precision: se, sf, ue or uf");
+      const bool u = s[0] == 'u', x = s[1] == 'e';
+      if (k < 2 || k > 64) return bad("P3109 width K must be in [2, 64]");
+      if (p < 1 || p > (u ? k : k - 1))
+        return bad(std::string("P3109 precision P must be in [1, K") + (u ? "]" : " - 1]") + " for " +
+                   (u ? "unsigned" : "signed") + " formats");
+      const int ee = k - p + (u ? 1 : 0);
+      if (ee > 11)
+        return bad("the exponent field K - P" + std::string(u ? " + 1" : "") + " = " + std::to_string(ee) +
+                   " exceeds 11 bits: the values would leave the range of double");
+      const encoding_kind kind = u ? (x ? encoding_kind::p3109_ue : encoding_kind::p3109_uf)
+                                   : (x ? encoding_kind::p3109_se : encoding_kind::p3109_sf);
+      const char* err = nullptr;
+      auto f = try_make(ee, p - 1, kind, std::nullopt, &err);
+      if (!f) return bad(err);
+      return *f;
+    }
   int e = 0, m = 0;
   if (s.empty() || s[0] != 'e') return bad("unknown format (expected an alias such as e4m3fn or e<E>m<M>)");
   s.remove_prefix(1);
@@ -193,7 +226,13 @@ inline std::optional<format> format::try_parse(std::string_view name, std::strin
   else if (s == "fnuz") enc = encoding_kind::fnuz;
   else if (s == "fnu") enc = encoding_kind::fnu;
   else if (s == "finite") enc = encoding_kind::finite;
-  else if (!s.empty()) return bad("unknown encoding suffix '" + detail::printable(s) + "' (fn, fnuz, fnu or finite)");
+  else if (s == "p3109_sf") enc = encoding_kind::p3109_sf;
+  else if (s == "p3109_se") enc = encoding_kind::p3109_se;
+  else if (s == "p3109_uf") enc = encoding_kind::p3109_uf;
+  else if (s == "p3109_ue") enc = encoding_kind::p3109_ue;
+  else if (!s.empty())
+    return bad("unknown encoding suffix '" + detail::printable(s) +
+               "' (fn, fnuz, fnu, finite, p3109_sf, p3109_se, p3109_uf or p3109_ue)");
   const char* err = nullptr;
   auto f = try_make(e, m, enc, bias, &err);
   if (!f) return bad(err);
@@ -222,6 +261,7 @@ constexpr decltype(auto) with_rounding(rounding r, Fn&& f, const char* who = "cp
 template <class Fn>
 constexpr decltype(auto) with_overflow(overflow o, Fn&& f, const char* who = "cpd") {
   if (o == overflow::saturate) return f(std::integral_constant<overflow, overflow::saturate>{});
+  if (o == overflow::propagate) return f(std::integral_constant<overflow, overflow::propagate>{});
   if (o != overflow::infinity) check_enum(who, o);  // throws
   return f(std::integral_constant<overflow, overflow::infinity>{});
 }
@@ -279,16 +319,17 @@ bool visit(const format& f, Fn&& fn) {
 /// std::invalid_argument.
 template <class T>
 [[nodiscard]] T quantize(const format& f, rounding r, overflow o, T x, std::uint32_t random_bits = 0,
-                         int random_bits_used = 32) {
+                         int random_bits_used = 32, stochastic_variant variant = stochastic_variant::a) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::quantize: T must be float or double");
   if (std::is_same_v<T, float> && !f.spec().fits_float)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
   detail::check_random_bits("cpd::quantize", random_bits_used);
+  detail::check_variant("cpd::quantize", variant, random_bits_used);
   return detail::with_rounding(r, [&](auto rc) {
     return detail::with_overflow(o, [&](auto oc) {
       return detail::bit_cast<T>(
           detail::round_bits<decltype(rc)::value, decltype(oc)::value, T>(
-              f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used)
+              f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used, variant)
               .value);
     }, "cpd::quantize");
   }, "cpd::quantize");
@@ -298,18 +339,20 @@ template <class T>
 /// no enumerator, or random_bits_used outside [1, 32]).
 template <class T>
 [[nodiscard]] std::uint64_t encode(const format& f, rounding r, overflow o, T x, std::uint32_t random_bits = 0,
-                                   int random_bits_used = 32) {
+                                   int random_bits_used = 32, stochastic_variant variant = stochastic_variant::a) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cpd::encode: T must be float or double");
   detail::check_random_bits("cpd::encode", random_bits_used);
+  detail::check_variant("cpd::encode", variant, random_bits_used);
   if constexpr (std::is_same_v<T, float>) {  // a float is exactly a double: round once from there
     if (f.exponent_bits() > 8 || f.mantissa_bits() > 23)
-      return encode<double>(f, r, o, detail::widen(x), random_bits, random_bits_used);  // (exact, any environment)
+      return encode<double>(f, r, o, detail::widen(x), random_bits, random_bits_used,
+                            variant);  // (exact, any environment)
   }
   return detail::with_rounding(r, [&](auto rc) {
     return detail::with_overflow(o, [&](auto oc) {
       return static_cast<std::uint64_t>(
           detail::round_bits<decltype(rc)::value, decltype(oc)::value, T>(
-              f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used)
+              f.spec(), detail::bit_cast<detail::uint_of<T>>(x), random_bits, random_bits_used, variant)
               .code);
     }, "cpd::encode");
   }, "cpd::encode");

@@ -22,8 +22,9 @@ class numeric_limits<cpd::float_t<E, M, Enc, B>> {
   // The codes, as constants of integer type (device code may not read a host constexpr object).
   static constexpr S min_code_ = static_cast<S>(F::spec.has_subnormals ? (std::uint64_t(1) << M) : 0);
   static constexpr S max_code_ = static_cast<S>(F::spec.max_code);
-  static constexpr S lowest_code_ = static_cast<S>(F::spec.has_sign ? F::spec.max_code | F::spec.sign_bit
-                                                                    : min_code_);
+  static constexpr S lowest_code_ = static_cast<S>(F::spec.has_sign   ? F::spec.max_code | F::spec.sign_bit
+                                                   : F::spec.has_zero ? 0
+                                                                      : min_code_);
   static constexpr S inf_code_ = static_cast<S>(F::spec.has_inf ? F::spec.inf_code : 0);
   static constexpr S nan_code_ = static_cast<S>(F::spec.has_nan ? F::spec.nan_code : 0);
   static constexpr S denorm_code_ = static_cast<S>(F::spec.min_code);

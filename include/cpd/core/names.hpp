@@ -8,7 +8,7 @@
 // (cpd-train, cpd-model, the examples) and the Python package read every choice with it.
 //
 // enum_names<E> lists the values of E in declaration order: here for rounding, overflow,
-// encoding_kind and random_generator; beside their enumerations for allreduce_algorithm
+// stochastic_variant, encoding_kind and random_generator; beside their enumerations for allreduce_algorithm
 // (exchange/algorithm.hpp), scaler_kind and amax_algorithm (scaling/registry.hpp) and
 // mx_scale_rule (scaling/mx.hpp).
 
@@ -40,14 +40,22 @@ struct enum_names<rounding> {
 template <>
 struct enum_names<overflow> {
   static constexpr const char* type = "cpd::overflow";
-  static constexpr overflow values[] = {overflow::infinity, overflow::saturate};
+  static constexpr overflow values[] = {overflow::infinity, overflow::saturate, overflow::propagate};
+};
+
+template <>
+struct enum_names<stochastic_variant> {
+  static constexpr const char* type = "cpd::stochastic_variant";
+  static constexpr stochastic_variant values[] = {stochastic_variant::a, stochastic_variant::b,
+                                                  stochastic_variant::c};
 };
 
 template <>
 struct enum_names<encoding_kind> {
   static constexpr const char* type = "cpd::encoding_kind";
-  static constexpr encoding_kind values[] = {encoding_kind::ieee, encoding_kind::fn, encoding_kind::fnuz,
-                                             encoding_kind::finite, encoding_kind::fnu};
+  static constexpr encoding_kind values[] = {encoding_kind::ieee,     encoding_kind::fn,       encoding_kind::fnuz,
+                                             encoding_kind::finite,   encoding_kind::fnu,      encoding_kind::p3109_sf,
+                                             encoding_kind::p3109_se, encoding_kind::p3109_uf, encoding_kind::p3109_ue};
 };
 
 template <>

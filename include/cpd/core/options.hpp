@@ -7,6 +7,7 @@
 // spelled the same way everywhere.
 
 #include <cpd/core/config.hpp>
+#include <cpd/core/detail/checks.hpp>
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/stats.hpp>
@@ -35,19 +36,24 @@ struct bulk_options {
   std::uint64_t offset = 0;
   /// Stochastic rounding: the generator (docs/random.md; v1 reproduces results made before v2).
   random_generator generator = default_generator;
-  /// Stochastic rounding: the number of random bits per element, in [1, 32].
+  /// Stochastic rounding: the number of random bits per element, in [1, 32] ([1, 31] for variant b).
   int random_bits = 32;
+  /// Stochastic rounding: how the random bits decide (IEEE P3109's StochasticA, B, C;
+  /// docs/rounding.md). Host calls only: the device calls reject b and c.
+  stochastic_variant variant = stochastic_variant::a;
   /// When set, receives the counts of this call.
   value_stats* stats = nullptr;
 };
 
 namespace detail {
 
-/// Throws std::invalid_argument unless o.random_bits is in [1, 32] (host and device calls).
+/// Throws std::invalid_argument unless o.random_bits is in [1, 32] and o.variant is
+/// one (b: random_bits in [1, 31]) (host and device calls).
 inline void check_random_bits(const char* who, const bulk_options& o) {
   if (o.random_bits < 1 || o.random_bits > 32)
     fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
                  " must be in [1, 32]");
+  check_variant(who, o.variant, o.random_bits);
 }
 
 }  // namespace detail

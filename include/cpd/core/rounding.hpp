@@ -19,7 +19,17 @@ enum class rounding : unsigned char {
 /// What happens to a finite value beyond the format's largest finite value.
 enum class overflow : unsigned char {
   infinity,  ///< IEEE 754: +-inf when the mode rounds away from zero, else +-max (NaN without inf)
-  saturate   ///< +-max, also for +-inf inputs
+  saturate,  ///< +-max, also for +-inf inputs (IEEE P3109 SatFinite)
+  propagate  ///< finite values saturate to +-max, +-inf inputs stay +-inf (IEEE P3109 SatPropagate)
+};
+
+/// How the N random bits R of rounding::stochastic decide, for a value whose distance to the
+/// lower neighbour is f ulps (0 <= f < 1): IEEE P3109's variants StochasticA, B and C
+/// (docs/rounding.md). All three round up with probability f when f is a multiple of 2^-N.
+enum class stochastic_variant : unsigned char {
+  a,  ///< up when floor(f * 2^N) + R >= 2^N (cpd's stochastic rounding; N in [1, 32])
+  b,  ///< up when floor(f * 2^(N+1)) + 2R + 1 >= 2^(N+1) (N in [1, 31])
+  c   ///< up when round-to-nearest-even(f * 2^N) + R >= 2^N (N in [1, 32])
 };
 
 /// The name of a rounding mode, as used on command lines ("nearest_even", ...).
@@ -36,9 +46,14 @@ CPD_HOST_DEVICE constexpr const char* to_string(rounding r) noexcept {
   return "?";
 }
 
-/// The name of an overflow mode ("infinity" or "saturate").
+/// The name of an overflow mode ("infinity", "saturate" or "propagate").
 CPD_HOST_DEVICE constexpr const char* to_string(overflow o) noexcept {
-  return o == overflow::saturate ? "saturate" : "infinity";
+  return o == overflow::saturate ? "saturate" : o == overflow::propagate ? "propagate" : "infinity";
+}
+
+/// The name of a stochastic variant ("a", "b" or "c").
+CPD_HOST_DEVICE constexpr const char* to_string(stochastic_variant v) noexcept {
+  return v == stochastic_variant::b ? "b" : v == stochastic_variant::c ? "c" : "a";
 }
 
 /// Every rounding mode, in declaration order, for loops over modes.

@@ -38,6 +38,9 @@ void check_device_options(const char* who, const bulk_options& o) {
                  ": a device call takes a power-of-two scale only (bulk_options::scale_exponent); "
                  "bulk_options::scale must be 1 and bulk_options::scale_inverse 0");
   check_random_bits(who, o);
+  if (o.variant != stochastic_variant::a)
+    fail_invalid(std::string(who) + ": bulk_options::variant " + to_string(o.variant) +
+                 ": the device calls round with stochastic variant a only (the host calls take b and c)");
   require_scale<F>(o.scale_exponent, who);
 }
 

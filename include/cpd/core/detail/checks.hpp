@@ -86,9 +86,20 @@ inline void check_enum(const char* who, rounding r) {
 
 /// Fails unless o is one of the enumerators of cpd::overflow.
 inline void check_enum(const char* who, overflow o) {
-  if (o == overflow::infinity || o == overflow::saturate) return;
+  if (o == overflow::infinity || o == overflow::saturate || o == overflow::propagate) return;
   fail_invalid(std::string(who) + ": overflow mode " + std::to_string(static_cast<int>(o)) +
                " is not a cpd::overflow");
+}
+
+/// Fails unless v is one of the enumerators of cpd::stochastic_variant, and k random bits
+/// suit it ([1, 32]; variant b adds a bit: [1, 31]).
+inline void check_variant(const char* who, stochastic_variant v, int k) {
+  if (v != stochastic_variant::a && v != stochastic_variant::b && v != stochastic_variant::c)
+    fail_invalid(std::string(who) + ": stochastic variant " + std::to_string(static_cast<int>(v)) +
+                 " is not a cpd::stochastic_variant");
+  if (v == stochastic_variant::b && k > 31)
+    fail_invalid(std::string(who) + ": stochastic variant b uses random_bits + 1 bits: random_bits " +
+                 std::to_string(k) + " must be in [1, 31]");
 }
 
 /// The bits of a Code that no code of s sets (above its width): 0 when every Code is a code.

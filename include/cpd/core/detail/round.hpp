@@ -55,12 +55,13 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr V max_of(V a, V b) noexcept {
 }
 
 /// Rounds the T whose bits are x to the format s in mode R, overflow mode O.
-/// For R == stochastic, the low `rbits` bits of `rnd` are the random bits.
+/// For R == stochastic, the low `rbits` bits of `rnd` are the random bits, used as
+/// variant `v` says (IEEE P3109's StochasticA, B, C; b needs rbits <= 31).
 /// (s is taken by value: device code may copy F::spec but not refer to it.)
 template <rounding R, overflow O, class T>
-CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_of<T> x,
-                                                                   std::uint32_t rnd = 0,
-                                                                   int rbits = 32) noexcept {
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
+    spec s, uint_of<T> x, std::uint32_t rnd = 0, int rbits = 32,
+    stochastic_variant v = stochastic_variant::a) noexcept {
   using S = source<T>;
   using U = uint_of<T>;
   constexpr int SM = S::mantissa_bits;
@@ -108,7 +109,10 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   const bool round_bit = (sig & (unit >> 1)) != 0;  // (no round bit when nothing is dropped)
   const bool sticky = (sig & (low >> 1)) != 0;
   const bool inexact = rem != 0;
-  const bool q_odd = (sig & unit) != 0;
+  // The parity of the kept code: its last significand bit, or, under P3109's rules with
+  // M = 0 (every value a power of two), the parity of the code, which is the exponent
+  // field te - emin + 1 (q = 1) or 0 (q = 0: zero, below the normal range).
+  const bool q_odd = select(s.p3109 & (s.M == 0), ((te - s.emin) & 1) ^ int(q & 1), int((sig & unit) != 0)) != 0;
 
   // 4. Decide whether to move one quantum away from zero.
   bool up = false;
@@ -121,13 +125,24 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   else if constexpr (R == rounding::stochastic) {
     // Up with probability rem / 2^d, using k random bits: the top k bits of the
     // dropped part (rem scaled to k bits) plus the random number carry out of
-    // the k-bit field. Exact when d <= k; otherwise rem is truncated to k bits.
-    const int k = clamp_random_bits(rbits);
+    // the k-bit field. Exact when d <= k; otherwise rem is truncated to k bits
+    // (variant a), or rounded to k bits to nearest, ties to even (variant c; a carry
+    // to 2^k always rounds up). Variant b is variant a with k + 1 bits and the odd
+    // random number 2R + 1: the random offset is centred in its 2^-k-wide bucket.
+    const bool vb = v == stochastic_variant::b;
+    const int k = min_of(clamp_random_bits(rbits) + int(vb), 32);
+    const std::uint32_t r = select(vb, (rnd << 1) | 1u, rnd);
     const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
     const int sh = d - k;
-    const U remk = select(sh > SM + 1 || d == 0, U(0),
-                          select(sh >= 0, U(rem >> min_of(max_of(sh, 0), SM + 1)), U(rem << min_of(max_of(-sh, 0), 31))));
-    up = remk > U(kmask ^ (rnd & kmask));
+    U remk = select(sh > SM + 1 || d == 0, U(0),
+                    select(sh >= 0, U(rem >> min_of(max_of(sh, 0), SM + 1)), U(rem << min_of(max_of(-sh, 0), 31))));
+    // Variant c: the bit below the k kept ones (the half) and any bit under it. With
+    // sh > SM + 1 the whole of rem < 2^(SM+1) is under half of 2^sh: nothing to add.
+    const int hs = min_of(max_of(sh - 1, 0), SM + 1);  // the position of the half
+    const bool half = (v == stochastic_variant::c) & (sh >= 1) & (sh <= SM + 1) & (((rem >> hs) & 1) != 0);
+    const bool under = (rem & ((U(1) << hs) - 1)) != 0;
+    remk += U(half & (under | ((remk & 1) != 0)));
+    up = remk > U(kmask ^ (r & kmask));
   }
   const U inc = U(up);
 
@@ -163,12 +178,17 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   // 7. Overflow and the special inputs.
   constexpr bool away_always = R == rounding::nearest_even || R == rounding::nearest_away ||
                                R == rounding::stochastic;
-  const bool away = away_always | ((R == rounding::upward) & !neg) | ((R == rounding::downward) & neg);
+  // Under P3109's rules round-to-odd overflows to inf where the largest finite code is
+  // even (a value above it rounds to the odd code next to it, beyond max).
+  const bool odd_away = (R == rounding::odd) & s.p3109 & ((s.max_code & 1) == 0);
+  const bool away = away_always | ((R == rounding::upward) & !neg) | ((R == rounding::downward) & neg) | odd_away;
   // Overflow gives +-inf, else NaN, else +-max, when the mode rounds away from
   // zero (an infinite input always does); otherwise, and when saturating, +-max.
-  const bool to_special = (O == overflow::infinity) & (is_inf | away);
+  // overflow::propagate keeps infinite inputs so (P3109 SatPropagate). P3109's formats
+  // without inf give +-max, not NaN (its Saturate never makes a NaN of a number).
+  const bool to_special = ((O == overflow::infinity) & (is_inf | away)) | ((O == overflow::propagate) & is_inf);
   const bool give_inf = to_special & s.has_inf;
-  const bool give_nan = to_special & !s.has_inf & s.has_nan;
+  const bool give_nan = to_special & !s.has_inf & s.has_nan & !s.p3109;
   const bool big = ovf | is_inf;
   code = select(big, select(give_inf, U(s.inf_code), select(give_nan, U(s.nan_code), U(s.max_code))), code);
   value = select(big, select(give_inf, S::inf_bits, select(give_nan, S::qnan_bits, U(max_bits<T>(s)))), value);
@@ -178,21 +198,27 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(spec s, uint_o
   code = select(is_nan, s.has_nan ? U(s.nan_code) : U(s.max_code), code);
   value = select(is_nan, s.has_nan ? U(a | (U(1) << (SM - 1))) : S::qnan_bits, value);
 
-  // 8. The sign. fnuz has no -0 and its NaN is the sign bit itself; fnu has no
-  //    sign, so a negative non-zero value is NaN there.
+  // 8. The sign. fnuz and P3109's signed formats have no -0 and their NaN is the sign
+  //    bit itself. An unsigned format has no sign: a negative non-zero value is NaN in
+  //    fnu; under P3109's Saturate it is 0 (its smallest value), or NaN with
+  //    overflow::infinity (SatNone) where the mode does not round toward zero or upward
+  //    (a value that rounds to 0 stays 0, -inf is NaN).
   U sign_code = select(neg, U(s.sign_bit), U(0));
   U sign_value = select(neg, sign_mask, U(0));
-  const bool fnuz = s.enc == encoding_kind::fnuz;
+  const bool nz_nan = s.has_sign & !s.has_neg_zero;  // fnuz, p3109_sf, p3109_se
   const bool nan_out = (big & give_nan) | (is_nan & s.has_nan);
   const bool fnuz_neg = neg & (code != 0) & !nan_out;
-  sign_code = select(fnuz, select(fnuz_neg, U(s.sign_bit), U(0)), sign_code);
-  sign_value = select(fnuz, select(fnuz_neg, sign_mask, U(0)), sign_value);
-  const bool fnu = s.enc == encoding_kind::fnu;
-  const bool fnu_nan = fnu & neg & (a != 0);
-  code = select(fnu_nan, U(s.nan_code), code);
-  value = select(fnu_nan, S::qnan_bits, value);
-  sign_code = select(fnu, U(0), sign_code);
-  sign_value = select(fnu, U(0), sign_value);
+  sign_code = select(nz_nan, select(fnuz_neg, U(s.sign_bit), U(0)), sign_code);
+  sign_value = select(nz_nan, select(fnuz_neg, sign_mask, U(0)), sign_value);
+  const bool uns = !s.has_sign;
+  const bool below_zero = uns & neg & (s.p3109 ? (!is_nan) & ((code != 0) | is_inf) : a != 0);
+  const bool uns_nan =
+      below_zero & ((!s.p3109) | ((O == overflow::infinity) & (away_always | (R == rounding::downward) |
+                                                             (R == rounding::odd) | is_inf)));
+  code = select(below_zero, select(uns_nan, U(s.nan_code), U(0)), code);
+  value = select(below_zero, select(uns_nan, S::qnan_bits, U(0)), value);
+  sign_code = select(uns, U(0), sign_code);
+  sign_value = select(uns, U(0), sign_value);
   code |= sign_code;
   value |= sign_value;
   return {value, code, uint_of<T>(ovf)};  // (an integer flag: a bool member keeps the struct in memory)
@@ -219,9 +245,18 @@ CPD_HOST_DEVICE constexpr uint_of<T> decode_bits(spec s, std::uint64_t code) noe
       if (mag == s.nan_code) return sgn | S::qnan_bits;
       break;
     case encoding_kind::fnuz:
+    case encoding_kind::p3109_sf:
       if (code == s.nan_code) return S::qnan_bits | (U(1) << (S::width - 1));
       break;
+    case encoding_kind::p3109_se:
+      if (code == s.nan_code) return S::qnan_bits | (U(1) << (S::width - 1));
+      if (mag == s.inf_code) return sgn | S::inf_bits;
+      break;
+    case encoding_kind::p3109_ue:
+      if (mag == s.inf_code) return S::inf_bits;
+      [[fallthrough]];
     case encoding_kind::fnu:
+    case encoding_kind::p3109_uf:
       if (mag == s.nan_code) return S::qnan_bits;
       break;
     case encoding_kind::finite: break;
@@ -245,18 +280,18 @@ struct rounded_as {
   std::uint64_t code;  ///< its code
 };
 template <rounding R, overflow O, class T>
-CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(const spec& s, T x, std::uint32_t rnd,
-                                                                     int rbits) noexcept {
+CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded_as<T> round_spec(
+    const spec& s, T x, std::uint32_t rnd, int rbits, stochastic_variant v = stochastic_variant::a) noexcept {
   if constexpr (std::is_same_v<T, float>) {
     if (vector_kernel_takes<float>(s)) {
-      const auto r = round_bits<R, O, float>(s, bit_cast<std::uint32_t>(x), rnd, rbits);
+      const auto r = round_bits<R, O, float>(s, bit_cast<std::uint32_t>(x), rnd, rbits, v);
       return {bit_cast<float>(r.value), r.code};
     }
     // (float <-> double by integer arithmetic: FTZ and DAZ would flush subnormals)
-    const auto r = round_bits<R, O, double>(s, widen_bits(bit_cast<std::uint32_t>(x)), rnd, rbits);
+    const auto r = round_bits<R, O, double>(s, widen_bits(bit_cast<std::uint32_t>(x)), rnd, rbits, v);
     return {bit_cast<float>(narrow_bits(r.value)), r.code};
   } else {
-    const auto r = round_bits<R, O, double>(s, bit_cast<std::uint64_t>(x), rnd, rbits);
+    const auto r = round_bits<R, O, double>(s, bit_cast<std::uint64_t>(x), rnd, rbits, v);
     return {bit_cast<double>(r.value), r.code};
   }
 }

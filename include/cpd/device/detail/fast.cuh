@@ -39,7 +39,7 @@ namespace cpd::cuda::detail {
 /// and every one of them is a normal float: the fast path applies.
 template <class F>
 inline constexpr bool fast_format = F::fits_float && F::spec.has_sign && F::spec.M < 23 && F::spec.emin >= -126 &&
-                                    F::spec.enc != encoding_kind::fnu;
+                                    F::spec.enc != encoding_kind::fnu && !F::spec.p3109;
 /// ... and F's subnormal range too: its quantum 2^(emin - M) is a normal float.
 template <class F>
 inline constexpr bool fast_subnormals = fast_format<F> && F::spec.has_subnormals && F::spec.emin - F::spec.M >= -126;

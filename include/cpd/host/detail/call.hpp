@@ -96,6 +96,10 @@ decltype(auto) with_encoding(encoding_kind k, Fn&& f) {
     case encoding_kind::fnuz: return f(std::integral_constant<encoding_kind, encoding_kind::fnuz>{});
     case encoding_kind::finite: return f(std::integral_constant<encoding_kind, encoding_kind::finite>{});
     case encoding_kind::fnu: return f(std::integral_constant<encoding_kind, encoding_kind::fnu>{});
+    case encoding_kind::p3109_sf:  // one kernel for the four (encoding_spec keeps their facts as values)
+    case encoding_kind::p3109_se:
+    case encoding_kind::p3109_uf:
+    case encoding_kind::p3109_ue: return f(std::integral_constant<encoding_kind, encoding_kind::p3109_se>{});
     case encoding_kind::ieee: break;
   }
   return f(std::integral_constant<encoding_kind, encoding_kind::ieee>{});

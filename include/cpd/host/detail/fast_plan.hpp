@@ -69,7 +69,7 @@ struct plan {
 /// codes of at most max_bits bits. method_for and decode_method_for start from it.
 constexpr bool fast_shape(const spec& s, int max_bits) noexcept {
   return vector_kernel_takes<float>(s) && s.M <= 22 && s.has_subnormals && s.has_zero &&
-         s.enc != encoding_kind::fnu && s.bits <= max_bits;
+         s.enc != encoding_kind::fnu && !is_p3109(s.enc) && s.bits <= max_bits;
 }
 
 /// The method that rounds floats to s in mode R (none: not the fast kernels). The one

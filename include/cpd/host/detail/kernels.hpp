@@ -52,13 +52,14 @@ struct fixed_spec {
 /// constant, while E, M and the bias are loop-invariant values: the rounding core
 /// still turns into straight-line vector code, as fast as with every fact folded,
 /// and one kernel serves every format of the encoding. The selector has checked
-/// vector_kernel_takes<T>(s): emin >= emin(T), and every value is a T.
+/// vector_kernel_takes<T>(s): emin >= emin(T), and every value is a T. The four IEEE P3109
+/// encodings share one kernel (K = p3109_se, with_encoding): their facts stay values.
 template <encoding_kind K, class T>
 struct encoding_spec {
   spec s;
   CPD_ALWAYS_INLINE spec get() const noexcept {
     spec r = s;
-    set_encoding(r, K);  // every yes/no fact a constant
+    if constexpr (!is_p3109(K)) set_encoding(r, K);  // every yes/no fact a constant
     r.emin = max_of(r.emin, source<T>::emin);  // a no-op that tells the compiler so
     r.fits_float = sizeof(T) == 4 || r.fits_float;
     return r;
@@ -88,8 +89,12 @@ CPD_ALWAYS_INLINE constexpr rounding_events events(const spec& s, U x, U code, b
   const U a = x & abs_mask;
   const U mag = code & U(s.mag_mask);
   const bool ieee_nan = (s.enc == encoding_kind::ieee) & (mag > U(s.inf_code));
-  const bool fn_nan = ((s.enc == encoding_kind::fn) | (s.enc == encoding_kind::fnu)) & (mag == U(s.nan_code));
-  const bool fnuz_nan = (s.enc == encoding_kind::fnuz) & (code == U(s.nan_code));
+  const bool fn_nan = ((s.enc == encoding_kind::fn) | (s.enc == encoding_kind::fnu) |
+                       (s.enc == encoding_kind::p3109_uf) | (s.enc == encoding_kind::p3109_ue)) &
+                      (mag == U(s.nan_code));
+  const bool fnuz_nan = ((s.enc == encoding_kind::fnuz) | (s.enc == encoding_kind::p3109_sf) |
+                         (s.enc == encoding_kind::p3109_se)) &
+                        (code == U(s.nan_code));
   const bool out_nan = ieee_nan | fn_nan | fnuz_nan;
   const bool out_zero = s.has_zero & (mag == 0) & !out_nan;
   const bool finite = a < inf;
@@ -129,6 +134,7 @@ struct round_kernel {
   SP sp;
   random_key key{};
   int rbits = 32;
+  stochastic_variant variant = stochastic_variant::a;
 
   /// out[i] = the rounding of in[i] for i < n; the counter of element i is lo0 + i.
   CPD_ALWAYS_INLINE void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
@@ -151,6 +157,7 @@ struct round_kernel {
     const spec s = sp.get();
     const random_key k = key;
     const int kb = rbits;
+    const stochastic_variant v = variant;
     local_counts cc;
     if constexpr (stochastic && G == random_generator::v2) {
       constexpr std::size_t block = 256;
@@ -158,21 +165,21 @@ struct round_kernel {
       for (std::size_t b = 0; b < n; b += block) {
         const std::size_t m = n - b < block ? n - b : block;
         fill_random_bits<G>(k, lo0 + static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m), rnd);
-        for (std::size_t i = 0; i < m; ++i) round_one(s, in[b + i], out[b + i], rnd[i], kb, cc);
+        for (std::size_t i = 0; i < m; ++i) round_one(s, in[b + i], out[b + i], rnd[i], kb, v, cc);
       }
     } else {
       for (std::size_t i = 0; i < n; ++i)
         round_one(s, in[i], out[i],
-                  stochastic ? random_bits_of<G>(k, lo0 + static_cast<std::uint32_t>(i)) : 0u, kb, cc);
+                  stochastic ? random_bits_of<G>(k, lo0 + static_cast<std::uint32_t>(i)) : 0u, kb, v, cc);
     }
     c = cc.get();
   }
 
   /// out = the rounding of x with the random bits rnd.
   static CPD_ALWAYS_INLINE void round_one(const spec& s, T x, Out& out, std::uint32_t rnd, int kb,
-                                          local_counts& cc) noexcept {
+                                          stochastic_variant v, local_counts& cc) noexcept {
     const uint_of<T> b = bit_cast<uint_of<T>>(x);
-    const auto r = round_bits<R, O, T>(s, b, rnd, kb);
+    const auto r = round_bits<R, O, T>(s, b, rnd, kb, v);
     if constexpr (Stats) cc.add(events(s, b, r.code, r.overflow != 0));
     if constexpr (Op == bulk_op::quantize) out = bit_cast<T>(r.value);
     else out = static_cast<Out>(r.code);
@@ -194,13 +201,14 @@ struct general_kernel {
   random_key key{};
   int rbits = 32;
   bool stats = false;
+  stochastic_variant variant = stochastic_variant::a;
 
   void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
     local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t x = to_double_bits(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
-      const auto r = round_bits<R, O, double>(s, x, rnd, rbits);
+      const auto r = round_bits<R, O, double>(s, x, rnd, rbits, variant);
       if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
       if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits(r.value);
       else out[i] = static_cast<Out>(r.code);

@@ -64,10 +64,10 @@ struct kernel_choice {
 };
 
 /// True when the fast rounding kernel is compiled for (R, K, T, Out): float in, float or
-/// 8/16-bit codes out, an encoding with a sign, on a build with the fast kernels.
+/// 8/16-bit codes out, an encoding with a sign (not P3109's), on a build with the fast kernels.
 template <encoding_kind K, class T, class Out>
 inline constexpr bool fast_kernel_compiled =
-    CPD_FAST_KERNELS && std::is_same_v<T, float> && K != encoding_kind::fnu &&
+    CPD_FAST_KERNELS && std::is_same_v<T, float> && K != encoding_kind::fnu && !is_p3109(K) &&
     (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> || std::is_same_v<Out, std::uint16_t>);
 
 /// The choice for rounding n values of T to the spec s of encoding K in mode R, out to Out,
@@ -77,7 +77,7 @@ kernel_choice choose_rounding(isa where, const spec& s, std::size_t n, const bul
   if (!vector_kernel_takes<T>(s)) return {strategy::general, where};
   if constexpr (fast_kernel_compiled<K, T, Out>) {
     if (o.stats == nullptr && n >= tuning::fast_min_values && where == isa::avx512 &&
-        fast::fast_kernel_takes<R, Out>(s))
+        o.variant == stochastic_variant::a && fast::fast_kernel_takes<R, Out>(s))
       return {strategy::fast, where};
   }
   (void)n, (void)o;
@@ -132,14 +132,17 @@ void round_with(const kernel_choice& c, Policy&& policy, const SP& sp, const T* 
       [[fallthrough]];
     case strategy::vector:
       if (o.stats == nullptr) {
-        run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, false>{sp, {}, o.random_bits}, c.where, in, out, n, o);
+        run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, false>{sp, {}, o.random_bits, o.variant},
+                   c.where, in, out, n, o);
         return;
       }
-      st = run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, true>{sp, {}, o.random_bits}, c.where, in, out, n,
-                      o);
+      st = run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, true>{sp, {}, o.random_bits, o.variant},
+                      c.where, in, out, n, o);
       break;
     default:  // strategy::general
-      st = run_kernel(policy, general_kernel<R, O, T, Out, Op>{sp.raw(), {}, o.random_bits, o.stats != nullptr},
+      st = run_kernel(policy,
+                      general_kernel<R, O, T, Out, Op>{sp.raw(), {}, o.random_bits, o.stats != nullptr,
+                                                       o.variant},
                       c.where, in, out, n, o);
       break;
   }
