@@ -94,6 +94,7 @@ set(CPD_HEADERS
   include/cpd/scaling/exchange_rules.hpp
   include/cpd/scaling/loss.hpp
   include/cpd/scaling/mx.hpp
+  include/cpd/scaling/nvfp4.hpp
   include/cpd/scaling/registry.hpp
   include/cpd/scaling/scale.hpp
   include/cpd/scaling/scaling.hpp
