@@ -141,6 +141,22 @@ TEST_CASE("nvfp4: a worked example") {
   check_against_reference(x);
 }
 
+TEST_CASE("nvfp4: x is divided by s * b, as torchao's reference, not multiplied by its reciprocal") {
+  // docs/scaling.md: amax 1, a block whose scale clamps to 2^-6; x / (s * b) = 1.25 exactly.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 1.0f;
+  x[16] = 0x1.e79e7cp-18f;
+  const float f = (1.0f / 2688.0f) * 0.015625f;
+  REQUIRE(x[16] / f == 1.25f);
+  REQUIRE(x[16] * (1.0f / f) > 1.25f);  // the reciprocal's product is past the tie
+  std::vector<std::uint8_t> packed(16), scales(2);
+  float s = 0.0f;
+  cpd::nvfp4_encode(x.data(), 32, packed.data(), scales.data(), &s);
+  CHECK(scales[1] == 0x08);
+  CHECK(nibble(packed, 16) == 2);  // 1.25 ties to 1 (code 2); the reciprocal would give 1.5 (code 3)
+  check_against_reference(x);
+}
+
 TEST_CASE("nvfp4: every E2M1 code and its midpoints under every block scale") {
   // Blocks of all 16 codes times a factor s * b, and the midpoints of neighbours +- 1 ulp,
   // for every E4M3 block code the clamp allows and a few tensor scales.
