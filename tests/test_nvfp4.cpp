@@ -3,6 +3,7 @@
 // written here from its definition with tables of the E2M1 and E4M3 values: no code shared
 // with cpd's rounding core.
 
+#include <cpd/exchange/simulate.hpp>
 #include <cpd/scaling/nvfp4.hpp>
 
 #include <doctest/doctest.h>
@@ -350,4 +351,48 @@ TEST_CASE("nvfp4: bad arguments are rejected") {
   cpd::nvfp4_quantize(x.data(), x.data(), 32);  // in == out is allowed
   CHECK(x[0] == 1.0f);
   cpd::nvfp4_quantize(nullptr, nullptr, 0);
+}
+
+TEST_CASE("nvfp4: the exchange rule with one worker and no headroom is nvfp4_quantize") {
+  std::mt19937 gen(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (std::size_t n : {std::size_t{1}, std::size_t{16}, std::size_t{100}, std::size_t{1000}}) {
+    std::vector<float> x(n), want(n), got(n);
+    for (float& v : x) v = dist(gen) * std::exp(2.0f * dist(gen));
+    cpd::nvfp4_quantize(x.data(), want.data(), n);
+    const float* g[] = {x.data()};
+    const cpd::nvfp4_block_scaling<> rule(1, {false});
+    const cpd::block_allreduce_result r =
+        cpd::simulate_block_scaled_allreduce<cpd::float4_e2m1fn, cpd::rounding::nearest_even, cpd::overflow::saturate>(
+            g, got.data(), n, 1, rule);
+    CHECK_FALSE(r.nonfinite);
+    CHECK(r.codes.size() == cpd::nvfp4_scale_count(n));
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(bits_of(got[i]) == bits_of(want[i]));
+  }
+}
+
+TEST_CASE("nvfp4: the exchange rule shares the scales of the largest worker and marks inf/NaN blocks") {
+  const std::size_t n = 48;
+  std::vector<float> a(n, 1.0f), b(n, -0.5f), out(n);
+  b[20] = 12.0f;  // worker 1's block 1 is larger: the shared scale follows it
+  a[40] = std::numeric_limits<float>::quiet_NaN();
+  const float* g[] = {a.data(), b.data()};
+  const cpd::nvfp4_block_scaling<> rule(2);  // headroom x 2
+  cpd::allreduce_options opt;
+  opt.mean = true;
+  const cpd::block_allreduce_result r =
+      cpd::simulate_block_scaled_allreduce<cpd::float4_e2m1fn, cpd::rounding::nearest_even, cpd::overflow::saturate>(
+          g, out.data(), n, 2, rule, opt);
+  // A = 12, s = 24 / 2688; block 1's bound 24 gives (24 / 6) / s = 448; block 0's bound 2 gives 37.33 -> 36 (0x61)
+  CHECK(r.tensor_scale == 24.0f / 2688.0f);
+  CHECK(r.codes[1] == 0x7E);
+  CHECK(r.codes[0] == 0x61);
+  CHECK(r.codes[2] == cpd::nvfp4_nan_scale);
+  CHECK(r.nonfinite);
+  CHECK(r.nonfinite_out == 16);
+  // block 0, factor f = s * 36: 1 / f = 3.11 -> 3 and -0.5 / f = -1.56 -> -1.5; their sum 1.5 in E2M1
+  const float f0 = r.tensor_scale * 36.0f;
+  CHECK(out[0] == 1.5f * f0 / 2.0f);
+  CHECK(std::isnan(out[47]));
+  CHECK(std::fabs(out[20] - 6.5f) <= 0.75f);  // (1 + 12) / 2, block factor 4/7 * 7 = 4: 12 -> 3 * 4
 }
