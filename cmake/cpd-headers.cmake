@@ -30,6 +30,7 @@ set(CPD_HEADERS
   include/cpd/device/detail/fast.cuh
   include/cpd/device/detail/kernels.cuh
   include/cpd/device/exchange.cuh
+  include/cpd/device/nvfp4.cuh
   include/cpd/device/functors.hpp
   include/cpd/device/nccl.cuh
   include/cpd/device/options.hpp
