@@ -99,6 +99,18 @@ template <rounding R = rounding::nearest_even>
 }
 
 namespace detail {
+/// The values of the 16 E2M1 codes, read once from the format (the decode of the core).
+struct nvfp4_value_table {
+  float v[16];
+  nvfp4_value_table() noexcept {
+    for (unsigned c = 0; c < 16; ++c) v[c] = static_cast<float>(nvfp4_element::from_bits(static_cast<std::uint8_t>(c)));
+  }
+};
+inline const float* nvfp4_values() noexcept {
+  static const nvfp4_value_table t;
+  return t.v;
+}
+
 /// The largest finite magnitude of x[0, n) (0 for none).
 inline float nvfp4_finite_amax(const float* x, std::size_t n) noexcept {
   std::uint32_t m = 0;
@@ -201,11 +213,11 @@ value_stats nvfp4_encode(const float* in, std::size_t n, std::uint8_t* packed, s
   const float s = detail::nvfp4_resolve_scale(who, opt, in, n);
   *tensor_scale = s;
   value_stats st;
+  const float* values = detail::nvfp4_values();
   detail::nvfp4_blocks(in, n, s, scales, [&](std::size_t i, std::uint8_t code, float factor) {
     const std::uint32_t rnd = R == rounding::stochastic ? opt.key.bits(0, opt.first_index + i) : 0u;
     const std::uint8_t q = code == nvfp4_nan_scale ? 0 : nvfp4_element_code<R>(in[i], factor, rnd);
-    const float y = code == nvfp4_nan_scale ? detail::bit_cast<float>(0x7FC00000u)
-                                            : static_cast<float>(nvfp4_element::from_bits(q));
+    const float y = code == nvfp4_nan_scale ? detail::bit_cast<float>(0x7FC00000u) : values[q];
     detail::nvfp4_count(st, in[i], y);
     const int shift = (i & 1u) ? 4 : 0;
     packed[i / 2] = static_cast<std::uint8_t>((i & 1u) ? (packed[i / 2] | (q << shift)) : q);
@@ -222,10 +234,11 @@ inline void nvfp4_decode(const std::uint8_t* packed, const std::uint8_t* scales,
                       {{packed, nvfp4_packed_size(n), "the packed codes"},
                        {scales, nvfp4_scale_count(n), "the scales"},
                        {out, n * sizeof(float), "the output"}});
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint8_t q = static_cast<std::uint8_t>((packed[i / 2] >> ((i & 1u) ? 4 : 0)) & 0x0Fu);
-    const float factor = nvfp4_block_factor(scales[i / nvfp4_block_size], tensor_scale);
-    out[i] = static_cast<float>(nvfp4_element::from_bits(q)) * factor;
+  const float* values = detail::nvfp4_values();
+  for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
+    hi = detail::block_end(lo, nvfp4_block_size, n);
+    const float factor = nvfp4_block_factor(scales[blk], tensor_scale);
+    for (std::size_t i = lo; i < hi; ++i) out[i] = values[(packed[i / 2] >> ((i & 1u) ? 4 : 0)) & 0x0Fu] * factor;
   }
 }
 
@@ -238,12 +251,13 @@ value_stats nvfp4_quantize(const float* in, float* out, std::size_t n, const nvf
   detail::check_nvfp4(who, n, {{in, n * sizeof(float), "the input"}, {out, n * sizeof(float), "the output"}}, true);
   const float s = detail::nvfp4_resolve_scale(who, opt, in, n);
   value_stats st;
+  const float* values = detail::nvfp4_values();
   detail::nvfp4_blocks(in, n, s, nullptr, [&](std::size_t i, std::uint8_t code, float factor) {
     const std::uint32_t rnd = R == rounding::stochastic ? opt.key.bits(0, opt.first_index + i) : 0u;
     const float x = in[i];
     const float y = code == nvfp4_nan_scale
                         ? detail::bit_cast<float>(0x7FC00000u)
-                        : static_cast<float>(nvfp4_element::from_bits(nvfp4_element_code<R>(x, factor, rnd))) * factor;
+                        : values[nvfp4_element_code<R>(x, factor, rnd)] * factor;
     detail::nvfp4_count(st, x, y);
     out[i] = y;
   });
