@@ -30,6 +30,7 @@ set(CPD_HEADERS
   include/cpd/device/detail/fast.cuh
   include/cpd/device/detail/kernels.cuh
   include/cpd/device/exchange.cuh
+  include/cpd/device/nvfp4.cuh
   include/cpd/device/functors.hpp
   include/cpd/device/nccl.cuh
   include/cpd/device/options.hpp
@@ -95,6 +96,7 @@ set(CPD_HEADERS
   include/cpd/scaling/exchange_rules.hpp
   include/cpd/scaling/loss.hpp
   include/cpd/scaling/mx.hpp
+  include/cpd/scaling/nvfp4.hpp
   include/cpd/scaling/registry.hpp
   include/cpd/scaling/scale.hpp
   include/cpd/scaling/scaling.hpp

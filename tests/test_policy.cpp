@@ -155,7 +155,7 @@ TEST_CASE("policy: a rule may name the scaling rule and the algorithm of its ten
         choice{e5m2, cpd::scaler_kind::amax_sqrtw, cpd::allreduce_algorithm::native});
   CHECK(message("tensors 0 e5m2 scaler mx99") ==
         "cpd::precision_policy: scaler 'mx99' is not one of aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, "
-        "none, fixed (in 'tensors 0 e5m2 scaler mx99')");
+        "none, fixed, nvfp4 (in 'tensors 0 e5m2 scaler mx99')");
   CHECK(message("from step 2 e5m2 algorithm zigzag") ==
         "cpd::precision_policy: algorithm 'zigzag' is not one of sequential, ring, halving_doubling, pipelined_ring, "
         "two_step, all_gather, native (in 'from step 2 e5m2 algorithm zigzag')");

@@ -157,6 +157,26 @@ TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthan
   CHECK(mx_bits == 8.25);
 }
 
+TEST_CASE("--scaler nvfp4: NVFP4's scales on E2M1 gradients, half a bit per value and 32 bits per tensor more") {
+  const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32 --grad-formats e2m1fn";
+  const run_output r = run(common + " --scaler none,nvfp4");
+  REQUIRE_MESSAGE((r.status == 0 || r.status == 3), r.out);
+  const std::vector<std::string> h = hashes(r.out);
+  REQUIRE(h.size() == 2);
+  CHECK(h[0] != h[1]);
+  std::istringstream lines(r.out);
+  std::string line;
+  double bits = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream row(line);
+    std::string name, rule;
+    if (row >> name >> rule && name == "e2m1fn" && rule == "nvfp4") row >> bits;
+  }
+  // 784 * 32 + 32 + 32 * 10 + 10 values in 4 tensors: 4.5 + 4 * 32 / 25450 bits per value
+  CHECK(bits > 4.5);
+  CHECK(bits < 4.52);
+}
+
 TEST_CASE("--scaler loss: GradScaler's backoff skips steps; in fp32 the scale leaves no trace") {
   const std::string common = "--data " + data_dir() + " --epochs 1 --batch 64 --workers 4 --hidden 32";
   // e4m3 (max 240) cannot hold gradients scaled by 2^16: the first steps overflow, each halves

@@ -74,7 +74,7 @@ TEST_CASE("names: every choice read back from its name, and one message for a ba
   check_round_trip<cpd::allreduce_algorithm>(
       "cpd::allreduce_algorithm", "sequential, ring, halving_doubling, pipelined_ring, two_step, all_gather, native");
   check_round_trip<cpd::scaler_kind>("cpd::scaler_kind",
-                                     "aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none, fixed");
+                                     "aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none, fixed, nvfp4");
   check_round_trip<cpd::amax_algorithm>("cpd::amax_algorithm", "max, most_recent");
   check_round_trip<cpd::mx_scale_rule>("cpd::mx_scale_rule", "floor, ceil, rceil");
   check_round_trip<cpd::random_generator>("cpd::random_generator", "v1, v2");
@@ -235,6 +235,8 @@ TEST_CASE("make_scaler: what it cannot make is refused by name") {
   CHECK(error_of([] { (void)cpd::make_scaler("aps", std::nullopt); }) == "cpd::make_scaler: aps needs a format");
   CHECK(error_of([] { (void)cpd::make_scaler("mx32", cpd::format::parse("e4m3fn")); })
             .find("mx32 scales blocks of 32 values") != std::string::npos);
+  CHECK(error_of([] { (void)cpd::make_scaler("nvfp4", cpd::format::parse("e2m1fn")); })
+            .find("nvfp4 scales blocks of 16 values") != std::string::npos);
   CHECK(error_of([] { (void)cpd::make_scaler("apss", std::nullopt); })
             .find("'apss' is not one of aps, amax, amax-sqrtw,") != std::string::npos);
   CHECK(error_of([] { (void)cpd::make_scaler("amax", cpd::format::parse("e6m9")); }) ==

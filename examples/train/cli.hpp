@@ -47,7 +47,8 @@ inline constexpr const auto& train_algorithms = cpd::simulated_algorithms;
 /// fixed in advance); over MPI only mpi_scalers.
 inline constexpr cpd::scaler_kind train_scalers[] = {
     cpd::scaler_kind::aps,     cpd::scaler_kind::amax, cpd::scaler_kind::amax_sqrtw, cpd::scaler_kind::predivide,
-    cpd::scaler_kind::delayed, cpd::scaler_kind::mx32, cpd::scaler_kind::loss,       cpd::scaler_kind::none};
+    cpd::scaler_kind::delayed, cpd::scaler_kind::mx32, cpd::scaler_kind::loss,       cpd::scaler_kind::none,
+    cpd::scaler_kind::nvfp4};
 inline constexpr cpd::scaler_kind mpi_scalers[] = {cpd::scaler_kind::aps, cpd::scaler_kind::loss,
                                                    cpd::scaler_kind::none};
 

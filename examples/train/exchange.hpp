@@ -81,8 +81,8 @@ class loss_scale_state {
 /// ring order, every addition rounded to the gradient format (fp32: float sums),
 /// scaled by the run's rule, and writes their mean. With a precision policy, each
 /// tensor's format at each step is the policy's (and its rule and algorithm, where a policy
-/// rule names them), which observes the simulation's counts. mx32 runs
-/// cpd::simulate_block_scaled_allreduce (elements saturate, as MX's do); loss keeps one
+/// rule names them), which observes the simulation's counts. mx32 and nvfp4 run
+/// cpd::simulate_block_scaled_allreduce (elements saturate, as MX's and NVFP4's do); loss keeps one
 /// cpd::dynamic_loss_scaling for all tensors and says when a step must be skipped.
 class exchanger {
  public:
@@ -122,9 +122,12 @@ class exchanger {
       stats_.overflow += r.second;
       nonfinite += r.second;
       if (policy_) policy_->observe(i, step, r.first);
-      // mx32 sends one e8m0 scale per 32 values besides the values (its statistics allreduce)
-      bits_ += (static_cast<double>(f.bits()) + (red.scaler == cpd::scaler_kind::mx32 ? 8.0 / 32.0 : 0.0)) *
-               static_cast<double>(t.size());
+      // mx32 sends one e8m0 scale per 32 values besides the values (its statistics allreduce),
+      // nvfp4 one e4m3 scale per 16 values and one fp32 amax per tensor
+      const bool nv = red.scaler == cpd::scaler_kind::nvfp4;
+      bits_ += (static_cast<double>(f.bits()) + (red.scaler == cpd::scaler_kind::mx32 ? 8.0 / 32.0 : nv ? 8.0 / 16.0 : 0.0)) *
+                   static_cast<double>(t.size()) +
+               (nv ? 32.0 : 0.0);
       values_ += t.size();
     }
     return loss_.after_step(nonfinite);
@@ -149,7 +152,7 @@ class exchanger {
 
   /// The exchange of one tensor in format f with rule `scaler` and `algorithm`: the rule's
   /// scaler from cpd::make_scaler (one per tensor: delayed scaling keeps an amax history per
-  /// tensor and choice), handed to simulate_allreduce<F>; mx32's block scales through
+  /// tensor and choice), handed to simulate_allreduce<F>; mx32's and nvfp4's block scales through
   /// simulate_block_scaled_allreduce (elements saturate, as MX's do); loss's scale is the run's
   /// (loss_scale_state), a fixed power of two for the step.
   reducer_fn make_reducer(const cpd::format& f, cpd::scaler_kind scaler, cpd::allreduce_algorithm algorithm) {
@@ -161,7 +164,7 @@ class exchanger {
     cpd::scaler_options so;
     so.world_size = w;
     auto scalers = std::make_shared<std::vector<cpd::any_scaler<>>>();
-    if (scaler != cpd::scaler_kind::mx32 && scaler != cpd::scaler_kind::loss)
+    if (scaler != cpd::scaler_kind::mx32 && scaler != cpd::scaler_kind::nvfp4 && scaler != cpd::scaler_kind::loss)
       for (std::size_t t = 0; t < tensors_.size(); ++t) scalers->push_back(cpd::make_scaler(scaler, f, so));
     return [this, f, scaler, algorithm, w, scalers](std::size_t t, const float* const* g, float* out, std::size_t len) {
       cpd::allreduce_options opt = opt_;  // (the threads of this step) with this choice's algorithm
@@ -172,6 +175,15 @@ class exchanger {
           using F = decltype(tag);
           const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
               g, out, len, w, cpd::mx_block_scaling<F>(w), opt);
+          r = {b.scaled, b.nonfinite_out};
+        });
+        return r;
+      }
+      if (scaler == cpd::scaler_kind::nvfp4) {
+        cpd::visit<cpd::exchange_formats>(f, [&](auto tag) {
+          using F = decltype(tag);
+          const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
+              g, out, len, w, cpd::nvfp4_block_scaling<F>(w), opt);
           r = {b.scaled, b.nonfinite_out};
         });
         return r;

@@ -19,6 +19,8 @@ inline const char* usage_text() {
          "                        max(F)/(amax sqrt(W))), predivide (PyTorch's fp16 hook: x 1/W), delayed\n"
          "                        (Transformer Engine's delayed scaling, per tensor), mx32 (OCP MX: a power of\n"
          "                        two per 32 values from their amax over the workers x W, 0.25 bits/value more),\n"
+         "                        nvfp4 (NVFP4's scales: an e4m3 per 16 values and an fp32 per tensor from the\n"
+         "                        amax over the workers x W, 0.5 bits/value more; elements in the format),\n"
          "                        loss (PyTorch's GradScaler: a loss scale from 2^16, halved and the step\n"
          "                        skipped on an inf or NaN sum, doubled after 2000 clean steps), none;\n"
          "                        with --mpi: aps, loss, none\n"

@@ -29,6 +29,7 @@
 
 #include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/mx.hpp>
+#include <cpd/scaling/nvfp4.hpp>
 #include <cpd/scaling/registry.hpp>
 #include <cpd/scaling/scaling.hpp>
 

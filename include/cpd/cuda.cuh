@@ -6,3 +6,4 @@
 
 #include <cpd/device/cuda.cuh>
 #include <cpd/device/exchange.cuh>
+#include <cpd/device/nvfp4.cuh>

@@ -27,7 +27,7 @@ from . import _dtypes
 from . import _posit
 
 __all__ = [
-    "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "generators",
+    "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
     "random_bits",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
@@ -481,6 +481,62 @@ def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="neares
         _cpd.mx_quantize(a, o, element_format, rounding, int(block_size), rule, int(seed), int(stream), g)
 
     return _run("cpd.mx_quantize", x, out, body)
+
+
+def _nvfp4_args(who, tensor_scale, seed, stream, generator):
+    ts = 0.0 if tensor_scale is None else float(tensor_scale)
+    return (ts, _int(who, "seed", seed, 0, 2**64 - 1), _int(who, "stream", stream, 0, 2**64 - 1),
+            _generator(who, generator))
+
+
+def nvfp4_quantize(x, rounding="nearest_even", tensor_scale=None, seed=0, out=None, *, stream=0, generator=None,
+                   stats=False):
+    """NVFP4 fake quantization (cpd::nvfp4_quantize, docs/scaling.md#nvfp4): blocks of 16
+    values (x flattened in C order) share an E4M3 scale, the tensor a float32 scale s =
+    amax / 2688 (or tensor_scale), elements E2M1 rounded in `rounding` (every mode). x is
+    float16, bfloat16, float32 or float64, read as float32 (float64 rounded, as torch's
+    .float()); the result has x's dtype. stats=True returns (result, counts)."""
+    who = "cpd.nvfp4_quantize"
+    _check_str(who, "rounding", rounding)
+    ts, seed, stream, g = _nvfp4_args(who, tensor_scale, seed, stream, generator)
+    counts = {}
+
+    def body(a, o, ni, no):
+        counts.update(_cpd.nvfp4_quantize(a, o, ni, no, rounding, ts, seed, stream, g))
+
+    result = _run(who, x, out, body)
+    return (result, counts) if stats else result
+
+
+def nvfp4_encode(x, rounding="nearest_even", tensor_scale=None, seed=0, *, stream=0, generator=None, stats=False):
+    """NVFP4 encoding (cpd::nvfp4_encode): (packed, scales, tensor_scale), NumPy arrays of
+    uint8 (E2M1 codes two per byte, value 2j in the low nibble of byte j: torchao's
+    pack_uint4 order; one E4M3 code per 16 values) and a Python float; with stats=True
+    also the counts. x as nvfp4_quantize's, flattened in C order."""
+    who = "cpd.nvfp4_encode"
+    _check_str(who, "rounding", rounding)
+    ts, seed, stream, g = _nvfp4_args(who, tensor_scale, seed, stream, generator)
+    a, _, name, _ = _float_input(who, x)
+    a = _contiguous(a)
+    n = int(a.size)
+    packed = _np.zeros((n + 1) // 2, dtype=_np.uint8)
+    scales = _np.zeros((n + 15) // 16, dtype=_np.uint8)
+    s, counts = _cpd.nvfp4_encode(a.reshape(-1), packed, scales, name, rounding, ts, seed, stream, g)
+    return (packed, scales, s, counts) if stats else (packed, scales, s)
+
+
+def nvfp4_decode(packed, scales, tensor_scale, n, dtype="float32"):
+    """NVFP4 decoding (cpd::nvfp4_decode): n values value(code) * (tensor_scale *
+    value(block scale)) in float32, then in `dtype` (float16, bfloat16, float32, float64)
+    as a NumPy array (a block whose scale is E4M3's NaN, 0x7F, decodes to NaN)."""
+    who = "cpd.nvfp4_decode"
+    n = _int(who, "n", n, 0, 2**62)
+    p = _np.ascontiguousarray(_code_input(who, packed)[0]).reshape(-1).view(_np.uint8)
+    sc = _np.ascontiguousarray(_code_input(who, scales)[0]).reshape(-1).view(_np.uint8)
+    name = _dtypes.name_of(who, dtype)
+    result, o = _dtypes.empty((n,), name, False)
+    _cpd.nvfp4_decode(p, sc, float(tensor_scale), o, name, n)
+    return result
 
 
 # --- formats ----------------------------------------------------------------------------

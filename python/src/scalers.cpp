@@ -3,15 +3,17 @@
 // cpd._cpd: the scalers of docs/scaling.md. A scaler is chosen by name (cpd::make_scaler);
 // Python sees its statistic as an int or a float and its scale as a Scale. exchange_scales
 // runs cpd::exchange_scales (statistic -> combine across ranks -> select) for one rank's
-// tensors; mx_quantize is the OCP MX block scaling of an array.
+// tensors; mx_quantize is the OCP MX block scaling of an array, nvfp4_* NVFP4's.
 
 #include <cpd/core/detail/bits.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/exchange/scales.hpp>
 #include <cpd/scaling/mx.hpp>
+#include <cpd/scaling/nvfp4.hpp>
 #include <cpd/scaling/registry.hpp>
 
 #include "args.hpp"
+#include "dtypes.hpp"
 #include "module.hpp"
 
 #include <pybind11/numpy.h>
@@ -22,6 +24,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -119,6 +122,110 @@ void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string&
                                 " is not an OCP MX element (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn)");
 }
 
+/// The values of `in` (dtype `name`: float16 and bfloat16 as their uint16 codes) as float32:
+/// 16-bit ones exactly, float64 rounded to nearest even (as torch's .float()).
+std::vector<float> nvfp4_input(const py::buffer& in, const std::string& name, const char* who) {
+  const dtype t = parse_dtype(name, who);
+  const view x = value_view(in, false, t, who, "the input");
+  std::vector<float> v(x.n);
+  for (std::size_t i = 0; i < x.n; ++i)
+    v[i] = t == dtype::float32   ? static_cast<const float*>(x.ptr)[i]
+           : t == dtype::float64 ? static_cast<float>(static_cast<const double*>(x.ptr)[i])
+                                 : widen16(t, static_cast<const std::uint16_t*>(x.ptr)[i]);
+  return v;
+}
+
+/// Writes float32 values into `out` of dtype `name` (16-bit: rounded to nearest even by the core).
+void nvfp4_output(const std::vector<float>& v, const py::buffer& out, const std::string& name, const char* who) {
+  const dtype t = parse_dtype(name, who);
+  const view y = value_view(out, true, t, who, "out");
+  if (y.n != v.size()) throw std::invalid_argument(std::string(who) + ": out holds " + std::to_string(y.n) +
+                                                   " values, the input " + std::to_string(v.size()));
+  for (std::size_t i = 0; i < y.n; ++i) {
+    if (t == dtype::float32) static_cast<float*>(y.ptr)[i] = v[i];
+    else if (t == dtype::float64) static_cast<double*>(y.ptr)[i] = v[i];
+    else static_cast<std::uint16_t*>(y.ptr)[i] = narrow16(t, v[i]);
+  }
+}
+
+cpd::nvfp4_options nvfp4_opts(float tensor_scale, std::uint64_t seed, std::uint64_t stream, const std::string& gen) {
+  cpd::nvfp4_options o;
+  o.tensor_scale = tensor_scale;
+  o.key = {seed, stream, parse_generator(gen)};
+  return o;
+}
+
+/// Runs f.template operator()<R>() for the rounding mode named `rounding`.
+template <class Fn>
+void with_rounding(const std::string& rounding, Fn&& f) {
+  switch (parse_rounding(rounding)) {
+    case cpd::rounding::nearest_even: f(std::integral_constant<cpd::rounding, cpd::rounding::nearest_even>{}); break;
+    case cpd::rounding::nearest_away: f(std::integral_constant<cpd::rounding, cpd::rounding::nearest_away>{}); break;
+    case cpd::rounding::toward_zero: f(std::integral_constant<cpd::rounding, cpd::rounding::toward_zero>{}); break;
+    case cpd::rounding::upward: f(std::integral_constant<cpd::rounding, cpd::rounding::upward>{}); break;
+    case cpd::rounding::downward: f(std::integral_constant<cpd::rounding, cpd::rounding::downward>{}); break;
+    case cpd::rounding::stochastic: f(std::integral_constant<cpd::rounding, cpd::rounding::stochastic>{}); break;
+    case cpd::rounding::odd: f(std::integral_constant<cpd::rounding, cpd::rounding::odd>{}); break;
+  }
+}
+
+/// cpd::nvfp4_quantize of `in` (dtype ni) into `out` (dtype no); the counts as a dict.
+py::dict nvfp4_quantize(const py::buffer& in, const py::buffer& out, const std::string& ni, const std::string& no,
+                        const std::string& rounding, float tensor_scale, std::uint64_t seed, std::uint64_t stream,
+                        const std::string& generator) {
+  const char* who = "cpd.nvfp4_quantize";
+  std::vector<float> v = nvfp4_input(in, ni, who);
+  const cpd::nvfp4_options o = nvfp4_opts(tensor_scale, seed, stream, generator);
+  cpd::value_stats st;
+  with_rounding(rounding, [&](auto r) {
+    py::gil_scoped_release nogil;
+    st = cpd::nvfp4_quantize<decltype(r)::value>(v.data(), v.data(), v.size(), o);
+  });
+  nvfp4_output(v, out, no, who);
+  return stats_dict(st);
+}
+
+/// cpd::nvfp4_encode of `in` (dtype ni) into packed (uint8, ceil(n/2)) and scales (uint8,
+/// ceil(n/16)); returns (tensor scale, counts).
+py::tuple nvfp4_encode(const py::buffer& in, const py::buffer& packed, const py::buffer& scales, const std::string& ni,
+                       const std::string& rounding, float tensor_scale, std::uint64_t seed, std::uint64_t stream,
+                       const std::string& generator) {
+  const char* who = "cpd.nvfp4_encode";
+  const std::vector<float> v = nvfp4_input(in, ni, who);
+  const view p = code_view(packed, true, who, "packed");
+  const view sc = code_view(scales, true, who, "scales");
+  if (p.itemsize != 1 || sc.itemsize != 1) throw py::type_error(std::string(who) + ": packed and scales are uint8");
+  if (p.n != cpd::nvfp4_packed_size(v.size()) || sc.n != cpd::nvfp4_scale_count(v.size()))
+    throw std::invalid_argument(std::string(who) + ": packed must hold ceil(n / 2) bytes and scales ceil(n / 16)");
+  const cpd::nvfp4_options o = nvfp4_opts(tensor_scale, seed, stream, generator);
+  cpd::value_stats st;
+  float s = 0.0f;
+  with_rounding(rounding, [&](auto r) {
+    py::gil_scoped_release nogil;
+    st = cpd::nvfp4_encode<decltype(r)::value>(v.data(), v.size(), static_cast<std::uint8_t*>(p.ptr),
+                                               static_cast<std::uint8_t*>(sc.ptr), &s, o);
+  });
+  return py::make_tuple(s, stats_dict(st));
+}
+
+/// cpd::nvfp4_decode into `out` (dtype no) of n values.
+void nvfp4_decode(const py::buffer& packed, const py::buffer& scales, float tensor_scale, const py::buffer& out,
+                  const std::string& no, std::size_t n) {
+  const char* who = "cpd.nvfp4_decode";
+  const view p = code_view(packed, false, who, "packed");
+  const view sc = code_view(scales, false, who, "scales");
+  if (p.itemsize != 1 || sc.itemsize != 1) throw py::type_error(std::string(who) + ": packed and scales are uint8");
+  if (p.n != cpd::nvfp4_packed_size(n) || sc.n != cpd::nvfp4_scale_count(n))
+    throw std::invalid_argument(std::string(who) + ": packed must hold ceil(n / 2) bytes and scales ceil(n / 16)");
+  std::vector<float> v(n);
+  {
+    py::gil_scoped_release nogil;
+    cpd::nvfp4_decode(static_cast<const std::uint8_t*>(p.ptr), static_cast<const std::uint8_t*>(sc.ptr),
+                      tensor_scale, n, v.data());
+  }
+  nvfp4_output(v, out, no, who);
+}
+
 /// The scales of one rank's tensors (held back to back in `values`, `sizes` each) by
 /// cpd::exchange_scales: each tensor's statistic, combine(statistics) (an int32 array, the
 /// statistics' bits; its element-wise MAX over the ranks, e.g. torch's all_reduce, or None
@@ -157,6 +264,9 @@ std::vector<scale_value> exchange_scales(scaler& sc, const py::buffer& values, c
 
 void bind_scalers(py::module_& m) {
   m.def("mx_quantize", &mx_quantize);
+  m.def("nvfp4_quantize", &nvfp4_quantize);
+  m.def("nvfp4_encode", &nvfp4_encode);
+  m.def("nvfp4_decode", &nvfp4_decode);
   py::class_<scale_value>(m, "Scale")
       .def_readonly("pow2", &scale_value::pow2)
       .def_readonly("exponent", &scale_value::exponent)

@@ -26,6 +26,7 @@
 #include <cpd/reduce/reduce.hpp>
 #include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/mx.hpp>
+#include <cpd/scaling/nvfp4.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <algorithm>
@@ -334,6 +335,7 @@ struct block_allreduce_result {
   value_stats unscaled{};           ///< all workers' values quantized without the scales (with diagnostics)
   value_stats scaled{};             ///< the same with the block scales: what the exchange did
   std::uint64_t nonfinite_out = 0;  ///< elements of the result that are inf or NaN
+  float tensor_scale = 0.0f;        ///< NVFP4: the shared tensor scale s (MX: 0; codes are then E4M3)
 };
 
 /// The exchange of simulate_allreduce with one power-of-two scale per block (OCP MX's shared
@@ -395,6 +397,70 @@ block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, fl
       result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
     }
   }
+  return result;
+}
+
+/// The exchange of simulate_allreduce with NVFP4's two scales (cpd::nvfp4_block_scaling<F>):
+/// A = max over r of scaler.tensor_amax(g_r), s = scaler.tensor_scale(A); st_r =
+/// scaler.statistics(g_r, s) (one E4M3 code per block of 16), combined by max over r; worker
+/// r's value g in a block with factor f = s * b is quantized as Q(g / f) (the quotient in
+/// float32, as nvfp4_quantize), the scaled values summed in F in the order of opt.algorithm
+/// (as simulate_allreduce with scale 1), and the sum gives out = sum * f in float32, divided
+/// by W in float for a mean. A block holding inf or NaN (on some worker) gets NaN (code 0x7F)
+/// and sets nonfinite. No error feedback (opt.residuals: invalid). With W = 1, no headroom,
+/// F = float4_e2m1fn and O = saturate, out is nvfp4_quantize<R>'s (R not stochastic).
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, float* out, std::size_t n,
+                                                       int world_size, const nvfp4_block_scaling<F>& scaler,
+                                                       const allreduce_options& opt = {}) {
+  const detail::default_fp_env fp_env;
+  detail::check_allreduce_args(g, out, n, world_size, opt);
+  if (opt.residuals)
+    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: block scales take no error feedback; "
+                         "set allreduce_options::residuals to nullptr");
+  if (world_size != scaler.world_size())
+    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: the scaler is for " +
+                         std::to_string(scaler.world_size()) + " workers, the exchange has " +
+                         std::to_string(world_size));
+  const std::size_t W = static_cast<std::size_t>(world_size), nb = scaler.blocks(n), k = scaler.block_size();
+  block_allreduce_result result;
+  float amax = 0.0f;
+  for (std::size_t r = 0; r < W; ++r) amax = std::max(amax, scaler.tensor_amax(g[r], n));
+  const float s = scaler.tensor_scale(amax);
+  result.tensor_scale = s;
+  result.codes.assign(nb, nvfp4_block_scaling<F>::identity);
+  std::vector<std::uint8_t> mine(nb);
+  for (std::size_t r = 0; r < W; ++r) {
+    scaler.statistics(g[r], n, s, mine.data());
+    nvfp4_block_scaling<F>::combine(result.codes.data(), mine.data(), nb);
+  }
+  std::vector<float> factor(nb);
+  for (std::size_t b = 0; b < nb; ++b) {
+    factor[b] = nvfp4_block_scaling<F>::factor(result.codes[b], s);
+    result.nonfinite |= result.codes[b] == nvfp4_nan_scale;
+  }
+  std::vector<float> scaled(W * n);
+  std::vector<const float*> x(W);
+  for (std::size_t r = 0; r < W; ++r) {
+    float* y = scaled.data() + r * n;
+    x[r] = y;
+    for (std::size_t b = 0; b < nb; ++b)
+      for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i) y[i] = g[r][i] / factor[b];
+    if (opt.diagnostics) {
+      result.unscaled += measure_quantization<F, R, O>(g[r], n);
+      result.scaled += measure_quantization<F, R, O>(y, n);
+    }
+  }
+  allreduce_options o = opt;
+  o.mean = false;
+  o.diagnostics = false;
+  simulate_allreduce_scaled<F, R, O>(x.data(), out, n, world_size, pow2_scale{}, o);
+  const float w = opt.mean ? static_cast<float>(world_size) : 1.0f;
+  for (std::size_t b = 0; b < nb; ++b)
+    for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i) {
+      out[i] = out[i] * factor[b] / w;  // (simulate_allreduce's finish)
+      result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
+    }
   return result;
 }
 

@@ -46,14 +46,15 @@ enum class scaler_kind : unsigned char {
   mx32,        ///< "mx32": cpd::mx_block_scaling<F>, 32-value blocks (OCP MX; not a per-tensor scaler)
   loss,        ///< "loss": cpd::dynamic_loss_scaling (PyTorch's GradScaler)
   none,        ///< "none": cpd::fixed_scaling{} (no scale; inf and NaN still marked)
-  fixed        ///< "fixed": cpd::fixed_scaling(2^exponent)
+  fixed,       ///< "fixed": cpd::fixed_scaling(2^exponent)
+  nvfp4        ///< "nvfp4": cpd::nvfp4_block_scaling<F>, E4M3 per 16 values and fp32 per tensor (not a per-tensor scaler)
 };
 
 /// The name of a scaling rule, as cpd-train's --scaler takes it ("aps", "amax", "amax-sqrtw",
-/// "predivide", "delayed", "mx32", "loss", "none", "fixed"); "?" for a value that is none.
+/// "predivide", "delayed", "mx32", "loss", "none", "fixed", "nvfp4"); "?" for a value that is none.
 constexpr const char* to_string(scaler_kind k) noexcept {
   constexpr const char* names[] = {"aps", "amax", "amax-sqrtw", "predivide", "delayed",
-                                   "mx32", "loss", "none",       "fixed"};
+                                   "mx32", "loss", "none",       "fixed",     "nvfp4"};
   const auto i = static_cast<unsigned>(k);
   return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }
@@ -63,7 +64,8 @@ struct enum_names<scaler_kind> {
   static constexpr const char* type = "cpd::scaler_kind";
   static constexpr scaler_kind values[] = {scaler_kind::aps,   scaler_kind::amax,  scaler_kind::amax_sqrtw,
                                            scaler_kind::predivide, scaler_kind::delayed, scaler_kind::mx32,
-                                           scaler_kind::loss,  scaler_kind::none,  scaler_kind::fixed};
+                                           scaler_kind::loss,  scaler_kind::none,  scaler_kind::fixed,
+                                           scaler_kind::nvfp4};
 };
 
 /// The scale of a scaler chosen at run time: a power of two (aps, fixed, none) or a float.
@@ -179,7 +181,8 @@ class any_scaler {
         case scaler_kind::loss: fn(tag, get<dynamic_loss_scaling>()); return;
         case scaler_kind::none:
         case scaler_kind::fixed: fn(tag, get<fixed_scaling>()); return;
-        case scaler_kind::mx32: return;  // (make_scaler makes none)
+        case scaler_kind::mx32:
+        case scaler_kind::nvfp4: return;  // (make_scaler makes none)
       }
     });
     if (!found)
@@ -226,6 +229,9 @@ any_scaler<List> make_scaler(scaler_kind kind, const std::optional<format>& fmt,
     case scaler_kind::mx32:
       detail::fail_invalid("cpd::make_scaler: mx32 scales blocks of 32 values, not tensors: use "
                            "cpd::mx_block_scaling and cpd::simulate_block_scaled_allreduce");
+    case scaler_kind::nvfp4:
+      detail::fail_invalid("cpd::make_scaler: nvfp4 scales blocks of 16 values, not tensors: use "
+                           "cpd::nvfp4_block_scaling and cpd::simulate_block_scaled_allreduce");
     default: break;
   }
   if (!fmt) detail::fail_invalid(std::string("cpd::make_scaler: ") + to_string(kind) + " needs a format");
