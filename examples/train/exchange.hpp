@@ -154,54 +154,10 @@ class exchanger {
   /// scaler from cpd::make_scaler (one per tensor: delayed scaling keeps an amax history per
   /// tensor and choice), handed to simulate_allreduce<F>; mx32's and nvfp4's block scales through
   /// simulate_block_scaled_allreduce (elements saturate, as MX's do); loss's scale is the run's
-  /// (loss_scale_state), a fixed power of two for the step.
-  reducer_fn make_reducer(const cpd::format& f, cpd::scaler_kind scaler, cpd::allreduce_algorithm algorithm) {
-    if (!cpd::visit<cpd::exchange_formats>(f, [](auto) {}))
-      throw std::invalid_argument("gradient format " + (f == cpd::format::of<cpd::float_t<8, 23>>() ? "fp32" : f.name()) +
-                        " is not compiled into cpd-train; use one of " + train_format_names() +
-                        " (or add it to cpd::exchange_formats in include/cpd/core/format.hpp)");
-    const int w = workers_;
-    cpd::scaler_options so;
-    so.world_size = w;
-    auto scalers = std::make_shared<std::vector<cpd::any_scaler<>>>();
-    if (scaler != cpd::scaler_kind::mx32 && scaler != cpd::scaler_kind::nvfp4 && scaler != cpd::scaler_kind::loss)
-      for (std::size_t t = 0; t < tensors_.size(); ++t) scalers->push_back(cpd::make_scaler(scaler, f, so));
-    return [this, f, scaler, algorithm, w, scalers](std::size_t t, const float* const* g, float* out, std::size_t len) {
-      cpd::allreduce_options opt = opt_;  // (the threads of this step) with this choice's algorithm
-      opt.algorithm = algorithm;
-      tensor_result r;
-      if (scaler == cpd::scaler_kind::mx32) {
-        cpd::visit<cpd::exchange_formats>(f, [&](auto tag) {
-          using F = decltype(tag);
-          const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
-              g, out, len, w, cpd::mx_block_scaling<F>(w), opt);
-          r = {b.scaled, b.nonfinite_out};
-        });
-        return r;
-      }
-      if (scaler == cpd::scaler_kind::nvfp4) {
-        cpd::visit<cpd::exchange_formats>(f, [&](auto tag) {
-          using F = decltype(tag);
-          const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
-              g, out, len, w, cpd::nvfp4_block_scaling<F>(w), opt);
-          r = {b.scaled, b.nonfinite_out};
-        });
-        return r;
-      }
-      const auto run = [&](auto tag, auto& s) {
-        const auto a = cpd::simulate_allreduce<decltype(tag)>(g, out, len, w, s, opt);
-        r = {a.scaled, a.nonfinite_out};
-      };
-      if (scaler == cpd::scaler_kind::loss) {  // GradScaler's scales are powers of two (2^16, x 2, x 0.5)
-        cpd::scaler_options fixed;
-        fixed.exponent = loss_.exponent();
-        cpd::make_scaler(cpd::scaler_kind::fixed, f, fixed).visit(f, run);
-      } else {
-        (*scalers)[t].visit(f, run);
-      }
-      return r;
-    };
-  }
+  /// (loss_scale_state), a fixed power of two for the step. Defined in exchange.cpp, the one
+  /// translation unit that compiles the simulated exchange for every cpd::exchange_formats
+  /// (the library cpd_train_exchange, which cpd-train and its tests link).
+  reducer_fn make_reducer(const cpd::format& f, cpd::scaler_kind scaler, cpd::allreduce_algorithm algorithm);
 
   const reducer_entry& reducer(const cpd::precision_choice& c) const {
     for (const auto& r : reducers_)
