@@ -32,6 +32,13 @@ int ref_exponent(float amax, cpd::mx_scale_rule rule) {
   int e = 0;
   if (rule == cpd::mx_scale_rule::floor) e = floor_log2_ref(amax) - emax;
   if (rule == cpd::mx_scale_rule::ceil) e = ceil_log2_ref(amax) - emax;
+  if (rule == cpd::mx_scale_rule::even) {
+    // amax = f * 2^x, f in [0.5, 1): f rounded to M + 1 bits, halves up, is 1 from 1 - 2^-(M + 2) on
+    int x;
+    const double f = std::frexp(static_cast<double>(amax), &x);
+    const double r = std::floor(std::ldexp(f, Elem::spec.M + 1) + 0.5);
+    e = (r == std::ldexp(1.0, Elem::spec.M + 1) ? x : x - 1) - emax;
+  }
   if (rule == cpd::mx_scale_rule::rceil) {
     e = -200;
     while (std::ldexp(Elem::spec.max_value, e) < amax) ++e;  // the smallest e with max * 2^e >= amax
@@ -82,6 +89,15 @@ TEST_CASE("mx: hand-worked scales") {
   CHECK(cpd::mx_scale_code<E>(std::numeric_limits<float>::quiet_NaN(), cpd::mx_scale_rule::ceil) == 0xFF);
   CHECK(cpd::mx_scale_code<E>(1e-40f, cpd::mx_scale_rule::floor) == 0);
   CHECK(cpd::mx_scale_code<cpd::mx_int8>(3.0e38f, cpd::mx_scale_rule::ceil) == 254);  // 128 clamps to 127
+  // even rounds amax to M + 1 = 4 significant bits (halves up) before the floor: 31 = 1.9375 * 2^4 is
+  // at the half-way point 2 - 2^-4, so it goes to 32 (e = 5 - 8); the float below it stays in 2^4
+  CHECK(cpd::mx_scale_code<E>(31.0f, cpd::mx_scale_rule::even) == 127 - 3);
+  CHECK(cpd::mx_scale_code<E>(std::nextafter(31.0f, 0.0f), cpd::mx_scale_rule::even) == 127 - 4);
+  CHECK(cpd::mx_scale_code<E>(31.0f, cpd::mx_scale_rule::floor) == 127 - 4);
+  // torchao's EVEN adds the half to the float32 bits, which overflows to inf (a NaN scale) for
+  // amax >= 1.9375 * 2^127; cpd gives the finite block e = 128 - 8
+  CHECK(cpd::mx_scale_code<E>(std::numeric_limits<float>::max(), cpd::mx_scale_rule::even) == 127 + 120);
+  CHECK(cpd::mx_scale_code<cpd::mx_int8>(std::numeric_limits<float>::max(), cpd::mx_scale_rule::even) == 254);
 }
 
 TEST_CASE_TEMPLATE("mx: scales follow the rule formulas; elements are V / 2^e rounded, saturating", Elem,
@@ -90,7 +106,8 @@ TEST_CASE_TEMPLATE("mx: scales follow the rule formulas; elements are V / 2^e ro
   std::mt19937 rng(17);
   std::uniform_real_distribution<double> ex(-140.0, 118.0);  // with the +-8 spread: finite floats
   std::uniform_real_distribution<double> m(-1.0, 1.0);
-  for (auto rule : {cpd::mx_scale_rule::floor, cpd::mx_scale_rule::ceil, cpd::mx_scale_rule::rceil}) {
+  for (auto rule : {cpd::mx_scale_rule::floor, cpd::mx_scale_rule::ceil, cpd::mx_scale_rule::rceil,
+                    cpd::mx_scale_rule::even}) {
     for (std::size_t k : {std::size_t(32), std::size_t(16), std::size_t(7)}) {
       const std::size_t n = 5 * k + 3;  // a partial last block
       std::vector<float> v(n);

@@ -76,7 +76,7 @@ TEST_CASE("names: every choice read back from its name, and one message for a ba
   check_round_trip<cpd::scaler_kind>("cpd::scaler_kind",
                                      "aps, amax, amax-sqrtw, predivide, delayed, mx32, loss, none, fixed, nvfp4");
   check_round_trip<cpd::amax_algorithm>("cpd::amax_algorithm", "max, most_recent");
-  check_round_trip<cpd::mx_scale_rule>("cpd::mx_scale_rule", "floor, ceil, rceil");
+  check_round_trip<cpd::mx_scale_rule>("cpd::mx_scale_rule", "floor, ceil, rceil, even");
   check_round_trip<cpd::random_generator>("cpd::random_generator", "v1, v2");
   // a subset: the names it takes, and the message lists only those
   CHECK(cpd::from_string("two_step", cpd::rank_algorithms) == cpd::allreduce_algorithm::two_step);

@@ -467,7 +467,7 @@ def _out_name(who, out):
 def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="nearest_even", seed=0, out=None, *,
                 stream=0, generator=None):
     """OCP MX fake quantization (cpd::mx_quantize): blocks of block_size values share an
-    E8M0 scale chosen by `rule` (floor, ceil, rceil); the elements round to element_format
+    E8M0 scale chosen by `rule` (floor, ceil, rceil, even: docs/scaling.md); the elements round to element_format
     (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn), saturating. x is flattened in C order."""
     _check_str("cpd.mx_quantize", "element_format", element_format)
     block_size = _int("cpd.mx_quantize", "block_size", block_size, 1, 2**32)

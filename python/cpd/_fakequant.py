@@ -76,7 +76,7 @@ class QuantSpec:
                 raise ValueError(f"{who}: scale 'mx' rounds nearest_even or stochastic, not {rounding}")
             if overflow != "saturate":
                 raise ValueError(f"{who}: overflow '{overflow}' with scale 'mx': OCP MX elements saturate")
-        _check_choice(who, "rule", rule, ("floor", "ceil", "rceil"))
+        _check_choice(who, "rule", rule, ("floor", "ceil", "rceil", "even"))
         self.format, self.rounding, self.overflow, self.scale = format, rounding, overflow, scale
         self.block_size = _cpd_pkg._int(who, "block_size", block_size, 1, 2**32)
         self.rule = rule

@@ -567,7 +567,7 @@ def test_the_names_and_counters_are_the_cpp_librarys():
         cpd.quantize(x, "e4m3fn", rounding="nearest")
     with pytest.raises(ValueError, match="'x' is not one of max, most_recent"):
         cpd.delayed_scaling("e4m3fn", amax_algorithm="x")
-    with pytest.raises(ValueError, match="'round' is not one of floor, ceil, rceil"):
+    with pytest.raises(ValueError, match="'round' is not one of floor, ceil, rceil, even"):
         cpd.mx_quantize(x, "e4m3fn", rule="round")
     g = [np.ones(8, np.float32)] * 2
     with pytest.raises(ValueError, match="'zigzag' is not one of sequential, ring, halving_doubling, pipelined_ring"):

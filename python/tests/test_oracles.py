@@ -65,3 +65,70 @@ def test_finfo_matches_ml_dtypes():
         assert ours.resolution == float(np.array(10.0 ** -ours.precision).astype(dtype)), name
         assert float(theirs.resolution) == float(np.array(10.0 ** -theirs.precision).astype(dtype)), name
 
+
+
+# torchao's MX scale rules (torchao/prototype/mx_formats/mx_tensor.py, to_mx), restated here in
+# NumPy on the float32 bits: element name -> (cpd name, mantissa bits, emax, max).
+MX_ELEMENTS = {"float8_e4m3fn": ("e4m3fn", 3, 8, 448.0), "float8_e5m2": ("e5m2", 2, 15, 57344.0),
+               "float6_e3m2fn": ("e3m2fn", 2, 4, 28.0), "float6_e2m3fn": ("e2m3fn", 3, 2, 7.5),
+               "float4_e2m1fn": ("e2m1fn", 1, 2, 6.0)}
+
+
+def torchao_scale_exponent(amax, rule, mbits, emax, max_pos):
+    """The unbiased E8M0 exponent torchao's to_mx gives a block of largest magnitude amax (a
+    finite np.float32 > 0), or None where it gives the NaN scale to a finite block."""
+    if rule == "rceil":  # _f32_to_e8m0_rceil(max_abs * (1 / max_pos)), in float32
+        d = np.float32(amax) * np.float32(1.0 / max_pos)
+        b = int(np.array(d, np.float32).view(np.uint32))
+        exp, man = (b >> 23) & 0xFF, b & 0x7FFFFF
+        return exp + (man > 0x400000 if exp == 0 else man != 0) - 127
+    b = int(np.array(amax, np.float32).view(np.uint32))
+    if rule == "even":  # round the mantissa to mbits, halves up, on the bits
+        b = (b + (1 << (23 - mbits - 1))) & 0xFF800000
+        if (b >> 23) == 0xFF:
+            return None  # amax rounded to inf: torchao's NaN scale (cpd clamps, docs/scaling.md)
+    e = ((b >> 23) & 0xFF) - 127
+    if rule == "ceil":
+        e += (b & 0x7FFFFF) > 0
+    return max(-127, min(127, e - emax))
+
+
+def mx_blocks(mbits, max_pos, rng):
+    """Blocks of 32 float32 values whose amax sit on and beside each rule's boundaries."""
+    tops = []
+    for k in range(-140, 128, 3):
+        for base in (1.0, 2.0 - 2.0 ** -(mbits + 1), max_pos / 2 ** math.floor(math.log2(max_pos)), 1.5):
+            tops.append(np.float32(math.ldexp(base, k)) if math.ldexp(base, k) < 3.4e38 else None)
+    blocks = []
+    for t in tops:
+        if t is None or not np.isfinite(t) or t == 0:
+            continue
+        for step in (-1, 0, 1):  # the value itself and its float32 neighbours
+            a = np.nextafter(t, np.float32(np.inf if step > 0 else 0)) if step else t
+            if not np.isfinite(a) or a == 0:
+                continue
+            blk = (rng.uniform(-1, 1, 32) * a).astype(np.float32)
+            blk[rng.integers(32)] = a if rng.integers(2) else -a
+            blocks.append(blk)
+    return np.concatenate(blocks)
+
+
+@pytest.mark.parametrize("rule", ["floor", "ceil", "even", "rceil"])
+@pytest.mark.parametrize("element", sorted(MX_ELEMENTS))
+def test_mx_quantize_matches_torchao_rules(element, rule):
+    ml = oracle("ml_dtypes")
+    name, mbits, emax, max_pos = MX_ELEMENTS[element]
+    x = mx_blocks(mbits, max_pos, np.random.default_rng(31))
+    ours = cpd.mx_quantize(x, name, block_size=32, rule=rule)
+    elem = getattr(ml, element)
+    checked = 0
+    for b in range(0, x.size, 32):
+        blk = x[b:b + 32]
+        e = torchao_scale_exponent(np.abs(blk).max(), rule, mbits, emax, max_pos)
+        if e is None:
+            continue
+        lp = np.clip(blk * np.float32(2.0 ** -e), -max_pos, max_pos)  # float32 product, saturating
+        want = lp.astype(elem).astype(np.float32) * np.float32(2.0 ** e)
+        assert np.array_equal(ours[b:b + 32], want), (element, rule, float(np.abs(blk).max()), e)
+        checked += 1
+    assert checked > 250

@@ -46,18 +46,26 @@ using mx_int8 = float_t<1, 6, finite, 1>;
 enum class mx_scale_rule : unsigned char {
   floor,  ///< e = floor(log2(amax)) - emax(elem): the OCP MX v1.0 rule; V / X may exceed max(elem) and saturates
   ceil,   ///< e = ceil(log2(amax)) - emax(elem): never saturates, may waste a binade
-  rceil   ///< e = ceil(log2(amax / max(elem))): the smallest e with amax / 2^e <= max(elem) (NVIDIA)
+  rceil,  ///< e = ceil(log2(amax / max(elem))): the smallest e with amax / 2^e <= max(elem) (NVIDIA)
+  even    ///< e = floor(log2(amax rounded to M(elem) + 1 significant bits, halves up)) - emax(elem) (torchao)
 };
 
-/// The name of a rule ("floor", "ceil", "rceil").
+/// The name of a rule ("floor", "ceil", "rceil", "even"); "?" for a value that is no enumerator.
 constexpr const char* to_string(mx_scale_rule r) noexcept {
-  return r == mx_scale_rule::floor ? "floor" : r == mx_scale_rule::ceil ? "ceil" : "rceil";
+  switch (r) {
+    case mx_scale_rule::floor: return "floor";
+    case mx_scale_rule::ceil: return "ceil";
+    case mx_scale_rule::rceil: return "rceil";
+    case mx_scale_rule::even: return "even";
+  }
+  return "?";
 }
 
 template <>
 struct enum_names<mx_scale_rule> {
   static constexpr const char* type = "cpd::mx_scale_rule";
-  static constexpr mx_scale_rule values[] = {mx_scale_rule::floor, mx_scale_rule::ceil, mx_scale_rule::rceil};
+  static constexpr mx_scale_rule values[] = {mx_scale_rule::floor, mx_scale_rule::ceil, mx_scale_rule::rceil,
+                                             mx_scale_rule::even};
 };
 
 /// Options of MX encoding.
@@ -86,7 +94,8 @@ struct mx_array {
 /// Checks the options of an MX call (std::invalid_argument naming the field).
 inline void check_mx_options(const char* who, const mx_options& opt) {
   if (opt.block_size == 0) fail_invalid(std::string(who) + ": mx_options::block_size must be >= 1");
-  if (opt.rule != mx_scale_rule::floor && opt.rule != mx_scale_rule::ceil && opt.rule != mx_scale_rule::rceil)
+  if (opt.rule != mx_scale_rule::floor && opt.rule != mx_scale_rule::ceil && opt.rule != mx_scale_rule::rceil &&
+      opt.rule != mx_scale_rule::even)
     fail_invalid(std::string(who) + ": mx_options::rule " + std::to_string(static_cast<int>(opt.rule)) +
                  " is not a cpd::mx_scale_rule");
 }
@@ -127,6 +136,14 @@ template <class Elem>
       e = ceil_log2(a) - floor_log2(mx);
       while (mx * pow2_scale{e - 1}.factor() >= a) --e;
       while (mx * pow2_scale{e}.factor() < a) ++e;
+      break;
+    }
+    case mx_scale_rule::even: {
+      // a rounded to M + 1 significant bits with halves up reaches the next binade exactly when
+      // its significand is >= 2 - 2^-(M + 1); torchao's EVEN adds that half to the float32 bits.
+      const int f = floor_log2(a);
+      const double top = (2.0 - pow2_scale{-(Elem::spec.M + 1)}.factor()) * pow2_scale{f}.factor();
+      e = f + (a >= top ? 1 : 0) - Elem::spec.emax;
       break;
     }
     default: return 0xFF;  // no cpd::mx_scale_rule (the bulk calls reject it first)
