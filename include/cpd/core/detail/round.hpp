@@ -54,14 +54,23 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr V max_of(V a, V b) noexcept {
   return a < b ? b : a;
 }
 
-/// Rounds the T whose bits are x to the format s in mode R, overflow mode O.
-/// For R == stochastic, the low `rbits` bits of `rnd` are the random bits, used as
-/// variant `v` says (IEEE P3109's StochasticA, B, C; b needs rbits <= 31).
-/// (s is taken by value: device code may copy F::spec but not refer to it.)
+/// The template argument O of round_bits that means "the overflow mode is the argument ro",
+/// and R that means "one of the deterministic modes (all but stochastic), the argument rr":
+/// one loop for several modes (the host's bulk kernels, select.hpp). Internal, never public values.
+inline constexpr overflow overflow_runtime = static_cast<overflow>(0xFF);
+inline constexpr rounding rounding_runtime = static_cast<rounding>(0xFF);
+
+/// Rounds the T whose bits are x to the format s in mode R (rr where R is rounding_runtime),
+/// overflow mode O (ro where O is overflow_runtime). For R == stochastic, the low `rbits` bits
+/// of `rnd` are the random bits, used as variant `v` says (IEEE P3109's StochasticA, B, C; b
+/// needs rbits <= 31). (s is taken by value: device code may copy F::spec but not refer to it.)
 template <rounding R, overflow O, class T>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
     spec s, uint_of<T> x, std::uint32_t rnd = 0, int rbits = 32,
-    stochastic_variant v = stochastic_variant::a) noexcept {
+    stochastic_variant v = stochastic_variant::a, overflow ro = O, rounding rr = R) noexcept {
+  // (constants unless O or R is a runtime marker: then each is one mask per vector)
+  const overflow ov = O == overflow_runtime ? ro : O;
+  const rounding rm = R == rounding_runtime ? rr : R;
   using S = source<T>;
   using U = uint_of<T>;
   constexpr int SM = S::mantissa_bits;
@@ -116,13 +125,12 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
 
   // 4. Decide whether to move one quantum away from zero.
   bool up = false;
-  if constexpr (R == rounding::nearest_even) up = round_bit & (sticky | q_odd);
-  else if constexpr (R == rounding::nearest_away) up = round_bit;
-  else if constexpr (R == rounding::toward_zero) up = false;
-  else if constexpr (R == rounding::upward) up = inexact & !neg;
-  else if constexpr (R == rounding::downward) up = inexact & neg;
-  else if constexpr (R == rounding::odd) up = inexact & !q_odd;
-  else if constexpr (R == rounding::stochastic) {
+  if constexpr (R != rounding::stochastic) {
+    // (one term for a compile-time mode; for rounding_runtime, the term of the mode rr)
+    up = ((rm == rounding::nearest_even) & round_bit & (sticky | q_odd)) |
+         ((rm == rounding::nearest_away) & round_bit) | ((rm == rounding::upward) & inexact & !neg) |
+         ((rm == rounding::downward) & inexact & neg) | ((rm == rounding::odd) & inexact & !q_odd);
+  } else {
     // Up with probability rem / 2^d, using k random bits: the top k bits of the
     // dropped part (rem scaled to k bits) plus the random number carry out of
     // the k-bit field. Exact when d <= k; otherwise rem is truncated to k bits
@@ -134,14 +142,14 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
     const std::uint32_t r = select(vb, (rnd << 1) | 1u, rnd);
     const std::uint32_t kmask = k == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << k) - 1);
     const int sh = d - k;
-    U remk = select(sh > SM + 1 || d == 0, U(0),
-                    select(sh >= 0, U(rem >> min_of(max_of(sh, 0), SM + 1)), U(rem << min_of(max_of(-sh, 0), 31))));
-    // Variant c: the bit below the k kept ones (the half) and any bit under it. With
-    // sh > SM + 1 the whole of rem < 2^(SM+1) is under half of 2^sh: nothing to add.
-    const int hs = min_of(max_of(sh - 1, 0), SM + 1);  // the position of the half
-    const bool half = (v == stochastic_variant::c) & (sh >= 1) & (sh <= SM + 1) & (((rem >> hs) & 1) != 0);
-    const bool under = (rem & ((U(1) << hs) - 1)) != 0;
-    remk += U(half & (under | ((remk & 1) != 0)));
+    // Variant c rounds rem / 2^sh to nearest even by adding 2^(sh-1) - 1 and the kept
+    // part's last bit before the shift (for 1 <= sh <= SM + 1; rem < 2^(SM+2), no carry out
+    // of U). With sh > SM + 1 the whole of rem < 2^(SM+1) is under half of 2^sh: 0.
+    const int shc = min_of(max_of(sh, 0), SM + 1);
+    const bool vc = (v == stochastic_variant::c) & (sh >= 1) & (sh <= SM + 1);
+    const U radd = select(vc, U((U(1) << max_of(shc - 1, 0)) - 1 + ((rem >> shc) & 1)), U(0));
+    const U remk = select(sh > SM + 1 || d == 0, U(0),
+                          select(sh >= 0, U((rem + radd) >> shc), U(rem << min_of(max_of(-sh, 0), 31))));
     up = remk > U(kmask ^ (r & kmask));
   }
   const U inc = U(up);
@@ -176,17 +184,17 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
   const bool ovf = (value_exact & (value > U(max_bits<T>(s)))) | (!value_exact & (code > U(s.max_code)));
 
   // 7. Overflow and the special inputs.
-  constexpr bool away_always = R == rounding::nearest_even || R == rounding::nearest_away ||
-                               R == rounding::stochastic;
+  const bool away_always = (rm == rounding::nearest_even) | (rm == rounding::nearest_away) |
+                           (rm == rounding::stochastic);
   // Under P3109's rules round-to-odd overflows to inf where the largest finite code is
   // even (a value above it rounds to the odd code next to it, beyond max).
-  const bool odd_away = (R == rounding::odd) & s.p3109 & ((s.max_code & 1) == 0);
-  const bool away = away_always | ((R == rounding::upward) & !neg) | ((R == rounding::downward) & neg) | odd_away;
+  const bool odd_away = (rm == rounding::odd) & s.p3109 & ((s.max_code & 1) == 0);
+  const bool away = away_always | ((rm == rounding::upward) & !neg) | ((rm == rounding::downward) & neg) | odd_away;
   // Overflow gives +-inf, else NaN, else +-max, when the mode rounds away from
   // zero (an infinite input always does); otherwise, and when saturating, +-max.
   // overflow::propagate keeps infinite inputs so (P3109 SatPropagate). P3109's formats
   // without inf give +-max, not NaN (its Saturate never makes a NaN of a number).
-  const bool to_special = ((O == overflow::infinity) & (is_inf | away)) | ((O == overflow::propagate) & is_inf);
+  const bool to_special = ((ov == overflow::infinity) & (is_inf | away)) | ((ov == overflow::propagate) & is_inf);
   const bool give_inf = to_special & s.has_inf;
   const bool give_nan = to_special & !s.has_inf & s.has_nan & !s.p3109;
   const bool big = ovf | is_inf;
@@ -213,8 +221,8 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
   const bool uns = !s.has_sign;
   const bool below_zero = uns & neg & (s.p3109 ? (!is_nan) & ((code != 0) | is_inf) : a != 0);
   const bool uns_nan =
-      below_zero & ((!s.p3109) | ((O == overflow::infinity) & (away_always | (R == rounding::downward) |
-                                                             (R == rounding::odd) | is_inf)));
+      below_zero & ((!s.p3109) | ((ov == overflow::infinity) & (away_always | (rm == rounding::downward) |
+                                                              (rm == rounding::odd) | is_inf)));
   code = select(below_zero, select(uns_nan, U(s.nan_code), U(0)), code);
   value = select(below_zero, select(uns_nan, S::qnan_bits, U(0)), value);
   sign_code = select(uns, U(0), sign_code);

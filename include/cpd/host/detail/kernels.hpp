@@ -135,6 +135,8 @@ struct round_kernel {
   random_key key{};
   int rbits = 32;
   stochastic_variant variant = stochastic_variant::a;
+  overflow ovf = O;    ///< the overflow mode where O is overflow_runtime
+  rounding rmode = R;  ///< the (deterministic) rounding mode where R is rounding_runtime
 
   /// out[i] = the rounding of in[i] for i < n; the counter of element i is lo0 + i.
   CPD_ALWAYS_INLINE void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
@@ -158,6 +160,8 @@ struct round_kernel {
     const random_key k = key;
     const int kb = rbits;
     const stochastic_variant v = variant;
+    const overflow ro = ovf;
+    const rounding rr = rmode;
     local_counts cc;
     if constexpr (stochastic && G == random_generator::v2) {
       constexpr std::size_t block = 256;
@@ -165,21 +169,22 @@ struct round_kernel {
       for (std::size_t b = 0; b < n; b += block) {
         const std::size_t m = n - b < block ? n - b : block;
         fill_random_bits<G>(k, lo0 + static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m), rnd);
-        for (std::size_t i = 0; i < m; ++i) round_one(s, in[b + i], out[b + i], rnd[i], kb, v, cc);
+        for (std::size_t i = 0; i < m; ++i) round_one(s, in[b + i], out[b + i], rnd[i], kb, v, ro, rr, cc);
       }
     } else {
       for (std::size_t i = 0; i < n; ++i)
         round_one(s, in[i], out[i],
-                  stochastic ? random_bits_of<G>(k, lo0 + static_cast<std::uint32_t>(i)) : 0u, kb, v, cc);
+                  stochastic ? random_bits_of<G>(k, lo0 + static_cast<std::uint32_t>(i)) : 0u, kb, v, ro, rr, cc);
     }
     c = cc.get();
   }
 
   /// out = the rounding of x with the random bits rnd.
   static CPD_ALWAYS_INLINE void round_one(const spec& s, T x, Out& out, std::uint32_t rnd, int kb,
-                                          stochastic_variant v, local_counts& cc) noexcept {
+                                          stochastic_variant v, overflow ro, rounding rr,
+                                          local_counts& cc) noexcept {
     const uint_of<T> b = bit_cast<uint_of<T>>(x);
-    const auto r = round_bits<R, O, T>(s, b, rnd, kb, v);
+    const auto r = round_bits<R, O, T>(s, b, rnd, kb, v, ro, rr);
     if constexpr (Stats) cc.add(events(s, b, r.code, r.overflow != 0));
     if constexpr (Op == bulk_op::quantize) out = bit_cast<T>(r.value);
     else out = static_cast<Out>(r.code);
@@ -202,13 +207,15 @@ struct general_kernel {
   int rbits = 32;
   bool stats = false;
   stochastic_variant variant = stochastic_variant::a;
+  overflow ovf = O;    ///< as in round_kernel
+  rounding rmode = R;  ///< as in round_kernel
 
   void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
     local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t x = to_double_bits(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
-      const auto r = round_bits<R, O, double>(s, x, rnd, rbits, variant);
+      const auto r = round_bits<R, O, double>(s, x, rnd, rbits, variant, ovf, rmode);
       if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
       if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits(r.value);
       else out[i] = static_cast<Out>(r.code);

@@ -110,39 +110,81 @@ kernel_choice choose_decode(const spec& s, std::size_t n, bool scaled, bool cach
   return choose_decode<Code, T>(active_isa(), s, n, scaled, cached);
 }
 
+/// Calls f(std::integral_constant<rounding, R>{}) for rr, one of the deterministic modes.
+template <class Fn>
+decltype(auto) with_deterministic(rounding rr, Fn&& f) {
+  switch (rr) {
+    case rounding::nearest_away: return f(std::integral_constant<rounding, rounding::nearest_away>{});
+    case rounding::toward_zero: return f(std::integral_constant<rounding, rounding::toward_zero>{});
+    case rounding::upward: return f(std::integral_constant<rounding, rounding::upward>{});
+    case rounding::downward: return f(std::integral_constant<rounding, rounding::downward>{});
+    case rounding::odd: return f(std::integral_constant<rounding, rounding::odd>{});
+    default: return f(std::integral_constant<rounding, rounding::nearest_even>{});
+  }
+}
+
+/// The fast kernel's plan for s in mode R, overflow O (ro where O is overflow_runtime).
+template <rounding R, overflow O>
+fast::plan fast_plan_for(const spec& s, int rbits, overflow ro) noexcept {
+  if constexpr (O == overflow_runtime) {
+    if (ro == overflow::saturate) return fast::cached_plan<R, overflow::saturate>(s, rbits);
+    if (ro == overflow::propagate) return fast::cached_plan<R, overflow::propagate>(s, rbits);
+    return fast::cached_plan<R, overflow::infinity>(s, rbits);
+  } else {
+    (void)ro;
+    return fast::cached_plan<R, O>(s, rbits);
+  }
+}
+
+/// Runs the fast kernel (fast_kernel_compiled<K, T, Out>) in mode R (rr where R is
+/// rounding_runtime), overflow O (ro where O is overflow_runtime).
+template <rounding R, overflow O, encoding_kind K, class T, class Out, class SP, class Policy>
+void run_fast(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n,
+              const bulk_options& o, overflow ro, rounding rr) {
+  if constexpr (R == rounding_runtime) {
+    with_deterministic(rr, [&](auto rc) {
+      run_fast<decltype(rc)::value, O, K>(c, policy, sp, in, out, n, o, ro, decltype(rc)::value);
+    });
+  } else {
+    const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
+    const bool stream = !same && n * sizeof(Out) >= tuning::stream_threshold_bytes;
+    const fast::plan p = fast_plan_for<R, O>(sp.get(), o.random_bits, ro);
+    run_kernel(policy, fast::kernel<R, K, Out>{p, stream}, c.where, in, out, n, o);
+  }
+}
+
 /// Rounds n values of T to the format of the spec provider SP (fixed_spec or
 /// encoding_spec) in mode R, overflow O, by the kernel the choice c names (made by
 /// choose_rounding for this spec, once per call or once per summation of the exchange).
+/// O = overflow_runtime compiles one kernel for every overflow mode, which is then ro, and
+/// R = rounding_runtime one for the deterministic modes, which is then rr.
 template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, class Policy>
 void round_with(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n,
-                const bulk_options& o) {
+                const bulk_options& o, overflow ro = O, rounding rr = R) {
   [[maybe_unused]] constexpr encoding_kind K = spec_encoding<SP>::value;
   value_stats st;
   switch (c.how) {
     case strategy::fast:
 #if CPD_FAST_KERNELS
       if constexpr (fast_kernel_compiled<K, T, Out>) {
-        const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
-        const bool stream = !same && n * sizeof(Out) >= tuning::stream_threshold_bytes;
-        const fast::plan p = fast::cached_plan<R, O>(sp.get(), o.random_bits);
-        run_kernel(policy, fast::kernel<R, K, Out>{p, stream}, c.where, in, out, n, o);
+        run_fast<R, O, K>(c, policy, sp, in, out, n, o, ro, rr);
         return;
       }
 #endif
       [[fallthrough]];
     case strategy::vector:
       if (o.stats == nullptr) {
-        run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, false>{sp, {}, o.random_bits, o.variant},
+        run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, false>{sp, {}, o.random_bits, o.variant, ro, rr},
                    c.where, in, out, n, o);
         return;
       }
-      st = run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, true>{sp, {}, o.random_bits, o.variant},
+      st = run_kernel(policy, round_kernel<SP, R, O, T, Out, Op, true>{sp, {}, o.random_bits, o.variant, ro, rr},
                       c.where, in, out, n, o);
       break;
     default:  // strategy::general
       st = run_kernel(policy,
                       general_kernel<R, O, T, Out, Op>{sp.raw(), {}, o.random_bits, o.stats != nullptr,
-                                                       o.variant},
+                                                       o.variant, ro, rr},
                       c.where, in, out, n, o);
       break;
   }
@@ -152,11 +194,18 @@ void round_with(const kernel_choice& c, Policy&& policy, const SP& sp, const T* 
   }
 }
 
-/// The one decision point of quantize and encode: the choice, then the kernel.
+/// The one decision point of quantize and encode: the choice, then the kernel. R may be
+/// rounding_runtime (the mode is rr) and O overflow_runtime (the mode is ro): see round_format.
 template <rounding R, overflow O, class T, class Out, bulk_op Op, class SP, class Policy>
-void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o) {
+void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n, const bulk_options& o,
+                overflow ro = O, rounding rr = R) {
   constexpr encoding_kind K = spec_encoding<SP>::value;
-  round_with<R, O, T, Out, Op>(choose_rounding<R, K, T, Out>(sp.raw(), n, o), policy, sp, in, out, n, o);
+  kernel_choice c;
+  if constexpr (R == rounding_runtime)
+    with_deterministic(rr, [&](auto rc) { c = choose_rounding<decltype(rc)::value, K, T, Out>(sp.raw(), n, o); });
+  else
+    c = choose_rounding<R, K, T, Out>(sp.raw(), n, o);
+  round_with<R, O, T, Out, Op>(c, policy, sp, in, out, n, o, ro, rr);
 }
 
 /// Decodes n codes of the (scaled) spec s to T by the kernel the choice c names, reporting
