@@ -123,6 +123,7 @@ decltype(auto) with_deterministic(rounding rr, Fn&& f) {
   }
 }
 
+#if CPD_FAST_KERNELS
 /// The fast kernel's plan for s in mode R, overflow O (ro where O is overflow_runtime).
 template <rounding R, overflow O>
 fast::plan fast_plan_for(const spec& s, int rbits, overflow ro) noexcept {
@@ -152,6 +153,7 @@ void run_fast(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in
     run_kernel(policy, fast::kernel<R, K, Out>{p, stream}, c.where, in, out, n, o);
   }
 }
+#endif
 
 /// Rounds n values of T to the format of the spec provider SP (fixed_spec or
 /// encoding_spec) in mode R, overflow O, by the kernel the choice c names (made by
