@@ -82,9 +82,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                         "-bit format, but " + name + " has " + std::to_string(f->bits()) + " bits");
 
   // Derived facts.
-  const int sign = f->encoding() == cpd::encoding_kind::fnu ? 0 : 1;
+  // (unsigned formats, fnu and P3109's p3109_uf/p3109_ue, have no sign bit)
+  const int sign = f->spec().has_sign ? 1 : 0;
   if (f->bits() != f->exponent_bits() + f->mantissa_bits() + sign)
-    cpd_fuzz::fail(target, input, name + ": bits() " + std::to_string(f->bits()) + " is not 1 + E + M");
+    cpd_fuzz::fail(target, input, name + ": bits() " + std::to_string(f->bits()) + " is not " +
+                                      (sign ? "1 + " : "") + "E + M");
   if (!(0.0 < f->denorm_min() && f->denorm_min() <= f->min_normal() && f->min_normal() <= f->max() &&
         std::isfinite(f->max())))
     cpd_fuzz::fail(target, input, name + ": not 0 < denorm_min <= min_normal <= max < inf");
