@@ -87,11 +87,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (f->bits() != f->exponent_bits() + f->mantissa_bits() + sign)
     cpd_fuzz::fail(target, input, name + ": bits() " + std::to_string(f->bits()) + " is not " +
                                       (sign ? "1 + " : "") + "E + M");
-  if (!(0.0 < f->denorm_min() && f->denorm_min() <= f->min_normal() && f->min_normal() <= f->max() &&
+  // A format may have no finite normal value: P3109's binary2p2ue has 0, 0.5 (subnormal), +inf
+  // and NaN; its min_normal, 1 (gfloat's smallest_normal too), is the code of +inf there.
+  const bool normals = f->min_normal() <= f->max();
+  if (!(0.0 < f->denorm_min() && f->denorm_min() <= f->min_normal() && f->denorm_min() <= f->max() &&
         std::isfinite(f->max())))
-    cpd_fuzz::fail(target, input, name + ": not 0 < denorm_min <= min_normal <= max < inf");
+    cpd_fuzz::fail(target, input, name + ": not 0 < denorm_min <= min_normal, denorm_min <= max < inf");
   check_value_round_trip(input, *f, f->max(), "max");
-  check_value_round_trip(input, *f, f->min_normal(), "min_normal");
+  if (normals) check_value_round_trip(input, *f, f->min_normal(), "min_normal");
   check_value_round_trip(input, *f, f->denorm_min(), "denorm_min");
   return 0;
 }
