@@ -25,21 +25,16 @@ exchanger::reducer_fn exchanger::make_reducer(const cpd::format& f, cpd::scaler_
     cpd::allreduce_options opt = opt_;  // (the threads of this step) with this choice's algorithm
     opt.algorithm = algorithm;
     tensor_result r;
-    if (scaler == cpd::scaler_kind::mx32) {
+    if (scaler == cpd::scaler_kind::mx32 || scaler == cpd::scaler_kind::nvfp4) {
       cpd::visit<cpd::exchange_formats>(f, [&](auto tag) {
         using F = decltype(tag);
-        const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
-            g, out, len, w, cpd::mx_block_scaling<F>(w), opt);
-        r = {b.scaled, b.nonfinite_out};
-      });
-      return r;
-    }
-    if (scaler == cpd::scaler_kind::nvfp4) {
-      cpd::visit<cpd::exchange_formats>(f, [&](auto tag) {
-        using F = decltype(tag);
-        const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
-            g, out, len, w, cpd::nvfp4_block_scaling<F>(w), opt);
-        r = {b.scaled, b.nonfinite_out};
+        const auto block = [&](const auto& rule) {  // the elements saturate, as MX's and NVFP4's do
+          const auto b = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, cpd::overflow::saturate>(
+              g, out, len, w, rule, opt);
+          r = {b.scaled, b.nonfinite_out};
+        };
+        if (scaler == cpd::scaler_kind::mx32) block(cpd::mx_block_scaling<F>(w));
+        else block(cpd::nvfp4_block_scaling<F>(w));
       });
       return r;
     }
