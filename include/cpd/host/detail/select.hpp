@@ -27,6 +27,7 @@
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/encoding.hpp>
+#include <cpd/core/format.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/host/detail/avx512.hpp>
@@ -110,27 +111,12 @@ kernel_choice choose_decode(const spec& s, std::size_t n, bool scaled, bool cach
   return choose_decode<Code, T>(active_isa(), s, n, scaled, cached);
 }
 
-/// Calls f(std::integral_constant<rounding, R>{}) for rr, one of the deterministic modes.
-template <class Fn>
-decltype(auto) with_deterministic(rounding rr, Fn&& f) {
-  switch (rr) {
-    case rounding::nearest_away: return f(std::integral_constant<rounding, rounding::nearest_away>{});
-    case rounding::toward_zero: return f(std::integral_constant<rounding, rounding::toward_zero>{});
-    case rounding::upward: return f(std::integral_constant<rounding, rounding::upward>{});
-    case rounding::downward: return f(std::integral_constant<rounding, rounding::downward>{});
-    case rounding::odd: return f(std::integral_constant<rounding, rounding::odd>{});
-    default: return f(std::integral_constant<rounding, rounding::nearest_even>{});
-  }
-}
-
 #if CPD_FAST_KERNELS
 /// The fast kernel's plan for s in mode R, overflow O (ro where O is overflow_runtime).
 template <rounding R, overflow O>
-fast::plan fast_plan_for(const spec& s, int rbits, overflow ro) noexcept {
+fast::plan fast_plan_for(const spec& s, int rbits, overflow ro) {
   if constexpr (O == overflow_runtime) {
-    if (ro == overflow::saturate) return fast::cached_plan<R, overflow::saturate>(s, rbits);
-    if (ro == overflow::propagate) return fast::cached_plan<R, overflow::propagate>(s, rbits);
-    return fast::cached_plan<R, overflow::infinity>(s, rbits);
+    return with_overflow(ro, [&](auto oc) { return fast::cached_plan<R, decltype(oc)::value>(s, rbits); });
   } else {
     (void)ro;
     return fast::cached_plan<R, O>(s, rbits);
@@ -143,7 +129,7 @@ template <rounding R, overflow O, encoding_kind K, class T, class Out, class SP,
 void run_fast(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n,
               const bulk_options& o, overflow ro, rounding rr) {
   if constexpr (R == rounding_runtime) {
-    with_deterministic(rr, [&](auto rc) {
+    with_rounding(rr, [&](auto rc) {
       run_fast<decltype(rc)::value, O, K>(c, policy, sp, in, out, n, o, ro, decltype(rc)::value);
     });
   } else {
@@ -204,7 +190,7 @@ void round_call(Policy&& policy, const SP& sp, const T* in, Out* out, std::size_
   constexpr encoding_kind K = spec_encoding<SP>::value;
   kernel_choice c;
   if constexpr (R == rounding_runtime)
-    with_deterministic(rr, [&](auto rc) { c = choose_rounding<decltype(rc)::value, K, T, Out>(sp.raw(), n, o); });
+    with_rounding(rr, [&](auto rc) { c = choose_rounding<decltype(rc)::value, K, T, Out>(sp.raw(), n, o); });
   else
     c = choose_rounding<R, K, T, Out>(sp.raw(), n, o);
   round_with<R, O, T, Out, Op>(c, policy, sp, in, out, n, o, ro, rr);
