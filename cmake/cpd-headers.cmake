@@ -72,6 +72,7 @@ set(CPD_HEADERS
   include/cpd/host/detail/select.hpp
   include/cpd/host/detail/tuning.hpp
   include/cpd/host/execution.hpp
+  include/cpd/host/fixed_point.hpp
   include/cpd/host/instances.hpp
   include/cpd/host/posit_bulk.hpp
   include/cpd/host/pack.hpp

@@ -27,7 +27,7 @@ from . import _dtypes
 from . import _posit
 
 __all__ = [
-    "quantize", "encode", "decode", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
+    "quantize", "encode", "decode", "fixed_point_quantize", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
     "random_bits",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
@@ -392,6 +392,44 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
             counts.update(r)
 
     result = _run("cpd.quantize", x, out, body, exact=exact)
+    return (result, counts) if stats else result
+
+
+def fixed_point_quantize(x, word_bits, fraction_bits, clamp=True, symmetric=False, rounding="nearest_even", seed=None,
+                         scale_exponent=0, out=None, *, stream=0, offset=0, threads=None, stats=False, generator=None):
+    """x rounded to the signed fixed point of word_bits bits (two's complement), fraction_bits
+    of them after the binary point: k * 2^-fraction_bits for k in [-2^(word_bits-1),
+    2^(word_bits-1) - 1] (symmetric: from -(2^(word_bits-1) - 1)); cpd::fixed_point_quantize
+    (docs/formats.md, "Fixed point").
+
+    x: float32 or float64 (NumPy, torch on the CPU), the result in its dtype. rounding: one of
+    cpd.roundings (stochastic: seed, stream, offset, generator as cpd.quantize). clamp=True
+    clamps the rounded value to the range (overflow and saturated counted); clamp=False
+    rounds to the grid only (QPyTorch's clamp=False). scale_exponent k rounds x * 2^k and
+    returns it times 2^-k. out, threads, stats: as cpd.quantize.
+    """
+    who = "cpd.fixed_point_quantize"
+    _check_str(who, "rounding", rounding)
+    word_bits = _int(who, "word_bits", word_bits, 2, 64)
+    fraction_bits = _int(who, "fraction_bits", fraction_bits, -2**31, 2**31 - 1)
+    offset = _int(who, "offset", offset, 0, 2**64 - 1)
+    scale_exponent = _int(who, "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
+    s, st, g = _key(rounding, seed, stream, who, generator)
+    th = _threads(threads)
+    if _cuda.on_device(x):
+        raise TypeError(f"{who}: GPU arrays are not yet supported for fixed point; pass a CPU array")
+    counts = {}
+
+    def body(a, o, ni, no):
+        if ni not in ("float32", "float64") or no != ni:
+            raise TypeError(f"{who}: fixed point takes float32 or float64 values, rounded into their own dtype "
+                            f"(the input is {ni}, out {no}); convert with .astype or .to")
+        r = _cpd.fixed_point_quantize(a, o, ni, word_bits, fraction_bits, bool(symmetric), bool(clamp), rounding, s,
+                                      st, g, int(offset), int(scale_exponent), th, bool(stats))
+        if stats:
+            counts.update(r)
+
+    result = _run(who, x, out, body)
     return (result, counts) if stats else result
 
 

@@ -14,8 +14,10 @@ a float32 addition; zero results are +0). It is cpd.quantize to the format
 e<exp>m<man>finite (exp < 8) or e8m<man> (exp >= 8) in the modes nearest_away or stochastic,
 with those two quirks applied around it. What differs from QPyTorch (NaN stays NaN, the
 random bits are cpd's, reproducible; errors are ValueError or TypeError) is listed in
-docs/python.md. Fixed point and block floating point (FixedPoint, BlockFloatingPoint,
-fixed_point_quantize, block_quantize) are not yet in cpd: they raise NotImplementedError.
+docs/python.md. fixed_point_quantize is cpd.fixed_point_quantize (QPyTorch's nearest is
+nearest_even, its nearbyint); block_quantize follows QPyTorch's CPU kernel step by step (the
+float32 addition of 6 * 2^e, the rounding of wl bits half up or stochastic, the clip to the
+block's exponent), with the block maximum taken of |x| for every dim.
 """
 
 import sys as _sys
@@ -29,8 +31,6 @@ from . import _fakequant as _fq
 __all__ = ["Number", "FloatingPoint", "FixedPoint", "BlockFloatingPoint", "float_quantize", "fixed_point_quantize",
            "block_quantize", "quantizer", "Quantizer", "OptimLP"]
 
-_NOT_YET = ("{what} is not yet in cpd (fixed point and block floating point are issue 33; see docs/python.md, "
-            "Switching from QPyTorch); cpd.qtorch has FloatingPoint, float_quantize, quantizer, Quantizer and OptimLP")
 _ROUNDINGS = ("stochastic", "nearest")
 
 
@@ -39,7 +39,7 @@ def _int(who, name, v, lo, hi):
 
 
 class Number:
-    """A number format of QPyTorch (FloatingPoint; FixedPoint and BlockFloatingPoint raise)."""
+    """A number format of QPyTorch: FloatingPoint, FixedPoint or BlockFloatingPoint."""
 
 
 class FloatingPoint(Number):
@@ -57,17 +57,97 @@ class FloatingPoint(Number):
 
 
 class FixedPoint(Number):
-    """QPyTorch's FixedPoint: not yet in cpd (NotImplementedError)."""
+    """QPyTorch's FixedPoint(wl, fl, clamp=True, symmetric=False): wl bits, two's complement,
+    fl of them after the binary point (cpd.fixed_point_quantize's)."""
 
     def __init__(self, wl, fl, clamp=True, symmetric=False):
-        raise NotImplementedError(_NOT_YET.format(what="cpd.qtorch.FixedPoint"))
+        self.wl = _int("cpd.qtorch.FixedPoint", "wl", wl, 2, 64)
+        self.fl = _int("cpd.qtorch.FixedPoint", "fl", fl, -2**31, 2**31 - 1)
+        self.clamp, self.symmetric = bool(clamp), bool(symmetric)
+
+    def __str__(self):
+        return f"FixedPoint (wl={self.wl:d}, fl={self.fl:d})"
+
+    __repr__ = __str__
 
 
 class BlockFloatingPoint(Number):
-    """QPyTorch's BlockFloatingPoint: not yet in cpd (NotImplementedError)."""
+    """QPyTorch's BlockFloatingPoint(wl, dim=-1): wl bits per value (sign included) under one
+    exponent per block; the blocks are the slices of dimension dim (-1: the whole tensor)."""
 
     def __init__(self, wl, dim=-1):
-        raise NotImplementedError(_NOT_YET.format(what="cpd.qtorch.BlockFloatingPoint"))
+        self.wl = _int("cpd.qtorch.BlockFloatingPoint", "wl", wl, 2, 23)
+        self.dim = _int("cpd.qtorch.BlockFloatingPoint", "dim", dim, -1, 2**31 - 1)
+
+    def __str__(self):
+        return f"BlockFloatingPoint (wl={self.wl:d}, dim={self.dim:d})"
+
+    __repr__ = __str__
+
+
+def _mode(who, rounding):
+    _cpd_pkg._check_str(who, "rounding", rounding)
+    if rounding not in _ROUNDINGS:
+        raise ValueError(f"{who}: rounding '{rounding}' is not one of stochastic, nearest (QPyTorch's modes)")
+    return rounding
+
+
+class _FixedRounding:
+    """fixed_point_quantize as a callable (x, seed, stream) -> tensor; with_mask also returns
+    where the rounded value was clamped (QPyTorch's clamping_grad_zero)."""
+
+    def __init__(self, who, wl, fl, clamp, symmetric, rounding):
+        self.number = FixedPoint(wl, fl, clamp, symmetric)
+        self.mode = "nearest_even" if _mode(who, rounding) == "nearest" else "stochastic"
+
+    def __call__(self, x, seed=None, stream=0, clamp=None):
+        n = self.number
+        return _cpd_pkg.fixed_point_quantize(x, n.wl, n.fl, n.clamp if clamp is None else clamp, n.symmetric,
+                                             self.mode, seed=seed, stream=stream)
+
+    def with_mask(self, x, seed, stream):
+        y = self(x, seed, stream, clamp=False)  # the same random bits: the value before the clamp
+        n = self.number
+        hi = float((2 ** (n.wl - 1) - 1) * 2.0 ** -n.fl)
+        lo = -hi if n.symmetric else -(2.0 ** (n.wl - 1 - n.fl))
+        mask = (y > hi) | (y < lo)
+        return self(x, seed, stream, clamp=True), mask
+
+
+class _BlockRounding:
+    """QPyTorch's block_quantize as a callable (x, seed, stream) -> tensor."""
+
+    def __init__(self, who, wl, dim, rounding):
+        self.number = BlockFloatingPoint(wl, dim)
+        self.mode = "nearest_away" if _mode(who, rounding) == "nearest" else "stochastic"
+        self.who = who
+
+    def __call__(self, x, seed=None, stream=0):
+        if x.dtype != _torch.float32:
+            raise TypeError(f"{self.who}: QPyTorch's block floating point takes float32 tensors, not {x.dtype}")
+        wl, dim = self.number.wl, self.number.dim
+        if dim != -1 and dim >= x.dim():
+            raise ValueError(f"{self.who}: dim {dim} is not a dimension of a {x.dim()}-d tensor")
+        finite = _torch.isfinite(x)
+        a = _torch.where(finite, x, _torch.zeros_like(x)).abs()
+        if dim == -1 or x.dim() == 0:
+            amax = a.amax() if a.numel() else a.new_zeros(())
+        else:
+            others = [d for d in range(x.dim()) if d != dim]
+            amax = a.amax(dim=others, keepdim=True) if others else a
+        # the block's exponent e = floor(log2 amax); x / 2^e in float32 (exact: x in float64,
+        # then narrowed, which rounds only values far below the rounding position)
+        e = _torch.frexp(amax.double())[1].double() - 1
+        e = _torch.where(amax > 0, e, _torch.zeros_like(e))
+        xs = (x.double() * _torch.exp2(-e)).float()
+        y = xs + 6.0  # QPyTorch's x + 6 * 2^e in float32: its first rounding, to nearest even
+        y = _cpd_pkg.quantize(y, f"e8m{wl}", self.mode, seed=seed, stream=stream)  # wl bits of y in [4, 8]
+        q = y - 6.0
+        top = 2.0 - 2.0 ** (2 - wl)  # the largest magnitude with the block's exponent
+        q = _torch.where(q.abs() >= 2.0, _torch.full_like(q, top).copysign_(q), q)
+        out = (q.double() * _torch.exp2(e)).float()
+        out = _torch.where(amax > 0, out, _torch.zeros_like(out))
+        return _torch.where(finite, out, x)
 
 
 class _FloatRounding:
@@ -120,22 +200,63 @@ def float_quantize(x, exp, man, rounding="stochastic"):
 
 
 def fixed_point_quantize(x, wl, fl, clamp=True, symmetric=False, rounding="stochastic"):
-    """QPyTorch's fixed_point_quantize: not yet in cpd (NotImplementedError)."""
-    raise NotImplementedError(_NOT_YET.format(what="cpd.qtorch.fixed_point_quantize"))
+    """QPyTorch's fixed_point_quantize: x (a float32 or float64 tensor) rounded to wl-bit
+    fixed point with fl fraction bits, "nearest" (ties to even, as QPyTorch's nearbyint) or
+    "stochastic" (the next key of cpd.manual_seed's sequence); clamped to the range unless
+    clamp=False; symmetric drops the lowest value."""
+    who = "cpd.qtorch.fixed_point_quantize"
+    if not isinstance(x, _torch.Tensor):
+        raise TypeError(f"{who}: x must be a torch.Tensor, not {type(x).__name__}")
+    return _FixedRounding(who, wl, fl, clamp, symmetric, rounding)(x)
 
 
 def block_quantize(x, wl, dim=-1, rounding="stochastic"):
-    """QPyTorch's block_quantize: not yet in cpd (NotImplementedError)."""
-    raise NotImplementedError(_NOT_YET.format(what="cpd.qtorch.block_quantize"))
+    """QPyTorch's block_quantize: x (a float32 tensor) in block floating point of wl bits,
+    one block per slice of dimension dim (-1: one block), "nearest" (QPyTorch's: half up
+    after its float32 rebase) or "stochastic". NaN and inf stay; the block's maximum is
+    that of its finite |x|."""
+    who = "cpd.qtorch.block_quantize"
+    if not isinstance(x, _torch.Tensor):
+        raise TypeError(f"{who}: x must be a torch.Tensor, not {type(x).__name__}")
+    return _BlockRounding(who, wl, dim, rounding)(x)
 
 
 def _rounding_of(who, number, rounding, which):
     if number is None:
         return None
-    if not isinstance(number, FloatingPoint):
-        raise TypeError(f"{who}: {which}_number must be None or a cpd.qtorch.FloatingPoint, not "
-                        f"{type(number).__name__}")
-    return _FloatRounding(who, number.exp, number.man, rounding)
+    if isinstance(number, FloatingPoint):
+        return _FloatRounding(who, number.exp, number.man, rounding)
+    if isinstance(number, FixedPoint):
+        return _FixedRounding(who, number.wl, number.fl, number.clamp, number.symmetric, rounding)
+    if isinstance(number, BlockFloatingPoint):
+        return _BlockRounding(who, number.wl, number.dim, rounding)
+    raise TypeError(f"{who}: {which}_number must be None or a cpd.qtorch.FloatingPoint, FixedPoint or "
+                    f"BlockFloatingPoint, not {type(number).__name__}")
+
+
+class _MaskedRoundSTE(_torch.autograd.Function):
+    """QPyTorch's clamping_grad_zero: forward rounds to fixed point and remembers where the
+    value was clamped; backward rounds the gradient (after the hooks) and zeroes it there.
+    Without a backward number the gradient passes as it is (as QPyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x, fwd, bwd, seed, stream):  # pylint: disable=arguments-differ
+        if fwd is None:
+            out, mask = x.view_as(x), None
+        else:
+            out, mask = fwd.with_mask(x, seed, stream)
+        ctx.cpd_backward = (bwd, seed, stream, mask)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        bwd, seed, stream, mask = ctx.cpd_backward
+        if bwd is None:
+            return grad, None, None, None, None
+        grad = bwd(grad, seed, stream | _fq.BACKWARD_STREAM)
+        if mask is not None:
+            grad = grad.masked_fill(mask, 0)
+        return grad, None, None, None, None
 
 
 class _Hooked:
@@ -155,14 +276,15 @@ class _QuantizeFunction:
     draws from (seed, (stream << 32) + n), the gradient from that stream | 2**63, as
     cpd.torch.Quantizer."""
 
-    def __init__(self, fwd, bwd, seed, stream):
+    def __init__(self, fwd, bwd, seed, stream, masked=False):
         self.fwd, self.bwd, self.seed, self.stream = fwd, bwd, seed, stream
+        self.function = _MaskedRoundSTE if masked else _fq.RoundSTE
         self.calls = 0
 
     def __call__(self, x):
         stream = _fq.call_stream(self.stream, self.calls)
         self.calls += 1
-        return _fq.RoundSTE.apply(x, self.fwd, self.bwd, self.seed, stream)
+        return self.function.apply(x, self.fwd, self.bwd, self.seed, stream)
 
 
 def quantizer(forward_number=None, backward_number=None, forward_rounding="stochastic",
@@ -179,12 +301,16 @@ def quantizer(forward_number=None, backward_number=None, forward_rounding="stoch
     fwd = _rounding_of(who, forward_number, forward_rounding, "forward")
     bwd = _rounding_of(who, backward_number, backward_rounding, "backward")
     if clamping_grad_zero and forward_number is not None:
-        raise ValueError(f"{who}: clamping_grad_zero=True takes fixed point numbers only (as QPyTorch), and "
-                         "cpd.qtorch has no FixedPoint yet")
+        if not isinstance(forward_number, FixedPoint):
+            raise ValueError(f"{who}: clamping_grad_zero=True takes a FixedPoint forward_number (as QPyTorch), not "
+                             f"{type(forward_number).__name__}")
+        if not forward_number.clamp:
+            raise ValueError(f"{who}: clamping_grad_zero=True needs a FixedPoint with clamp=True (as QPyTorch)")
     hooks = list(backward_hooks)
     if bwd is not None and hooks:
         bwd = _Hooked(hooks, bwd)
-    return _QuantizeFunction(fwd, bwd, _cpd_pkg._seed_state["seed"], _fq.next_instance_stream(who))
+    return _QuantizeFunction(fwd, bwd, _cpd_pkg._seed_state["seed"], _fq.next_instance_stream(who),
+                             masked=bool(clamping_grad_zero))
 
 
 class Quantizer(_torch.nn.Module):

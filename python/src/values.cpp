@@ -8,6 +8,7 @@
 #include <cpd/core/detail/bits.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/host/bulk.hpp>
+#include <cpd/host/fixed_point.hpp>
 
 #include "args.hpp"
 #include "module.hpp"
@@ -53,6 +54,40 @@ py::object quantize(const py::buffer& in, const py::buffer& out, const std::stri
                       });
                       store_floats(dst, y, to);
                     });
+}
+
+/// cpd::fixed_point_quantize of a float32 or float64 buffer into one of the same dtype
+/// (cpd.fixed_point_quantize, cpd.qtorch.fixed_point_quantize).
+py::object fixed_point_quantize(const py::buffer& in, const py::buffer& out, const std::string& dtype_name,
+                                int word_bits, int fraction_bits, bool symmetric, bool clamp,
+                                const std::string& rounding, std::uint64_t seed, std::uint64_t stream,
+                                const std::string& generator, std::uint64_t offset, int scale_exponent,
+                                unsigned threads, bool stats) {
+  const char* who = "cpd.fixed_point_quantize";
+  const dtype t = parse_dtype(dtype_name, who);
+  if (t != dtype::float32 && t != dtype::float64)
+    throw py::type_error(std::string(who) + ": float32 or float64 values only");
+  const view x = value_view(in, false, t, who, "the input");
+  const view y = value_view(out, true, t, who, "out");
+  same_size(x, y, who);
+  const cpd::fixed_point fp{word_bits, fraction_bits, symmetric};
+  const cpd::rounding r = parse_rounding(rounding);
+  cpd::bulk_options opt;
+  opt.seed = seed;
+  opt.stream = stream;
+  opt.offset = offset;
+  opt.generator = parse_generator(generator);
+  opt.scale_exponent = scale_exponent;
+  return counted_call(opt, stats, [&] {
+    with_policy(threads, [&](auto policy) {
+      if (t == dtype::float64)
+        cpd::fixed_point_quantize(policy, fp, r, clamp, static_cast<const double*>(x.ptr),
+                                  static_cast<double*>(y.ptr), x.n, opt);
+      else
+        cpd::fixed_point_quantize(policy, fp, r, clamp, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr),
+                                  x.n, opt);
+    });
+  });
 }
 
 /// Copies the values of `in` (float16, bfloat16 or float32; float64 into float32) into `out`,
@@ -125,6 +160,7 @@ double scalar_quantize(const std::string& fmt, const std::string& rounding, cons
 void bind_values(py::module_& m) {
   m.def("quantize", &quantize);
   m.def("cast", &cast);
+  m.def("fixed_point_quantize", &fixed_point_quantize);
   m.def("time_quantize", &time_quantize);
   m.def("scalar_quantize", &scalar_quantize, py::arg("format"), py::arg("rounding"), py::arg("overflow"), py::arg("x"),
         py::arg("random_bits") = 0, py::arg("random_bits_used") = 32, py::arg("variant") = "a",
