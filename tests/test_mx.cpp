@@ -68,6 +68,20 @@ TEST_CASE("mx: element formats have the OCP emax and max") {
   CHECK(cpd::mx_int8_to_twos(cpd::mx_int8(-0.5f).bits()) == -32);
   CHECK(cpd::mx_int8_from_twos(-32) == cpd::mx_int8(-0.5f).bits());
   CHECK(cpd::mx_int8_from_twos(-128) == cpd::mx_int8_from_twos(-127));
+  // MXINT4 and MXINT2: k / 4 for |k| <= 7 and k for |k| <= 1, nearest even like nearbyint, saturating
+  CHECK(cpd::mx_int4::spec.emax == 0);
+  CHECK(cpd::mx_int4::spec.max_value == 1.75);
+  CHECK(cpd::mx_int2::spec.emax == 0);
+  CHECK(cpd::mx_int2::spec.max_value == 1.0);
+  for (int k = -64; k <= 64; ++k) {
+    const float v = static_cast<float>(k) / 16.0f;
+    const float w4 = static_cast<float>(std::max(-7.0f, std::min(7.0f, std::nearbyint(v * 4.0f))) / 4.0f);
+    const float w2 = std::max(-1.0f, std::min(1.0f, std::nearbyint(v)));
+    REQUIRE(static_cast<float>(cpd::convert<cpd::mx_int4, cpd::rounding::nearest_even, cpd::overflow::saturate>(v)) ==
+            w4);
+    REQUIRE(static_cast<float>(cpd::convert<cpd::mx_int2, cpd::rounding::nearest_even, cpd::overflow::saturate>(v)) ==
+            w2);
+  }
 }
 
 TEST_CASE("mx: hand-worked scales") {
@@ -102,7 +116,7 @@ TEST_CASE("mx: hand-worked scales") {
 
 TEST_CASE_TEMPLATE("mx: scales follow the rule formulas; elements are V / 2^e rounded, saturating", Elem,
                    cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float6_e3m2fn, cpd::float6_e2m3fn, cpd::float4_e2m1fn,
-                   cpd::mx_int8) {
+                   cpd::mx_int8, cpd::mx_int4, cpd::mx_int2) {
   std::mt19937 rng(17);
   std::uniform_real_distribution<double> ex(-140.0, 118.0);  // with the +-8 spread: finite floats
   std::uniform_real_distribution<double> m(-1.0, 1.0);

@@ -502,12 +502,18 @@ def _out_name(who, out):
     return _float_input(who + " (out)", out)[2]
 
 
+# MX's integer elements as cpd formats: 1 exponent bit of bias 1 makes a uniform grid (cpd::mx_int8 ...).
+_MX_INT_ELEMENTS = {"int8": "e1m6b1finite", "int4": "e1m2b1finite", "int2": "e1m0b1finite"}
+
+
 def mx_quantize(x, element_format, block_size=32, rule="floor", rounding="nearest_even", seed=0, out=None, *,
                 stream=0, generator=None):
     """OCP MX fake quantization (cpd::mx_quantize): blocks of block_size values share an
     E8M0 scale chosen by `rule` (floor, ceil, rceil, even: docs/scaling.md); the elements round to element_format
-    (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn), saturating. x is flattened in C order."""
+    (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn; int8, int4, int2: MXINT8 and microxcaling's MXINT4 and
+    MXINT2, k/64, k/4 and k for |k| up to 127, 7 and 1), saturating. x is flattened in C order."""
     _check_str("cpd.mx_quantize", "element_format", element_format)
+    element_format = _MX_INT_ELEMENTS.get(element_format, element_format)
     block_size = _int("cpd.mx_quantize", "block_size", block_size, 1, 2**32)
     seed = _int("cpd.mx_quantize", "seed", seed, 0, 2**64 - 1)
     stream = _int("cpd.mx_quantize", "stream", stream, 0, 2**64 - 1)

@@ -107,7 +107,7 @@ void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string&
     throw std::invalid_argument("cpd.mx_quantize: rounding must be nearest_even or stochastic");
   const cpd::format f = parse_format(elem);
   using mx_elements = cpd::format_list<cpd::float8_e4m3fn, cpd::float8_e5m2, cpd::float6_e3m2fn, cpd::float6_e2m3fn,
-                                       cpd::float4_e2m1fn>;
+                                       cpd::float4_e2m1fn, cpd::mx_int8, cpd::mx_int4, cpd::mx_int2>;
   const bool found = cpd::visit<mx_elements>(f, [&](auto tag) {
     using E = decltype(tag);
     py::gil_scoped_release nogil;
@@ -119,7 +119,7 @@ void mx_quantize(const py::buffer& in, const py::buffer& out, const std::string&
   });
   if (!found)
     throw std::invalid_argument("cpd.mx_quantize: element format " + f.name() +
-                                " is not an OCP MX element (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn)");
+                                " is not an OCP MX element (e4m3fn, e5m2, e3m2fn, e2m3fn, e2m1fn, int8, int4, int2)");
 }
 
 /// The values of `in` (dtype `name`: float16 and bfloat16 as their uint16 codes) as float32:

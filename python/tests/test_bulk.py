@@ -448,6 +448,22 @@ def test_mx_quantize_floor_rule():
         cpd.mx_quantize(x, "bf16")
 
 
+@pytest.mark.parametrize("name,mbits", [("int8", 8), ("int4", 4), ("int2", 2)])
+def test_mx_quantize_integer_elements_are_microxcalings(name, mbits):
+    """microxcaling's integer elements restated: shared exponent floor(log2(amax)) (emax 0),
+    V / 2^e times 2^(mbits - 2) rounded half to even and clipped to +-(2^(mbits-1) - 1)."""
+    x = (RNG.standard_normal(256) * 10.0 ** RNG.uniform(-3, 3, size=256)).astype(np.float32)
+    x[:8] = [1.0, 0.5, -0.375, 0.25, 0.125, -0.0625, 0.1875, 0.03125]  # ties of the int grids
+    ours = cpd.mx_quantize(x, name, block_size=16)
+    top, frac = 2.0 ** (mbits - 1) - 1, 2.0 ** (mbits - 2)
+    for b in range(0, 256, 16):
+        blk = x[b:b + 16].astype(np.float64)
+        ex = math.floor(math.log2(np.abs(blk).max()))
+        k = np.clip(np.rint(blk / 2.0 ** ex * frac), -top, top)
+        want = (k / frac * 2.0 ** ex).astype(np.float32)
+        assert np.array_equal(ours[b:b + 16], want), (name, b, blk, ours[b:b + 16], want)
+
+
 # --- outputs that alias ----------------------------------------------------------------------
 
 def stride0(n, dtype=np.float32):

@@ -4,7 +4,7 @@
 // OCP Microscaling (MX) block scaling (docs/scaling.md): blocks of k values
 // (32 by default) share one float8_e8m0fnu scale X = 2^e, and each element is
 // stored as V / X in an element format: float8_e4m3fn, float8_e5m2,
-// float6_e3m2fn, float6_e2m3fn, float4_e2m1fn or mx_int8. Every element is
+// float6_e3m2fn, float6_e2m3fn, float4_e2m1fn, mx_int8, mx_int4 or mx_int2. Every element is
 // rounded by the rounding core; the array calls run in the default
 // floating-point environment (cpd/core/detail/fenv.hpp).
 
@@ -29,6 +29,11 @@ namespace cpd {
 /// MXINT8's element as a float format: k * 2^-6 for |k| <= 127, sign-magnitude (E = 1 with
 /// bias 1 makes the grid uniform); mx_int8_to_twos / mx_int8_from_twos convert codes.
 using mx_int8 = float_t<1, 6, finite, 1>;
+
+/// MXINT4 and MXINT2 (microxcaling's int4 and int2: sign and magnitude, emax 0): k * 2^-2 for
+/// |k| <= 7, and k for |k| <= 1.
+using mx_int4 = float_t<1, 2, finite, 1>;
+using mx_int2 = float_t<1, 0, finite, 1>;
 
 /// The two's-complement int8 of an mx_int8 code (k of the value k / 64).
 [[nodiscard]] constexpr std::int8_t mx_int8_to_twos(std::uint8_t code) noexcept {
