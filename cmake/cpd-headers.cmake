@@ -74,6 +74,7 @@ set(CPD_HEADERS
   include/cpd/host/execution.hpp
   include/cpd/host/fixed_point.hpp
   include/cpd/host/instances.hpp
+  include/cpd/host/integer.hpp
   include/cpd/host/posit_bulk.hpp
   include/cpd/host/pack.hpp
   include/cpd/mpi.hpp

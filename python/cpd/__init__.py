@@ -27,7 +27,7 @@ from . import _dtypes
 from . import _posit
 
 __all__ = [
-    "quantize", "encode", "decode", "fixed_point_quantize", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
+    "quantize", "encode", "decode", "fixed_point_quantize", "int_quantize", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
     "random_bits",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
@@ -500,6 +500,61 @@ def _out_name(who, out):
     if _cuda.on_device(out):
         return _cuda.dtype_name(who, out)
     return _float_input(who + " (out)", out)[2]
+
+
+def int_quantize(x, bits=8, symmetric=True, axis=None, block_size=None, rounding="nearest_even", seed=None, out=None,
+                 *, stream=0, offset=0, threads=None, stats=False, generator=None, return_params=False):
+    """Integer fake quantization with a float scale and zero point per tensor, per channel
+    (axis) or per block (block_size consecutive values in C order), chosen as torch.ao's
+    MinMaxObserver does: cpd::int_quantize (docs/formats.md, "Integers").
+
+    bits in [2, 16]; symmetric: signed integers [-2^(bits-1), 2^(bits-1) - 1], zero point 0,
+    scale max|x| / ((qmax - qmin) / 2); else unsigned [0, 2^bits - 1] with scale (max - min) /
+    (qmax - qmin) and a zero point (torch.per_tensor_affine). Each value becomes
+    (clamp(round(x * (1 / scale)) + zero_point, qmin, qmax) - zero_point) * scale in `rounding`
+    (stochastic: seed, stream, offset, generator as cpd.quantize), as
+    torch.fake_quantize_per_channel_affine. x: float32 (NumPy, torch on the CPU).
+    return_params=True also returns (scales, zero_points), one per group (per channel: in
+    the order of axis). stats=True returns the counts as cpd.quantize."""
+    who = "cpd.int_quantize"
+    _check_str(who, "rounding", rounding)
+    bits = _int(who, "bits", bits, 2, 16)
+    offset = _int(who, "offset", offset, 0, 2**64 - 1)
+    if axis is not None and block_size is not None:
+        raise ValueError(f"{who}: give axis (per channel) or block_size (per block), not both")
+    s, st, g = _key(rounding, seed, stream, who, generator)
+    th = _threads(threads)
+    if _cuda.on_device(x):
+        raise TypeError(f"{who}: GPU arrays are not yet supported; pass a CPU array")
+    counts, params = {}, {}
+
+    def body(a, o, ni, no):
+        if ni != "float32" or no != "float32":
+            raise TypeError(f"{who}: takes and gives float32 (not {ni}, {no}); use .astype(numpy.float32) or .float()")
+        flat, dest, group = a, o, max(a.size, 1)
+        if axis is not None:
+            ax = _int(who, "axis", axis, -a.ndim, a.ndim - 1) % a.ndim if a.ndim else None
+            if ax is None:
+                raise ValueError(f"{who}: axis {axis} of a 0-d array")
+            flat = _np.ascontiguousarray(_np.moveaxis(a, ax, 0))
+            dest = _np.empty_like(flat)
+            group = max(flat.size // max(flat.shape[0], 1), 1)
+        elif block_size is not None:
+            group = _int(who, "block_size", block_size, 1, 2**62)
+        groups = (flat.size + group - 1) // group
+        scales, zps = _np.empty(groups, _np.float32), _np.empty(groups, _np.int32)
+        r = _cpd.int_quantize(flat.reshape(-1), dest.reshape(-1), scales, zps, bits, bool(symmetric), int(group),
+                              rounding, s, st, g, int(offset), th, bool(stats))
+        if axis is not None:
+            o[...] = _np.moveaxis(dest, 0, ax)
+        params.update(scales=scales, zero_points=zps)
+        if stats:
+            counts.update(r)
+
+    result = _run(who, x, out, body)
+    extra = ((params["scales"], params["zero_points"]),) if return_params else ()
+    extra += (counts,) if stats else ()
+    return (result,) + extra if extra else result
 
 
 # MX's integer elements as cpd formats: 1 exponent bit of bias 1 makes a uniform grid (cpd::mx_int8 ...).

@@ -9,6 +9,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/fixed_point.hpp>
+#include <cpd/host/integer.hpp>
 
 #include "args.hpp"
 #include "module.hpp"
@@ -90,6 +91,42 @@ py::object fixed_point_quantize(const py::buffer& in, const py::buffer& out, con
   });
 }
 
+/// cpd::int_quantize of a float32 buffer in groups of `group` values, each group's scale and
+/// zero point written to `scales` (float32) and `zero_points` (int32) (cpd.int_quantize).
+py::object int_quantize(const py::buffer& in, const py::buffer& out, const py::buffer& scales,
+                        const py::buffer& zero_points, int bits, bool symmetric, std::size_t group,
+                        const std::string& rounding, std::uint64_t seed, std::uint64_t stream,
+                        const std::string& generator, std::uint64_t offset, unsigned threads, bool stats) {
+  const char* who = "cpd.int_quantize";
+  const view x = float_view(in, false, who, "the input");
+  const view y = float_view(out, true, who, "out");
+  same_size(x, y, who);
+  const view s = float_view(scales, true, who, "scales");
+  const view z = get_view(zero_points, true, who, "zero_points");
+  const std::size_t groups = group == 0 ? 0 : (x.n + group - 1) / group;
+  if (s.n != groups || z.n != groups || z.itemsize != 4 || z.kind != 'u')
+    throw std::invalid_argument(std::string(who) + ": scales and zero_points must hold one float32 and one int32 per group");
+  const cpd::int_format f{bits, symmetric};
+  const cpd::rounding r = parse_rounding(rounding);
+  cpd::bulk_options opt;
+  opt.seed = seed;
+  opt.stream = stream;
+  opt.offset = offset;
+  opt.generator = parse_generator(generator);
+  std::vector<cpd::int_params> p(groups);
+  py::object counts = counted_call(opt, stats, [&] {
+    with_policy(threads, [&](auto policy) {
+      cpd::int_quantize(policy, f, r, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, group,
+                        p.data(), opt);
+    });
+  });
+  for (std::size_t b = 0; b < groups; ++b) {
+    static_cast<float*>(s.ptr)[b] = p[b].scale;
+    static_cast<std::int32_t*>(z.ptr)[b] = p[b].zero_point;
+  }
+  return counts;
+}
+
 /// Copies the values of `in` (float16, bfloat16 or float32; float64 into float32) into `out`,
 /// narrowing nearest-even or widening exactly as the bulk calls do, whatever the floating-point
 /// environment; returns how many values changed (NaN aside), 0 when the copy is exact.
@@ -161,6 +198,7 @@ void bind_values(py::module_& m) {
   m.def("quantize", &quantize);
   m.def("cast", &cast);
   m.def("fixed_point_quantize", &fixed_point_quantize);
+  m.def("int_quantize", &int_quantize);
   m.def("time_quantize", &time_quantize);
   m.def("scalar_quantize", &scalar_quantize, py::arg("format"), py::arg("rounding"), py::arg("overflow"), py::arg("x"),
         py::arg("random_bits") = 0, py::arg("random_bits_used") = 32, py::arg("variant") = "a",

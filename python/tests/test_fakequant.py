@@ -621,3 +621,75 @@ def test_qtorch_block_quantize_stochastic_and_nonfinite():
     z = qt.block_quantize(torch.tensor([math.nan, -math.inf, 0.3, 1.0]), 4, rounding="nearest")
     assert math.isnan(z[0]) and z[1:].tolist() == [-math.inf, 0.25, 1.0]
     assert qt.block_quantize(torch.zeros(3), 8, rounding="nearest").tolist() == [0.0, 0.0, 0.0]
+
+
+# --- integers: torch.ao's observers and fake_quantize kernels are the oracle ----------------
+
+def _torch_params(x, bits, symmetric, per_channel=False):
+    from torch.ao.quantization import MinMaxObserver, PerChannelMinMaxObserver
+    qmin, qmax = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if symmetric else (0, 2 ** bits - 1)
+    dtype = torch.qint8 if symmetric else torch.quint8
+    if per_channel:
+        scheme = torch.per_channel_symmetric if symmetric else torch.per_channel_affine
+        obs = PerChannelMinMaxObserver(ch_axis=0, dtype=dtype, qscheme=scheme, quant_min=qmin, quant_max=qmax)
+    else:
+        scheme = torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine
+        obs = MinMaxObserver(dtype=dtype, qscheme=scheme, quant_min=qmin, quant_max=qmax)
+    obs(x)
+    scale, zp = obs.calculate_qparams()
+    return scale, zp, qmin, qmax
+
+
+@pytest.mark.parametrize("bits,symmetric", [(8, True), (8, False), (4, True), (4, False), (2, True), (3, False)])
+def test_int_quantize_per_tensor_is_torchs(bits, symmetric):
+    x = torch.randn(3000) * 3
+    x[:6] = torch.tensor([0.0, -0.0, 1e-9, -5.0, 5.0, 2.5])
+    scale, zp, qmin, qmax = _torch_params(x, bits, symmetric)
+    want = torch.fake_quantize_per_tensor_affine(x, float(scale), int(zp), qmin, qmax)
+    got, (scales, zps) = cpd.int_quantize(x, bits, symmetric, return_params=True)
+    assert scales[0] == np.float32(scale.item()) and zps[0] == int(zp)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))  # bit for bit: zeros are +0
+
+
+@pytest.mark.parametrize("bits,symmetric", [(8, True), (8, False), (4, True), (4, False)])
+def test_int_quantize_per_channel_and_block_are_torchs(bits, symmetric):
+    x = torch.randn(5, 7, 11) * torch.tensor([0.01, 1.0, 30.0, 0.5, 2.0]).reshape(5, 1, 1)
+    scale, zp, qmin, qmax = _torch_params(x, bits, symmetric, per_channel=True)
+    want = torch.fake_quantize_per_channel_affine(x, scale.float(), zp.int(), 0, qmin, qmax)
+    got, (scales, zps) = cpd.int_quantize(x, bits, symmetric, axis=0, return_params=True)
+    assert np.array_equal(scales, scale.float().numpy()) and np.array_equal(zps, zp.int().numpy())
+    assert torch.equal(got, want)
+    # axis 2: the channels are the last dimension's
+    xt = x.permute(2, 0, 1).contiguous()
+    scale2, zp2, _, _ = _torch_params(xt, bits, symmetric, per_channel=True)
+    want2 = torch.fake_quantize_per_channel_affine(xt, scale2.float(), zp2.int(), 0, qmin, qmax).permute(1, 2, 0)
+    assert torch.equal(cpd.int_quantize(x, bits, symmetric, axis=2), want2)
+    # blocks of 16 in C order: torch's per channel over the rows of a (-1, 16) view
+    flat = x.reshape(-1)[:384].reshape(-1, 16)
+    scale3, zp3, _, _ = _torch_params(flat, bits, symmetric, per_channel=True)
+    want3 = torch.fake_quantize_per_channel_affine(flat, scale3.float(), zp3.int(), 0, qmin, qmax)
+    assert torch.equal(cpd.int_quantize(x.reshape(-1)[:384], bits, symmetric, block_size=16), want3.reshape(-1))
+
+
+def test_int_quantize_stochastic_stats_and_errors():
+    x = np.full(40001, 0.3, np.float32)
+    x[0] = 7.0  # int4 symmetric: scale 7 / 7.5
+    y, st = cpd.int_quantize(x, 4, seed=5, rounding="stochastic", stats=True)
+    s = np.float32(7.0) / np.float32(7.5)
+    assert set(np.unique(y[1:]).tolist()) == {0.0, float(s)}
+    assert abs((y[1:] > 0).mean() - 0.3 / float(s)) < 0.01
+    assert st["count"] == 40001
+    z, st = cpd.int_quantize(np.array([1.0, np.inf, np.nan], np.float32), 8, stats=True)
+    top = np.float32(127) * (np.float32(1) / np.float32(127.5))  # 1 / scale is 127.49999 in float32: 127
+    assert z[0] == top and z[1] == top and np.isnan(z[2])
+    assert (st["saturated"], st["overflow"], st["inf_inputs"], st["nan_inputs"]) == (1, 0, 1, 1)
+    _, st = cpd.int_quantize(np.array([1.0, -1.0], np.float32), 8, symmetric=False, stats=True)
+    assert (st["saturated"], st["overflow"]) == (0, 0)
+    y, st = cpd.int_quantize(np.array([7.5, 1.0, -7.5], np.float32), 4, stats=True)  # int4, scale 7.5 / 7.5 = 1
+    assert y.tolist() == [7.0, 1.0, -8.0] and (st["saturated"], st["overflow"]) == (1, 1)  # 7.5 -> 8 -> 7
+    with pytest.raises(ValueError, match="bits 1 is outside"):
+        cpd.int_quantize(x, 1)
+    with pytest.raises(ValueError, match="not both"):
+        cpd.int_quantize(x, 8, axis=0, block_size=4)
+    with pytest.raises(TypeError, match="float32"):
+        cpd.int_quantize(x.astype(np.float64), 8)
