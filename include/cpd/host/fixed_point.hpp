@@ -23,6 +23,7 @@
 // bulk_options::scale_exponent k rounds x * 2^k to the grid and returns it times 2^-k: the
 // grid of fraction_bits + k bits, also for the clamp; bulk_options::scale must be 1.
 
+#include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/core/options.hpp>
@@ -104,7 +105,7 @@ std::string fixed_point_error(const fixed_point& fp, int f, bool clamp) {
 template <class T>
 format fixed_point_grid(const fixed_point& fp, int f, bool clamp) {
   const std::string why = detail::fixed_point_error<T>(fp, f, clamp);
-  if (!why.empty()) throw std::invalid_argument("cpd::fixed_point_quantize: " + why);
+  if (!why.empty()) detail::fail_invalid("cpd::fixed_point_quantize: " + why);
   constexpr int p = std::numeric_limits<T>::digits - 1;
   const int m = clamp && fp.word_bits - 1 < p ? fp.word_bits - 1 : p;
   return format(1, m, encoding_kind::finite, 1 - (m - f));

@@ -26,6 +26,7 @@
 // underflow (nonzero inputs that became 0), nan_inputs, inf_inputs as every call; overflow
 // counts finite inputs beyond [qmin, qmax], saturated those and the infinities.
 
+#include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/rounding.hpp>
@@ -67,15 +68,15 @@ namespace detail {
 
 inline void check_int_format(const int_format& f, const char* who) {
   if (f.bits < 2 || f.bits > 16)
-    throw std::invalid_argument(std::string(who) + ": bits must be in [2, 16], not " + std::to_string(f.bits));
+    fail_invalid(std::string(who) + ": bits must be in [2, 16], not " + std::to_string(f.bits));
 }
 
 inline void check_int_params(const int_format& f, const int_params& p, const char* who) {
   if (!(std::isfinite(p.scale) && p.scale > 0))
-    throw std::invalid_argument(std::string(who) + ": scale must be finite and positive, not " +
+    fail_invalid(std::string(who) + ": scale must be finite and positive, not " +
                                 std::to_string(p.scale));
   if (p.zero_point < f.qmin() || p.zero_point > f.qmax())
-    throw std::invalid_argument(std::string(who) + ": zero_point " + std::to_string(p.zero_point) + " is outside [" +
+    fail_invalid(std::string(who) + ": zero_point " + std::to_string(p.zero_point) + " is outside [" +
                                 std::to_string(f.qmin()) + ", " + std::to_string(f.qmax()) + "] of " + f.name());
 }
 
@@ -87,7 +88,7 @@ inline int_params int_params_for(const int_format& f, float lo, float hi) {
   const detail::default_fp_env fp_env;  // (float arithmetic to nearest even, whatever the caller's)
   detail::check_int_format(f, "cpd::int_params_for");
   if (std::isnan(lo) || std::isnan(hi) || lo > hi)
-    throw std::invalid_argument("cpd::int_params_for: the range [lo, hi] must be ordered and not NaN");
+    detail::fail_invalid("cpd::int_params_for: the range [lo, hi] must be ordered and not NaN");
   const float neg = std::min(lo, 0.0f), pos = std::max(hi, 0.0f);
   const float eps = std::numeric_limits<float>::epsilon();
   int_params p;
