@@ -77,14 +77,21 @@ py::dict stats_dict(const cpd::value_stats& s) {
 
 cpd::random_generator parse_generator(const std::string& s) { return cpd::from_string<cpd::random_generator>(s); }
 
+cpd::bulk_options key_options(std::uint64_t seed, std::uint64_t stream, const std::string& generator,
+                              std::uint64_t offset) {
+  cpd::bulk_options opt;
+  opt.seed = seed;
+  opt.stream = stream;
+  opt.offset = offset;
+  opt.generator = parse_generator(generator);
+  return opt;
+}
+
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                     std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
                     int scale_exponent, unsigned threads) {
-  bulk_args a{parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow), {}, threads};
-  a.opt.seed = seed;
-  a.opt.stream = stream;
-  a.opt.offset = offset;
-  a.opt.generator = parse_generator(generator);
+  bulk_args a{parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow),
+              key_options(seed, stream, generator, offset), threads};
   a.opt.scale_exponent = scale_exponent;
   return a;
 }

@@ -100,6 +100,10 @@ struct bulk_args {
 /// A generator by name ("v1", "v2"; ValueError listing them otherwise).
 cpd::random_generator parse_generator(const std::string& s);
 
+/// Options holding only a stochastic-rounding key: seed, stream, counter offset, generator.
+cpd::bulk_options key_options(std::uint64_t seed, std::uint64_t stream, const std::string& generator,
+                              std::uint64_t offset);
+
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                     std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
                     int scale_exponent, unsigned threads);

@@ -15,15 +15,6 @@
 namespace cpd_python {
 namespace {
 
-/// The random key of a posit rounding call (posits take no scale).
-cpd::bulk_options posit_options(std::uint64_t seed, std::uint64_t stream, const std::string& generator,
-                                std::uint64_t offset) {
-  cpd::bulk_options opt;
-  opt.seed = seed, opt.stream = stream, opt.offset = offset;
-  opt.generator = parse_generator(generator);
-  return opt;
-}
-
 /// posit_quantize of a float32 or float64 buffer into one of the same dtype.
 py::object posit_quantize(const py::buffer& in, const py::buffer& out, const std::string& dtype_name,
                           const std::string& fmt, const std::string& rounding, std::uint64_t seed,
@@ -36,7 +27,7 @@ py::object posit_quantize(const py::buffer& in, const py::buffer& out, const std
   const view y = value_view(out, true, t, who, "out");
   same_size(x, y, who);
   const cpd::rounding r = parse_rounding(rounding);
-  cpd::bulk_options opt = posit_options(seed, stream, generator, offset);
+  cpd::bulk_options opt = key_options(seed, stream, generator, offset);
   return counted_call(opt, stats, [&] {
     with_policy(threads, [&](auto policy) {
       if (t == dtype::float64)
@@ -68,7 +59,7 @@ py::object posit_encode(const py::buffer& in, const py::buffer& out, const std::
   const view c = code_view(out, true, who, "out");
   same_size(x, c, who);
   const cpd::rounding r = parse_rounding(rounding);
-  cpd::bulk_options opt = posit_options(seed, stream, generator, offset);
+  cpd::bulk_options opt = key_options(seed, stream, generator, offset);
   return counted_call(opt, stats, [&] {
     if (t == dtype::float64) posit_encode_codes(p, r, static_cast<const double*>(x.ptr), c, threads, opt);
     else posit_encode_codes(p, r, static_cast<const float*>(x.ptr), c, threads, opt);

@@ -73,11 +73,7 @@ py::object fixed_point_quantize(const py::buffer& in, const py::buffer& out, con
   same_size(x, y, who);
   const cpd::fixed_point fp{word_bits, fraction_bits, symmetric};
   const cpd::rounding r = parse_rounding(rounding);
-  cpd::bulk_options opt;
-  opt.seed = seed;
-  opt.stream = stream;
-  opt.offset = offset;
-  opt.generator = parse_generator(generator);
+  cpd::bulk_options opt = key_options(seed, stream, generator, offset);
   opt.scale_exponent = scale_exponent;
   return counted_call(opt, stats, [&] {
     with_policy(threads, [&](auto policy) {
@@ -108,11 +104,7 @@ py::object int_quantize(const py::buffer& in, const py::buffer& out, const py::b
     throw std::invalid_argument(std::string(who) + ": scales and zero_points must hold one float32 and one int32 per group");
   const cpd::int_format f{bits, symmetric};
   const cpd::rounding r = parse_rounding(rounding);
-  cpd::bulk_options opt;
-  opt.seed = seed;
-  opt.stream = stream;
-  opt.offset = offset;
-  opt.generator = parse_generator(generator);
+  cpd::bulk_options opt = key_options(seed, stream, generator, offset);
   std::vector<cpd::int_params> p(groups);
   py::object counts = counted_call(opt, stats, [&] {
     with_policy(threads, [&](auto policy) {
