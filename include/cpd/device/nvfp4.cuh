@@ -93,7 +93,8 @@ __global__ void nvfp4_decode_kernel(const std::uint8_t* packed, const std::uint8
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
     const std::uint8_t q = static_cast<std::uint8_t>((packed[i / 2] >> ((i & 1u) ? 4 : 0)) & 0x0Fu);
-    out[i] = static_cast<float>(nvfp4_element::from_bits(q)) * nvfp4_block_factor(scales[i / nvfp4_block_size], s);
+    out[i] = nvfp4_decoded(static_cast<float>(nvfp4_element::from_bits(q)),
+                           nvfp4_block_factor(scales[i / nvfp4_block_size], s));
   }
 }
 

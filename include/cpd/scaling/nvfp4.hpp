@@ -90,6 +90,15 @@ inline constexpr float nvfp4_min_tensor_scale = 1.17549435082228750797e-38f;
   return s * static_cast<float>(nvfp4_block_scale::from_bits(code));
 }
 
+/// A decoded element: value (of its E2M1 code) times its block's factor, and the quiet NaN
+/// 0x7FC00000 wherever that product is NaN (the NaN scale code, or a factor of inf times 0).
+/// One definition for host and device: a GPU's multiply gives its own canonical NaN
+/// (0x7FFFFFFF), the host's keeps the operand's, so the NaN is written explicitly.
+[[nodiscard]] CPD_HOST_DEVICE inline float nvfp4_decoded(float value, float factor) noexcept {
+  const float y = value * factor;
+  return (detail::bit_cast<std::uint32_t>(y) & 0x7FFFFFFFu) > 0x7F800000u ? detail::bit_cast<float>(0x7FC00000u) : y;
+}
+
 /// The E2M1 code of x / factor rounded in mode R, saturating at +-6 (torchao clamps to +-6,
 /// then rounds to nearest even: the same for every mode).
 template <rounding R = rounding::nearest_even>
@@ -238,7 +247,7 @@ inline void nvfp4_decode(const std::uint8_t* packed, const std::uint8_t* scales,
   for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
     hi = detail::block_end(lo, nvfp4_block_size, n);
     const float factor = nvfp4_block_factor(scales[blk], tensor_scale);
-    for (std::size_t i = lo; i < hi; ++i) out[i] = values[(packed[i / 2] >> ((i & 1u) ? 4 : 0)) & 0x0Fu] * factor;
+    for (std::size_t i = lo; i < hi; ++i) out[i] = nvfp4_decoded(values[(packed[i / 2] >> ((i & 1u) ? 4 : 0)) & 0x0Fu], factor);
   }
 }
 
