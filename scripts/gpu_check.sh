@@ -14,21 +14,24 @@
 #   5. python: the Python package's GPU tests (python/tests/test_cuda.py, and the GPU tests
 #      of test_fakequant.py and test_torch.py) against the package in $CPD_PYTHON_DIR (a
 #      directory holding cpd/ with _cpd and _cpd_cuda built for the machine's Python);
-#   6. python_bench: bench/bench_python_cuda.py (CSV into OUT_DIR).
-# STEPs (default: all but python and python_bench) choose among: tests ml_dtypes bench
-# sanitizers python python_bench; a lease that allows ten minutes a command runs them in
-# two or three calls.
+#   6. python_bench: bench/bench_python_cuda.py --profile (CSV into OUT_DIR);
+#   7. torch_step: bench/bench_torch_step.py, a ResNet-18 step with cpd's layers and hook;
+#   8. ncu: Nsight Compute's speed-of-light, compute and warp-state sections of one
+#      stochastic and one nearest-even quantize kernel (why stochastic rounding is slower).
+# STEPs (default: tests ml_dtypes bench sanitizers) choose among: tests ml_dtypes bench
+# sanitizers python python_bench torch_step ncu; a lease that allows ten minutes a command
+# runs them in two or three calls.
 # Prints a summary last; exit status: the number of failed steps.
 set -uo pipefail
 
-usage="usage: $0 BIN_DIR OUT_DIR [tests|ml_dtypes|bench|sanitizers|python|python_bench]..."
+usage="usage: $0 BIN_DIR OUT_DIR [tests|ml_dtypes|bench|sanitizers|python|python_bench|torch_step|ncu]..."
 bin=${1:?$usage}
 out=${2:?$usage}
 shift 2
 steps=("$@")
 (( ${#steps[@]} )) || steps=(tests ml_dtypes bench sanitizers)
 for s in "${steps[@]}"; do
-  case $s in tests|ml_dtypes|bench|sanitizers|python|python_bench) ;; *) echo "$0: unknown step '$s'" >&2; exit 2 ;; esac
+  case $s in tests|ml_dtypes|bench|sanitizers|python|python_bench|torch_step|ncu) ;; *) echo "$0: unknown step '$s'" >&2; exit 2 ;; esac
 done
 wanted() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 mkdir -p "$out"
@@ -89,7 +92,20 @@ else
   summary+=("compute-sanitizer      not on this machine")
 fi
 
-if wanted python || wanted python_bench; then
+if ! wanted ncu; then
+  :
+elif command -v ncu >/dev/null; then
+  ncu=(ncu --clock-control none --kernel-name-base demangled --section SpeedOfLight --section ComputeWorkloadAnalysis
+       --section WarpStateStats --section Occupancy --launch-count 1)
+  step ncu_stochastic 120 "${ncu[@]}" -k regex:stochastic "$bin/bench_cuda" \
+    "--benchmark_filter=^quantize_sr<cpd::float8_e4m3fn, random_generator::v2>/67108864" --benchmark_min_time=0
+  step ncu_nearest 120 "${ncu[@]}" -k regex:quantizer "$bin/bench_cuda" \
+    "--benchmark_filter=^quantize<cpd::float8_e4m3fn, rounding::nearest_even>/67108864" --benchmark_min_time=0
+else
+  summary+=("ncu                    not on this machine")
+fi
+
+if wanted python || wanted python_bench || wanted torch_step; then
   pydir=${CPD_PYTHON_DIR:?CPD_PYTHON_DIR must name the directory that holds the package cpd/}
   pydir=$(cd "$pydir" && pwd)
 fi
@@ -102,7 +118,11 @@ if wanted python; then
 fi
 if wanted python_bench; then
   step python_bench 300 env PYTHONPATH="$pydir" PYTHONUNBUFFERED=1 python3 "$here/bench/bench_python_cuda.py" \
-    --csv "$out/bench_python_cuda.csv"
+    --profile --csv "$out/bench_python_cuda.csv"
+fi
+if wanted torch_step; then
+  step torch_step 300 env PYTHONPATH="$pydir" PYTHONUNBUFFERED=1 python3 "$here/bench/bench_torch_step.py" \
+    --csv "$out/bench_torch_step.csv"
 fi
 
 echo "=== summary"
