@@ -16,6 +16,7 @@
 //   bench_bulk --benchmark_filter='BM_memcpy/(262144|16777216)$|_sr<' ...
 
 #include <cpd/host/bulk.hpp>
+#include <cpd/host/hadamard.hpp>
 #include <cpd/host/pack.hpp>
 
 #include <benchmark/benchmark.h>
@@ -96,6 +97,21 @@ void BM_memcpy_2threads(benchmark::State& st) {
     std::thread t([&] { std::memcpy(b.out.get() + n / 2, b.in.get() + n / 2, (n - n / 2) * sizeof(float)); });
     std::memcpy(b.out.get(), b.in.get(), n / 2 * sizeof(float));
     t.join();
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, n, 8);
+}
+
+// --- random Hadamard rotations (docs/scaling.md) ---------------------------------
+
+/// cpd::hadamard_rotate in blocks of range(1) values (float in, float out).
+void BM_hadamard(benchmark::State& st) {
+  const auto n = static_cast<std::size_t>(st.range(0));
+  auto& b = get(n);
+  cpd::hadamard_options o;
+  o.block = static_cast<std::size_t>(st.range(1));
+  for (auto _ : st) {
+    cpd::hadamard_rotate(b.in.get(), b.out.get(), n, o);
     benchmark::ClobberMemory();
   }
   set_rates(st, n, 8);
@@ -402,6 +418,7 @@ constexpr std::int64_t best = -1;  // no ISA cap
 // Yardstick and the main table: 64 MiB, one thread, the CPU's best path.
 BENCHMARK(BM_memcpy)->Arg(n);
 BENCHMARK_TEMPLATE(BM_quantize, e4m3, rounding::nearest_even)->Args({n, best});
+BENCHMARK(BM_hadamard)->Args({n, 16})->Args({n, 64})->Args({n, 256});
 BENCHMARK_TEMPLATE(BM_quantize, e5m2, rounding::nearest_even)->Args({n, best});
 BENCHMARK_TEMPLATE(BM_quantize, bf16, rounding::nearest_even)->Args({n, best});
 BENCHMARK_TEMPLATE(BM_quantize, fp16, rounding::nearest_even)->Args({n, best});

@@ -73,6 +73,7 @@ set(CPD_HEADERS
   include/cpd/host/detail/tuning.hpp
   include/cpd/host/execution.hpp
   include/cpd/host/fixed_point.hpp
+  include/cpd/host/hadamard.hpp
   include/cpd/host/instances.hpp
   include/cpd/host/integer.hpp
   include/cpd/host/posit_bulk.hpp

@@ -25,6 +25,7 @@
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/execution.hpp>
 #include <cpd/host/fixed_point.hpp>
+#include <cpd/host/hadamard.hpp>
 #include <cpd/host/integer.hpp>
 #include <cpd/host/pack.hpp>
 #include <cpd/host/posit_bulk.hpp>

@@ -28,7 +28,7 @@ from . import _posit
 
 __all__ = [
     "quantize", "encode", "decode", "fixed_point_quantize", "int_quantize", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
-    "random_bits",
+    "random_bits", "hadamard",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
     "simulate_allreduce", "exchange_formats", "algorithms", "value_stats_fields",
@@ -428,6 +428,39 @@ def fixed_point_quantize(x, word_bits, fraction_bits, clamp=True, symmetric=Fals
                                       st, g, int(offset), int(scale_exponent), th, bool(stats))
         if stats:
             counts.update(r)
+
+    result = _run(who, x, out, body)
+    return (result, counts) if stats else result
+
+
+def hadamard(x, block=16, seed=0, inverse=False, out=None, *, stream=0, threads=None, stats=False, generator=None):
+    """The random Hadamard rotation of x in blocks of `block` consecutive values (a power of
+    two, 2 .. 65536): y = H (s * x) / sqrt(block) per block, s a vector of random signs drawn
+    from (seed, stream, generator), shared by every block; inverse=True undoes it,
+    x = s * (H y / sqrt(block)). The last x.size % block values pass unchanged; a block that
+    holds an inf or NaN comes out non-finite (counted with stats=True: {"blocks",
+    "nonfinite_blocks"}). cpd::hadamard_rotate, docs/scaling.md ("Random Hadamard rotations").
+
+    x: float32 or float64 (NumPy, torch on the CPU), the result in its dtype; the blocks run
+    along the flattened array. out, threads: as cpd.quantize.
+    """
+    who = "cpd.hadamard"
+    block = _int(who, "block", block, 2, 65536)
+    if block & (block - 1):
+        raise ValueError(f"{who}: block must be a power of two, not {block}")
+    seed = _int(who, "seed", seed, 0, 2**64 - 1)
+    stream = _int(who, "stream", stream, 0, 2**64 - 1)
+    g = _generator(who, generator)
+    th = _threads(threads)
+    if _cuda.on_device(x):
+        raise TypeError(f"{who}: GPU arrays are not yet supported for rotations; pass a CPU array")
+    counts = {}
+
+    def body(a, o, ni, no):
+        if ni not in ("float32", "float64") or no != ni:
+            raise TypeError(f"{who}: rotations take float32 or float64 values, into their own dtype (the input is "
+                            f"{ni}, out {no}); convert with .astype or .to")
+        counts.update(_cpd.hadamard(a, o, ni, block, seed, stream, g, bool(inverse), th))
 
     result = _run(who, x, out, body)
     return (result, counts) if stats else result

@@ -9,6 +9,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/fixed_point.hpp>
+#include <cpd/host/hadamard.hpp>
 #include <cpd/host/integer.hpp>
 
 #include "args.hpp"
@@ -85,6 +86,37 @@ py::object fixed_point_quantize(const py::buffer& in, const py::buffer& out, con
                                   x.n, opt);
     });
   });
+}
+
+/// cpd::hadamard_rotate of a float32 or float64 buffer into one of the same dtype
+/// (cpd.hadamard): {"blocks", "nonfinite_blocks"}.
+py::dict hadamard(const py::buffer& in, const py::buffer& out, const std::string& dtype_name, std::size_t block,
+                  std::uint64_t seed, std::uint64_t stream, const std::string& generator, bool inverse,
+                  unsigned threads) {
+  const char* who = "cpd.hadamard";
+  const dtype t = parse_dtype(dtype_name, who);
+  if (t != dtype::float32 && t != dtype::float64) throw py::type_error(std::string(who) + ": float32 or float64 values only");
+  const view x = value_view(in, false, t, who, "the input");
+  const view y = value_view(out, true, t, who, "out");
+  same_size(x, y, who);
+  cpd::hadamard_options o;
+  o.block = block;
+  o.key = {seed, stream, parse_generator(generator)};
+  o.inverse = inverse;
+  cpd::hadamard_stats st;
+  {
+    py::gil_scoped_release nogil;
+    with_policy(threads, [&](auto policy) {
+      st = t == dtype::float64 ? cpd::hadamard_rotate(policy, static_cast<const double*>(x.ptr),
+                                                      static_cast<double*>(y.ptr), x.n, o)
+                               : cpd::hadamard_rotate(policy, static_cast<const float*>(x.ptr),
+                                                      static_cast<float*>(y.ptr), x.n, o);
+    });
+  }
+  py::dict d;
+  d["blocks"] = st.blocks;
+  d["nonfinite_blocks"] = st.nonfinite_blocks;
+  return d;
 }
 
 /// cpd::int_quantize of a float32 buffer in groups of `group` values, each group's scale and
@@ -191,6 +223,7 @@ void bind_values(py::module_& m) {
   m.def("cast", &cast);
   m.def("fixed_point_quantize", &fixed_point_quantize);
   m.def("int_quantize", &int_quantize);
+  m.def("hadamard", &hadamard);
   m.def("time_quantize", &time_quantize);
   m.def("scalar_quantize", &scalar_quantize, py::arg("format"), py::arg("rounding"), py::arg("overflow"), py::arg("x"),
         py::arg("random_bits") = 0, py::arg("random_bits_used") = 32, py::arg("variant") = "a",
