@@ -395,6 +395,21 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     return (result, counts) if stats else result
 
 
+def _run_cpu_float(who, what, x, out, call):
+    """_run for the calls that take float32 or float64 arrays on the CPU into their own dtype:
+    call(input view, output view, dtype name)."""
+    if _cuda.on_device(x):
+        raise TypeError(f"{who}: GPU arrays are not yet supported for {what}; pass a CPU array")
+
+    def body(a, o, ni, no):
+        if ni not in ("float32", "float64") or no != ni:
+            raise TypeError(f"{who}: {what} takes float32 or float64 values, into their own dtype (the input is "
+                            f"{ni}, out {no}); convert with .astype or .to")
+        call(a, o, ni)
+
+    return _run(who, x, out, body)
+
+
 def fixed_point_quantize(x, word_bits, fraction_bits, clamp=True, symmetric=False, rounding="nearest_even", seed=None,
                          scale_exponent=0, out=None, *, stream=0, offset=0, threads=None, stats=False, generator=None):
     """x rounded to the signed fixed point of word_bits bits (two's complement), fraction_bits
@@ -416,20 +431,15 @@ def fixed_point_quantize(x, word_bits, fraction_bits, clamp=True, symmetric=Fals
     scale_exponent = _int(who, "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     s, st, g = _key(rounding, seed, stream, who, generator)
     th = _threads(threads)
-    if _cuda.on_device(x):
-        raise TypeError(f"{who}: GPU arrays are not yet supported for fixed point; pass a CPU array")
     counts = {}
 
-    def body(a, o, ni, no):
-        if ni not in ("float32", "float64") or no != ni:
-            raise TypeError(f"{who}: fixed point takes float32 or float64 values, rounded into their own dtype "
-                            f"(the input is {ni}, out {no}); convert with .astype or .to")
-        r = _cpd.fixed_point_quantize(a, o, ni, word_bits, fraction_bits, bool(symmetric), bool(clamp), rounding, s,
-                                      st, g, int(offset), int(scale_exponent), th, bool(stats))
+    def call(a, o, dtype):
+        r = _cpd.fixed_point_quantize(a, o, dtype, word_bits, fraction_bits, bool(symmetric), bool(clamp), rounding,
+                                      s, st, g, int(offset), int(scale_exponent), th, bool(stats))
         if stats:
             counts.update(r)
 
-    result = _run(who, x, out, body)
+    result = _run_cpu_float(who, "fixed point", x, out, call)
     return (result, counts) if stats else result
 
 
@@ -452,17 +462,9 @@ def hadamard(x, block=16, seed=0, inverse=False, out=None, *, stream=0, threads=
     stream = _int(who, "stream", stream, 0, 2**64 - 1)
     g = _generator(who, generator)
     th = _threads(threads)
-    if _cuda.on_device(x):
-        raise TypeError(f"{who}: GPU arrays are not yet supported for rotations; pass a CPU array")
     counts = {}
-
-    def body(a, o, ni, no):
-        if ni not in ("float32", "float64") or no != ni:
-            raise TypeError(f"{who}: rotations take float32 or float64 values, into their own dtype (the input is "
-                            f"{ni}, out {no}); convert with .astype or .to")
-        counts.update(_cpd.hadamard(a, o, ni, block, seed, stream, g, bool(inverse), th))
-
-    result = _run(who, x, out, body)
+    result = _run_cpu_float(who, "the rotation", x, out, lambda a, o, dtype: counts.update(
+        _cpd.hadamard(a, o, dtype, block, seed, stream, g, bool(inverse), th)))
     return (result, counts) if stats else result
 
 
