@@ -75,18 +75,18 @@ inline void check_hadamard(const char* who, const hadamard_options& o) {
                  std::to_string(o.block));
 }
 
-/// The sign bits of one block: bit j set where sign j is -1, as T's sign mask.
+template <class T>
+using hadamard_bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+
+/// The signs of one block as T's sign masks: the sign bit set where sign j is -1.
 template <class T>
 std::vector<T> hadamard_sign_masks(const hadamard_options& o) {
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  using U = hadamard_bits<T>;
   constexpr U top = U(1) << (sizeof(T) * 8 - 1);
   std::vector<T> m(o.block);
   for (std::size_t j = 0; j < o.block; ++j) m[j] = bit_cast<T>((o.key(j) >> 31) != 0 ? top : U(0));
   return m;
 }
-
-template <class T>
-using hadamard_bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
 
 /// y[j] = x[j] with its sign bit flipped where masks[j] has it (an exact multiply by +-1).
 template <class T>
