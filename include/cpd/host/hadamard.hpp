@@ -163,8 +163,7 @@ CPD_ALWAYS_INLINE bool rotate16(const T* in, T* out, const T* masks, T c, bool i
       }
     }
   }
-  for (int j = 0; j < 16; ++j) v[j] *= c;
-  const bool bad = scale_signed(v, T(1), inverse ? masks : nullptr, 16);
+  const bool bad = scale_signed(v, c, inverse ? masks : nullptr, 16);
   for (int j = 0; j < 16; ++j) out[j] = v[j];
   return bad;
 }
