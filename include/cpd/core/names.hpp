@@ -47,7 +47,7 @@ template <>
 struct enum_names<stochastic_variant> {
   static constexpr const char* type = "cpd::stochastic_variant";
   static constexpr stochastic_variant values[] = {stochastic_variant::a, stochastic_variant::b,
-                                                  stochastic_variant::c};
+                                                  stochastic_variant::c, stochastic_variant::equal};
 };
 
 template <>

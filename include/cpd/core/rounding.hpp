@@ -25,11 +25,13 @@ enum class overflow : unsigned char {
 
 /// How the N random bits R of rounding::stochastic decide, for a value whose distance to the
 /// lower neighbour is f ulps (0 <= f < 1): IEEE P3109's variants StochasticA, B and C
-/// (docs/rounding.md). All three round up with probability f when f is a multiple of 2^-N.
+/// (docs/rounding.md), which round up with probability f when f is a multiple of 2^-N, and
+/// equal-probability stochastic rounding (CPFloat's and chop's "SE" mode).
 enum class stochastic_variant : unsigned char {
   a,  ///< up when floor(f * 2^N) + R >= 2^N (cpd's stochastic rounding; N in [1, 32])
   b,  ///< up when floor(f * 2^(N+1)) + 2R + 1 >= 2^(N+1) (N in [1, 31])
-  c   ///< up when round-to-nearest-even(f * 2^N) + R >= 2^N (N in [1, 32])
+  c,  ///< up when round-to-nearest-even(f * 2^N) + R >= 2^N (N in [1, 32])
+  equal  ///< up when f > 0 and R >= 2^(N-1): either neighbour with probability 1/2 (N in [1, 32])
 };
 
 /// The name of a rounding mode, as used on command lines ("nearest_even", ...).
@@ -51,9 +53,12 @@ CPD_HOST_DEVICE constexpr const char* to_string(overflow o) noexcept {
   return o == overflow::saturate ? "saturate" : o == overflow::propagate ? "propagate" : "infinity";
 }
 
-/// The name of a stochastic variant ("a", "b" or "c").
+/// The name of a stochastic variant ("a", "b", "c" or "equal").
 CPD_HOST_DEVICE constexpr const char* to_string(stochastic_variant v) noexcept {
-  return v == stochastic_variant::b ? "b" : v == stochastic_variant::c ? "c" : "a";
+  return v == stochastic_variant::b       ? "b"
+         : v == stochastic_variant::c     ? "c"
+         : v == stochastic_variant::equal ? "equal"
+                                          : "a";
 }
 
 /// Every rounding mode, in declaration order, for loops over modes.

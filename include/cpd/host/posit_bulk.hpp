@@ -120,6 +120,9 @@ void posit_round_call(Policy&& policy, const posit_format& p, rounding r, const 
                       const bulk_options& o, const char* who) {
   const default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
   check_posit_options(who, o, false);
+  if (r == rounding::stochastic && o.variant != stochastic_variant::a)
+    fail_invalid(std::string(who) + ": bulk_options::variant " + to_string(o.variant) +
+                 ": posits round with stochastic variant a only");
   if (!begin_call(who, in, out, n, o)) return;
   const isa where = active_isa();
   value_stats st = with_rounding(r, [&](auto rc) {

@@ -94,7 +94,8 @@ inline void check_enum(const char* who, overflow o) {
 /// Fails unless v is one of the enumerators of cpd::stochastic_variant, and k random bits
 /// suit it ([1, 32]; variant b adds a bit: [1, 31]).
 inline void check_variant(const char* who, stochastic_variant v, int k) {
-  if (v != stochastic_variant::a && v != stochastic_variant::b && v != stochastic_variant::c)
+  if (v != stochastic_variant::a && v != stochastic_variant::b && v != stochastic_variant::c &&
+      v != stochastic_variant::equal)
     fail_invalid(std::string(who) + ": stochastic variant " + std::to_string(static_cast<int>(v)) +
                  " is not a cpd::stochastic_variant");
   if (v == stochastic_variant::b && k > 31)

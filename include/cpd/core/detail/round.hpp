@@ -137,6 +137,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
     // (variant a), or rounded to k bits to nearest, ties to even (variant c; a carry
     // to 2^k always rounds up). Variant b is variant a with k + 1 bits and the odd
     // random number 2R + 1: the random offset is centred in its 2^-k-wide bucket.
+    // Variant equal ignores rem but for whether it is 0.
     const bool vb = v == stochastic_variant::b;
     const int k = min_of(clamp_random_bits(rbits) + int(vb), 32);
     const std::uint32_t r = select(vb, (rnd << 1) | 1u, rnd);
@@ -150,7 +151,9 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
     const U radd = select(vc, U((U(1) << max_of(shc - 1, 0)) - 1 + ((rem >> shc) & 1)), U(0));
     const U remk = select(sh > SM + 1 || d == 0, U(0),
                           select(sh >= 0, U((rem + radd) >> shc), U(rem << min_of(max_of(-sh, 0), 31))));
-    up = remk > U(kmask ^ (r & kmask));
+    // Variant equal: up when inexact and the top of the k random bits is set (probability 1/2).
+    const bool ve = v == stochastic_variant::equal;
+    up = select(ve, int(inexact & (((r >> (k - 1)) & 1u) != 0)), int(remk > U(kmask ^ (r & kmask)))) != 0;
   }
   const U inc = U(up);
 

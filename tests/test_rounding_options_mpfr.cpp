@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+// The numerics researchers' rounding options (CPFloat's and chop's) against GNU MPFR:
+// equal-probability stochastic rounding (stochastic_variant::equal: either neighbour with
+// probability 1/2 where the value is inexact). The expected result is built from MPFR's
+// two neighbours of x (toward zero and away from zero) and the top random bit, then the
+// overflow rule of the stochastic modes (an overflowing result is +-inf, NaN or +-max as
+// the format has them under overflow::infinity, +-max when saturating). Checked for the
+// scalar calls with given random bits (every value of 1..3 random bits, random ones
+// beyond) and for the bulk calls, on every instruction-set path, whose random bits are
+// cpd::random_bits of the key.
+
+#include <cpd/core/format.hpp>
+#include <cpd/core/random.hpp>
+#include <cpd/host/bulk.hpp>
+#include <cpd/host/posit_bulk.hpp>
+
+#include "bulk_test_support.hpp"
+#include "mpfr_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cpd_test;
+using cpd::overflow;
+using cpd::rounding;
+using cpd::stochastic_variant;
+
+struct case_format {
+  const char* name;  ///< cpd::format::parse's name
+  mo::format oracle;
+};
+
+std::vector<case_format> formats() {
+  return {{"e4m3fn", mo::make_format(4, 3, mo::kind::fn)},
+          {"e5m2", mo::make_format(5, 2, mo::kind::ieee)},
+          {"e4m3fnuz", mo::make_format(4, 3, mo::kind::fnuz)},
+          {"e2m1fn", mo::make_format(2, 1, mo::kind::finite)},
+          {"e8m7", mo::make_format(8, 7, mo::kind::ieee)},
+          {"e5m10", mo::make_format(5, 10, mo::kind::ieee)},
+          {"e3m0fn", mo::make_format(3, 0, mo::kind::fn)}};
+}
+
+/// The expected value of equal-probability stochastic rounding of x to f with the top
+/// random bit `top`, overflow mode o (x finite).
+double want_equal(const mo::format& f, double x, bool top, overflow o) {
+  int tz = 0;
+  const bool neg = std::signbit(x);
+  const double down = mo::detail::round_unbounded(f, x, MPFR_RNDZ, &tz);
+  const double up = mo::detail::round_unbounded(f, x, neg ? MPFR_RNDD : MPFR_RNDU);
+  double v = tz != 0 && top ? up : down;
+  const double maxv = f.max_value();
+  if (std::fabs(v) > maxv) {
+    const double smax = neg ? -maxv : maxv;
+    if (o == overflow::saturate) return smax;
+    if (f.k == mo::kind::ieee) return neg ? -std::numeric_limits<double>::infinity()
+                                          : std::numeric_limits<double>::infinity();
+    return f.k == mo::kind::finite ? smax : std::numeric_limits<double>::quiet_NaN();
+  }
+  if (f.k == mo::kind::fnuz && v == 0) v = 0.0;
+  return v;
+}
+
+/// Inputs: values between neighbours of the format (fractions and random ones), the
+/// format's own values, and values beyond its largest, both signs, all exact in float.
+std::vector<float> inputs(const mo::format& f, std::mt19937_64& gen) {
+  std::vector<float> xs;
+  const double maxv = f.max_value();
+  std::uniform_real_distribution<double> u(0, 1);
+  const std::uint64_t top = f.max_mag_code();
+  for (std::uint64_t i = 0; i <= top && i < 600; ++i) {  // every code, or 600 codes at random and the ends
+    const std::uint64_t c = top < 600 ? i : (i < 2 ? i * top : gen() % top);
+    const double a = f.decode(c), b = c < top ? f.decode(c + 1) : 2 * maxv;
+    for (double t : {0.0, 0.25, 0.5, 0.75, u(gen)}) xs.push_back(static_cast<float>(a + (b - a) * t));
+  }
+  for (double big : {maxv * 1.5, maxv * 4, 1e30}) xs.push_back(static_cast<float>(big));
+  xs.push_back(static_cast<float>(f.min_positive() / 3));
+  const std::size_t n = xs.size();
+  for (std::size_t i = 0; i < n; ++i) xs.push_back(-xs[i]);
+  return xs;
+}
+
+bool same(double a, double b) { return mo::same(a, b); }
+
+}  // namespace
+
+TEST_CASE("equal-probability stochastic rounding against MPFR: scalar calls") {
+  std::mt19937_64 gen(2023);
+  std::size_t checks = 0, ups = 0, inexact = 0;
+  for (const case_format& cf : formats()) {
+    CAPTURE(cf.name);
+    const cpd::format g = cpd::format::parse(cf.name);
+    for (float x : inputs(cf.oracle, gen))
+      for (int bits : {1, 2, 3, 8, 24, 32})
+        for (overflow o : {overflow::infinity, overflow::saturate}) {
+          const std::uint32_t mask = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1;
+          std::vector<std::uint32_t> rs;
+          if (bits <= 3)
+            for (std::uint32_t r = 0; r <= mask; ++r) rs.push_back(r);
+          else
+            for (int k = 0; k < 3; ++k) rs.push_back(static_cast<std::uint32_t>(gen()) & mask);
+          for (std::uint32_t r : rs) {
+            const bool top = ((r >> (bits - 1)) & 1u) != 0;
+            const double want = want_equal(cf.oracle, x, top, o);
+            // random bits above the count are ignored: set them
+            const double q = cpd::quantize(g, rounding::stochastic, o, x, r | ~mask, bits, stochastic_variant::equal);
+            const std::uint64_t c = cpd::encode(g, rounding::stochastic, o, static_cast<double>(x), r | ~mask, bits,
+                                                stochastic_variant::equal);
+            const double cv = cf.oracle.decode(c);
+            ++checks;
+            if (!same(q, want) || !same(cv, want)) {
+              FAIL(cf.name << " x=" << hex(x) << " bits=" << bits << " r=" << r << " " << cpd::to_string(o)
+                           << ": quantize " << hex(q) << ", encode " << hex(cv) << ", want " << hex(want));
+            }
+            int tz = 0;
+            (void)mo::detail::round_unbounded(cf.oracle, x, MPFR_RNDZ, &tz);
+            inexact += tz != 0;
+            ups += tz != 0 && top;
+          }
+        }
+  }
+  MESSAGE(checks << " checks, " << ups << " of " << inexact << " inexact results rounded away from zero");
+  CHECK(checks > 10000);
+  CHECK(inexact > 1000);
+  CHECK(ups * 10 > inexact * 4);  // about half (the exhaustive small counts: exactly half)
+  CHECK(ups * 10 < inexact * 6);
+}
+
+TEST_CASE("equal-probability stochastic rounding: bulk calls on every instruction set, and its frequency") {
+  std::mt19937_64 gen(77);
+  for (const case_format& cf : formats()) {
+    CAPTURE(cf.name);
+    const cpd::format g = cpd::format::parse(cf.name);
+    std::vector<float> xs = inputs(cf.oracle, gen);
+    while (xs.size() < 3000) xs.push_back(xs[gen() % xs.size()]);
+    for (int bits : {1, 5, 32}) {
+      CAPTURE(bits);
+      cpd::bulk_options opt;
+      opt.seed = 11;
+      opt.stream = 3;
+      opt.offset = 5;
+      opt.random_bits = bits;
+      opt.variant = stochastic_variant::equal;
+      bulk_test::on_every_isa([&] {
+        std::vector<float> q(xs.size());
+        cpd::quantize(g, rounding::stochastic, overflow::infinity, xs.data(), q.data(), xs.size(), opt);
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+          const std::uint32_t r = cpd::random_bits(opt.seed, opt.stream, opt.offset + i, opt.generator);
+          const std::uint32_t mask = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1;
+          const bool top = (((r & mask) >> (bits - 1)) & 1u) != 0;
+          const double want = want_equal(cf.oracle, xs[i], top, overflow::infinity);
+          if (!same(q[i], want) && ++bad <= 3)
+            CHECK_MESSAGE(false, "x=" << hex(xs[i]) << " gave " << hex(q[i]) << ", want " << hex(want));
+        }
+        CHECK(bad == 0);
+      });
+    }
+  }
+  // The frequency: one value a tenth of the way between two neighbours goes up about half
+  // of the time (variant a: a tenth of the time).
+  const cpd::format g = cpd::format::parse("e4m3fn");
+  const std::vector<float> x(100000, 1.0125f);  // 1 + 0.1 ulp (ulp 1/8)
+  std::vector<float> q(x.size());
+  for (stochastic_variant v : {stochastic_variant::equal, stochastic_variant::a}) {
+    cpd::bulk_options opt;
+    opt.seed = 5;
+    opt.variant = v;
+    cpd::quantize(g, rounding::stochastic, overflow::infinity, x.data(), q.data(), x.size(), opt);
+    std::size_t up = 0;
+    for (float y : q) up += y > 1.0f;
+    const double p = static_cast<double>(up) / static_cast<double>(q.size());
+    CAPTURE(cpd::to_string(v));
+    CHECK(p == doctest::Approx(v == stochastic_variant::equal ? 0.5 : 0.1).epsilon(0.05));
+  }
+}
+
+TEST_CASE("equal-probability stochastic rounding: names, checks, and the calls that refuse it") {
+  CHECK(std::string(cpd::to_string(stochastic_variant::equal)) == "equal");
+  CHECK(cpd::from_string<stochastic_variant>("equal") == stochastic_variant::equal);
+  // an exact value never moves
+  const cpd::format g = cpd::format::parse("e4m3fn");
+  for (std::uint32_t r : {0u, 0xFFFFFFFFu})
+    CHECK(cpd::quantize(g, rounding::stochastic, overflow::infinity, 1.125f, r, 32, stochastic_variant::equal) ==
+          1.125f);
+  // posits take variant a only
+  std::vector<float> x(4, 1.0f), y(4);
+  cpd::bulk_options opt;
+  opt.variant = stochastic_variant::equal;
+  CHECK_THROWS_AS(cpd::posit_quantize(cpd::posit_format::of<8, 0>(), rounding::stochastic, x.data(), y.data(), 4, opt),
+                  std::invalid_argument);
+}
