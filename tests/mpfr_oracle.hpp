@@ -25,8 +25,8 @@ namespace mpfr_oracle {
 enum class kind { ieee, fn, fnuz, finite, fnu };
 
 /// The deterministic rounding modes.
-enum class mode { nearest_even, nearest_away, toward_zero, upward, downward, odd };
-inline constexpr int mode_count = 6;
+enum class mode { nearest_even, nearest_away, toward_zero, upward, downward, odd, nearest_zero };
+inline constexpr int mode_count = 7;
 
 inline const char* name(mode m) {
   switch (m) {
@@ -36,6 +36,7 @@ inline const char* name(mode m) {
     case mode::upward: return "upward";
     case mode::downward: return "downward";
     case mode::odd: return "odd";
+    case mode::nearest_zero: return "nearest_zero";
   }
   return "?";
 }
@@ -263,15 +264,20 @@ inline results round_all(const format& f, double x) {
   const double lo = std::fabs(rz);                  // the neighbour toward zero
   const double hi = std::fabs(neg ? rd : ru);       // the neighbour away from zero
   // Ties away: compare |x| with the midpoint of the two neighbours.
-  double ra = rz;
-  if (lo != hi) ra = detail::compare_to_midpoint(ax, lo, hi) >= 0 ? (neg ? rd : ru) : rz;
+  // Ties toward zero: the same comparison, a tie staying toward zero.
+  double ra = rz, rnz = rz;
+  if (lo != hi) {
+    const int c = detail::compare_to_midpoint(ax, lo, hi);
+    ra = c >= 0 ? (neg ? rd : ru) : rz;
+    rnz = c > 0 ? (neg ? rd : ru) : rz;
+  }
   // Odd: truncate, then set the last bit of the significand when inexact.
   double ro = rz;
   if (tz != 0) {
     const double q = f.ulp_at(lo == 0 ? f.min_positive() : lo);
     if (std::fmod(lo / q, 2.0) == 0) ro = neg ? -(lo + q) : lo + q;
   }
-  const double r[mode_count] = {rn, ra, rz, ru, rd, ro};
+  const double r[mode_count] = {rn, ra, rz, ru, rd, ro, rnz};
 
   // 5. Overflow: a result beyond max gives +-inf (ieee), NaN (fn, fnuz, fnu) or
   //    +-max (finite) when the mode rounds away from zero, else +-max; saturate:
@@ -281,7 +287,7 @@ inline results round_all(const format& f, double x) {
     double v = r[m];
     if (std::fabs(v) > maxv) {
       const mode md = mode(m);
-      const bool away = md == mode::nearest_even || md == mode::nearest_away ||
+      const bool away = md == mode::nearest_even || md == mode::nearest_away || md == mode::nearest_zero ||
                         (md == mode::upward && !neg) || (md == mode::downward && neg);
       double special = smax;
       if (away) special = f.k == kind::ieee ? (neg ? -inf : inf) : (f.k == kind::finite ? smax : nan);

@@ -51,8 +51,8 @@ template <class F>
 inline constexpr bool quantize_from_float = F::fits_float;
 
 inline constexpr cpd::rounding deterministic_modes[mo::mode_count] = {
-    cpd::rounding::nearest_even, cpd::rounding::nearest_away, cpd::rounding::toward_zero,
-    cpd::rounding::upward,       cpd::rounding::downward,     cpd::rounding::odd};
+    cpd::rounding::nearest_even, cpd::rounding::nearest_away, cpd::rounding::toward_zero, cpd::rounding::upward,
+    cpd::rounding::downward,     cpd::rounding::odd,          cpd::rounding::nearest_zero};
 
 /// The library's results for x in every deterministic mode and both overflow
 /// modes: the code, the code's value by the oracle's decoder, and quantize's value.

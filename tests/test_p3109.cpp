@@ -82,6 +82,7 @@ double ref_round(const p3109_format& f, double x, rounding r, std::uint32_t rnd,
     case rounding::upward: away = nu > 0 && x > 0; break;
     case rounding::downward: away = nu > 0 && x < 0; break;
     case rounding::nearest_away: away = nu >= 0.5; break;
+    case rounding::nearest_zero: away = nu > 0.5; break;
     case rounding::nearest_even: away = nu > 0.5 || (nu == 0.5 && !code_even); break;
     case rounding::odd: away = nu > 0 && code_even; break;
     case rounding::stochastic: {

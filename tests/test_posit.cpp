@@ -26,7 +26,8 @@ using cpd::rounding;
 namespace pr = posit_ref;
 
 constexpr rounding deterministic[] = {rounding::nearest_even, rounding::nearest_away, rounding::toward_zero,
-                                      rounding::upward,       rounding::downward,     rounding::odd};
+                                      rounding::upward,       rounding::downward,     rounding::odd,
+                                      rounding::nearest_zero};
 
 /// The reference value of a code, which must be an exact double.
 double ref_double(int n, int es, std::uint64_t code) {
@@ -48,6 +49,7 @@ std::uint32_t expect(int n, rounding r, double ax, bool neg, std::uint32_t c, do
     switch (r) {
       case rounding::nearest_even: m = c + (up_nearest ? 1 : 0); break;
       case rounding::nearest_away: m = c + (ax >= mid ? 1 : 0); break;
+      case rounding::nearest_zero: m = c + (ax > mid ? 1 : 0); break;
       case rounding::toward_zero: break;
       case rounding::upward: m = c + (neg ? 0 : 1); break;
       case rounding::downward: m = c + (neg ? 1 : 0); break;

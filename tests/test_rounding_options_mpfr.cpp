@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
-// The numerics researchers' rounding options (CPFloat's and chop's) against GNU MPFR:
-// equal-probability stochastic rounding (stochastic_variant::equal: either neighbour with
-// probability 1/2 where the value is inexact). The expected result is built from MPFR's
+// The numerics researchers' rounding options (CPFloat's and chop's) against GNU MPFR.
+// - rounding::nearest_zero (ties toward zero) is one of the MPFR oracle's modes, so
+//   test_rounding_mpfr (every code and midpoint) and test_random_mpfr cover the scalar
+//   calls; here the bulk calls of compile-time and runtime formats, on every instruction
+//   set, against the oracle (the AVX-512 fast kernels leave this mode to the vector ones).
+// - equal-probability stochastic rounding (stochastic_variant::equal: either neighbour with
+//   probability 1/2 where the value is inexact). The expected result is built from MPFR's
 // two neighbours of x (toward zero and away from zero) and the top random bit, then the
 // overflow rule of the stochastic modes (an overflowing result is +-inf, NaN or +-max as
 // the format has them under overflow::infinity, +-max when saturating). Checked for the
@@ -29,6 +33,7 @@
 namespace {
 
 using namespace cpd_test;
+namespace cd = cpd::detail;
 using cpd::overflow;
 using cpd::rounding;
 using cpd::stochastic_variant;
@@ -180,6 +185,58 @@ TEST_CASE("equal-probability stochastic rounding: bulk calls on every instructio
     CAPTURE(cpd::to_string(v));
     CHECK(p == doctest::Approx(v == stochastic_variant::equal ? 0.5 : 0.1).epsilon(0.05));
   }
+}
+
+namespace {
+
+/// Bulk quantize and encode of F in nearest_zero (compile-time and runtime format) against
+/// the MPFR oracle, on every instruction set.
+template <class F>
+void check_nearest_zero_bulk(const char* name, std::mt19937_64& gen) {
+  CAPTURE(name);
+  const mo::format f = oracle_format<F>();
+  std::vector<float> xs = inputs(f, gen);
+  while (xs.size() < 5000) xs.push_back(xs[gen() % xs.size()]);  // past the fast kernels' minimum
+  const cpd::format g = cpd::format::parse(name);
+  for (overflow o : {overflow::infinity, overflow::saturate}) {
+    const int oi = o == overflow::saturate ? 1 : 0;
+    bulk_test::on_every_isa([&] {
+      std::vector<float> q(xs.size()), qr(xs.size());
+      std::vector<typename F::storage_type> c(xs.size());
+      cd::with_overflow(o, [&](auto oc) {
+        cpd::quantize<F, rounding::nearest_zero, decltype(oc)::value>(xs.data(), q.data(), xs.size());
+        cpd::encode<F, rounding::nearest_zero, decltype(oc)::value>(xs.data(), c.data(), xs.size());
+      });
+      cpd::quantize(g, rounding::nearest_zero, o, xs.data(), qr.data(), xs.size());
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        const double want = mo::round_all(f, xs[i]).value[int(mo::mode::nearest_zero)][oi];
+        const double wq = mo::quantized_value(f, xs[i], want);
+        if ((!same(q[i], wq) || !same(qr[i], wq) || !same(f.decode(c[i]), want)) && ++bad <= 3)
+          CHECK_MESSAGE(false, "x=" << hex(xs[i]) << " " << cpd::to_string(o) << ": quantize " << hex(q[i])
+                                    << ", runtime " << hex(qr[i]) << ", code " << hex(f.decode(c[i]))
+                                    << ", want " << hex(want));
+      }
+      CHECK(bad == 0);
+    });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ties toward zero: bulk calls on every instruction set against MPFR") {
+  std::mt19937_64 gen(7);
+  check_nearest_zero_bulk<cpd::float8_e4m3fn>("e4m3fn", gen);
+  check_nearest_zero_bulk<cpd::float8_e5m2>("e5m2", gen);
+  check_nearest_zero_bulk<cpd::bfloat16>("bf16", gen);
+  check_nearest_zero_bulk<cpd::float4_e2m1fn>("e2m1fn", gen);
+  // a tie: 1.0625 lies halfway between 1 and 1.125 in E4M3
+  CHECK(cpd::quantize<cpd::float8_e4m3fn, rounding::nearest_zero>(1.0625f) == 1.0f);
+  CHECK(cpd::quantize<cpd::float8_e4m3fn, rounding::nearest_zero>(-1.0625f) == -1.0f);
+  CHECK(cpd::quantize<cpd::float8_e4m3fn, rounding::nearest_even>(1.1875f) == 1.25f);
+  CHECK(cpd::quantize<cpd::float8_e4m3fn, rounding::nearest_zero>(1.1875f) == 1.125f);
+  CHECK(std::string(cpd::to_string(rounding::nearest_zero)) == "nearest_zero");
+  CHECK(cpd::from_string<rounding>("nearest_zero") == rounding::nearest_zero);
 }
 
 TEST_CASE("equal-probability stochastic rounding: names, checks, and the calls that refuse it") {

@@ -65,8 +65,8 @@ std::uint32_t bits_of(float x) {
 }  // namespace
 
 TEST_CASE("names: every choice read back from its name, and one message for a bad name") {
-  check_round_trip<cpd::rounding>("cpd::rounding",
-                                  "nearest_even, nearest_away, toward_zero, upward, downward, stochastic, odd");
+  check_round_trip<cpd::rounding>(
+      "cpd::rounding", "nearest_even, nearest_away, toward_zero, upward, downward, stochastic, odd, nearest_zero");
   check_round_trip<cpd::overflow>("cpd::overflow", "infinity, saturate, propagate");
   check_round_trip<cpd::stochastic_variant>("cpd::stochastic_variant", "a, b, c, equal");
   check_round_trip<cpd::encoding_kind>("cpd::encoding_kind",

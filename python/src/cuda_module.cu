@@ -159,6 +159,7 @@ void launch_mode(cpd::rounding r, const void* in, dtype ti, void* out, dtype to,
     case R::downward: return launch_round<R::downward, O>(in, ti, out, to, code_bytes, n, a, s);
     case R::stochastic: return launch_round<R::stochastic, O>(in, ti, out, to, code_bytes, n, a, s);
     case R::odd: return launch_round<R::odd, O>(in, ti, out, to, code_bytes, n, a, s);
+    case R::nearest_zero: return launch_round<R::nearest_zero, O>(in, ti, out, to, code_bytes, n, a, s);
   }
 }
 

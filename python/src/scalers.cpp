@@ -166,6 +166,7 @@ void with_rounding(const std::string& rounding, Fn&& f) {
     case cpd::rounding::downward: f(std::integral_constant<cpd::rounding, cpd::rounding::downward>{}); break;
     case cpd::rounding::stochastic: f(std::integral_constant<cpd::rounding, cpd::rounding::stochastic>{}); break;
     case cpd::rounding::odd: f(std::integral_constant<cpd::rounding, cpd::rounding::odd>{}); break;
+    case cpd::rounding::nearest_zero: f(std::integral_constant<cpd::rounding, cpd::rounding::nearest_zero>{}); break;
   }
 }
 

@@ -129,13 +129,16 @@ def ref_round(x, mode, values, codes):
             r = lo if x < mid else hi
         elif mode == "nearest_even":
             r = lo if clo & 1 == 0 else hi
+        elif mode == "nearest_zero":
+            r = lo if abs(lo) < abs(hi) else hi
         else:  # nearest_away
             r = lo if abs(lo) > abs(hi) else hi
     return r, False
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
-@pytest.mark.parametrize("mode", ["nearest_even", "nearest_away", "toward_zero", "upward", "downward", "odd"])
+@pytest.mark.parametrize("mode", ["nearest_even", "nearest_away", "nearest_zero", "toward_zero", "upward", "downward",
+                                  "odd"])
 def test_quantize_in_range_every_mode(name, mode):
     e, m, bias, kind = SPECS[name]
     pairs = {}
@@ -571,7 +574,8 @@ def test_simulate_allreduce_refuses_a_scaler_made_for_another_exchange():
 
 def test_the_names_and_counters_are_the_cpp_librarys():
     # cpd::from_string's names, cpd::simulated_algorithms, cpd::value_stats_fields: one list each
-    assert cpd.roundings == ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "stochastic", "odd")
+    assert cpd.roundings == ("nearest_even", "nearest_away", "toward_zero", "upward", "downward", "stochastic", "odd",
+                             "nearest_zero")
     assert cpd.algorithms == ("sequential", "ring", "halving_doubling", "pipelined_ring", "two_step", "all_gather")
     assert cpd.value_stats_fields == ("count", "zeros", "underflow", "overflow", "nan", "saturated", "nan_inputs",
                                       "inf_inputs")

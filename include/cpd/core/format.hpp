@@ -251,6 +251,7 @@ constexpr decltype(auto) with_rounding(rounding r, Fn&& f, const char* who = "cp
     case rounding::downward: return f(std::integral_constant<rounding, rounding::downward>{});
     case rounding::stochastic: return f(std::integral_constant<rounding, rounding::stochastic>{});
     case rounding::odd: return f(std::integral_constant<rounding, rounding::odd>{});
+    case rounding::nearest_zero: return f(std::integral_constant<rounding, rounding::nearest_zero>{});
     case rounding::nearest_even: break;
     default: check_enum(who, r);  // throws
   }

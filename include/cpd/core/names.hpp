@@ -34,7 +34,7 @@ struct enum_names<rounding> {
   static constexpr const char* type = "cpd::rounding";
   static constexpr rounding values[] = {rounding::nearest_even, rounding::nearest_away, rounding::toward_zero,
                                         rounding::upward,       rounding::downward,     rounding::stochastic,
-                                        rounding::odd};
+                                        rounding::odd,          rounding::nearest_zero};
 };
 
 template <>

@@ -13,7 +13,8 @@ enum class rounding : unsigned char {
   upward,        ///< toward +inf (IEEE roundTowardPositive)
   downward,      ///< toward -inf (IEEE roundTowardNegative)
   stochastic,    ///< up with probability equal to the distance to the lower neighbour in ulps
-  odd            ///< toward zero, then set the last bit of the code when inexact
+  odd,           ///< toward zero, then set the last bit of the code when inexact
+  nearest_zero   ///< to nearest, ties toward zero (CPFloat's and chop's; not an IEEE 754 mode)
 };
 
 /// What happens to a finite value beyond the format's largest finite value.
@@ -44,6 +45,7 @@ CPD_HOST_DEVICE constexpr const char* to_string(rounding r) noexcept {
     case rounding::downward: return "downward";
     case rounding::stochastic: return "stochastic";
     case rounding::odd: return "odd";
+    case rounding::nearest_zero: return "nearest_zero";
   }
   return "?";
 }
@@ -65,6 +67,6 @@ CPD_HOST_DEVICE constexpr const char* to_string(stochastic_variant v) noexcept {
 inline constexpr rounding all_roundings[] = {rounding::nearest_even, rounding::nearest_away,
                                              rounding::toward_zero,  rounding::upward,
                                              rounding::downward,     rounding::stochastic,
-                                             rounding::odd};
+                                             rounding::odd,          rounding::nearest_zero};
 
 }  // namespace cpd

@@ -78,7 +78,8 @@ inline void check_enum(const char* who, rounding r) {
     case rounding::upward:
     case rounding::downward:
     case rounding::stochastic:
-    case rounding::odd: return;
+    case rounding::odd:
+    case rounding::nearest_zero: return;
   }
   fail_invalid(std::string(who) + ": rounding mode " + std::to_string(static_cast<int>(r)) +
                " is not a cpd::rounding");

@@ -123,6 +123,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr std::uint32_t posit_round_bits(posit
   bool up = false;
   if constexpr (R == rounding::nearest_even) up = round_bit & (sticky | odd);
   else if constexpr (R == rounding::nearest_away) up = round_bit;
+  else if constexpr (R == rounding::nearest_zero) up = round_bit & sticky;
   else if constexpr (R == rounding::toward_zero) up = false;
   else if constexpr (R == rounding::upward) up = inexact & !neg;
   else if constexpr (R == rounding::downward) up = inexact & neg;

@@ -4,7 +4,7 @@
 // The rounding core: the specification of rounding in cpd. Scalar conversion, the
 // generic host bulk kernels (cpd/host/detail/kernels.hpp), the Thrust functors and
 // the CUDA kernels call round_bits(). The AVX-512 fast kernels
-// (cpd/host/detail/avx512.hpp) are a second implementation of the seven modes that
+// (cpd/host/detail/avx512.hpp) are a second implementation of seven modes (not nearest_zero) that
 // reads only the special values and the overflow threshold off round_bits; they are
 // chosen only by the host selector (cpd/host/detail/select.hpp: choose_rounding for the
 // bulk calls, choose_hop for the exchange's fused hop passes, avx512_hop.hpp) and held
@@ -128,7 +128,8 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
   if constexpr (R != rounding::stochastic) {
     // (one term for a compile-time mode; for rounding_runtime, the term of the mode rr)
     up = ((rm == rounding::nearest_even) & round_bit & (sticky | q_odd)) |
-         ((rm == rounding::nearest_away) & round_bit) | ((rm == rounding::upward) & inexact & !neg) |
+         ((rm == rounding::nearest_away) & round_bit) | ((rm == rounding::nearest_zero) & round_bit & sticky) |
+         ((rm == rounding::upward) & inexact & !neg) |
          ((rm == rounding::downward) & inexact & neg) | ((rm == rounding::odd) & inexact & !q_odd);
   } else {
     // Up with probability rem / 2^d, using k random bits: the top k bits of the
@@ -188,7 +189,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
 
   // 7. Overflow and the special inputs.
   const bool away_always = (rm == rounding::nearest_even) | (rm == rounding::nearest_away) |
-                           (rm == rounding::stochastic);
+                           (rm == rounding::nearest_zero) | (rm == rounding::stochastic);
   // Under P3109's rules round-to-odd overflows to inf where the largest finite code is
   // even (a value above it rounds to the odd code next to it, beyond max).
   const bool odd_away = (rm == rounding::odd) & s.p3109 & ((s.max_code & 1) == 0);

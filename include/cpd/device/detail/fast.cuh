@@ -19,7 +19,7 @@
 // - m beyond F's largest value: the core's overflow rule (inf, NaN or the largest value, by
 //   mode, overflow and format).
 // - Anything else (inf, NaN, float subnormal inputs, a scale that leaves float's normal
-//   range, nearest_away and odd below the normal range, fnu formats) is the core's.
+//   range, nearest_away, nearest_zero and odd below the normal range, fnu formats) is the core's.
 // float4_e2m1fn, whose 15 values are mostly subnormal, rounds to nearest-even by comparisons
 // with its midpoints instead.
 
@@ -62,6 +62,8 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE std::uint32_t round_magnitude(std::uint32_t a,
     return (a + (mask >> 1) + ((a >> d) & 1u)) & ~mask;
   } else if constexpr (R == rounding::nearest_away) {
     return (a + (std::uint32_t(1) << (d - 1))) & ~mask;
+  } else if constexpr (R == rounding::nearest_zero) {
+    return (a + (mask >> 1)) & ~mask;
   } else if constexpr (R == rounding::toward_zero) {
     return a & ~mask;
   } else if constexpr (R == rounding::upward) {
@@ -108,7 +110,8 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool add_rounded(float m, float c, bool neg, f
 template <class F, rounding R, overflow O>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE bool overflow_result(bool neg, std::uint32_t& code, std::uint32_t& value,
                                                        bool& nan_out) noexcept {
-  bool away = R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::stochastic;
+  bool away = R == rounding::nearest_even || R == rounding::nearest_away || R == rounding::nearest_zero ||
+              R == rounding::stochastic;
   if constexpr (R == rounding::upward) away = !neg;
   if constexpr (R == rounding::downward) away = neg;
   const bool special = O == overflow::infinity && away;

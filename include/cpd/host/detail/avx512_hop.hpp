@@ -319,7 +319,7 @@ template <class F, rounding R, class Out>
 bool hop_kernel_takes(isa where) noexcept {
 #if CPD_FAST_KERNELS
   constexpr encoding_kind K = F::encoding::kind;
-  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K) &&
+  if constexpr (fast::fast_mode<R> && R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K) &&
                 (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
     if (where != isa::avx512 || !fast::fast_kernel_takes<R, Out>(F::spec)) return false;
     return std::is_same_v<Out, float> || fast::decode_method_for(F::spec) != fast::method::none;
@@ -348,7 +348,7 @@ template <class F, rounding R, overflow O, class Out>
 std::size_t hop_scale_round(const float* x, float f1, float f2, Out* q, std::size_t n) noexcept {
 #if CPD_FAST_KERNELS
   constexpr encoding_kind K = F::encoding::kind;
-  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K) &&
+  if constexpr (fast::fast_mode<R> && R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K) &&
                 (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
     constexpr fast::method H = fast::method_for<R>(F::spec);  // (make_plan's, for F known here)
     const fast::hop_kernel<R, K, Out> k{fast::cached_plan<R, O>(F::spec, 32), {}};
@@ -367,7 +367,7 @@ std::size_t hop_chain_round(const float* const* x, int w, std::size_t at, float 
                             float mean_w, float* out, std::size_t n) noexcept {
 #if CPD_FAST_KERNELS
   constexpr encoding_kind K = F::encoding::kind;
-  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K)) {
+  if constexpr (fast::fast_mode<R> && R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K)) {
     constexpr fast::method H = fast::method_for<R>(F::spec);  // (make_plan's, for F known here)
     const fast::hop_kernel<R, K, float> k{fast::cached_plan<R, O>(F::spec, 32), {}};
     return k.template chain_round<H, (pair_sum_bits<F> <= 24)>(x, w, at, f1, f2, inverse, mean_w, out, n);
@@ -383,7 +383,7 @@ template <class F, rounding R, overflow O, class Out>
 std::size_t hop_add_round(Out* sum, const Out* q, std::size_t n) noexcept {
 #if CPD_FAST_KERNELS
   constexpr encoding_kind K = F::encoding::kind;
-  if constexpr (R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K) &&
+  if constexpr (fast::fast_mode<R> && R != rounding::stochastic && K != encoding_kind::fnu && !is_p3109(K) &&
                 (std::is_same_v<Out, float> || sizeof(Out) <= 2)) {
     constexpr spec s = F::spec;
     constexpr bool exact = pair_sum_bits<F> <= 24;  // (no error term to round to odd)

@@ -72,12 +72,17 @@ constexpr bool fast_shape(const spec& s, int max_bits) noexcept {
          s.enc != encoding_kind::fnu && !is_p3109(s.enc) && s.bits <= max_bits;
 }
 
+/// The modes the fast kernels implement: all but nearest_zero (ties toward zero), which the
+/// generic vector kernels round.
+template <rounding R>
+inline constexpr bool fast_mode = R != rounding::nearest_zero;
+
 /// The method that rounds floats to s in mode R (none: not the fast kernels). The one
 /// acceptance predicate: make_plan follows it, and the tests enumerate every format it
 /// accepts (tests/test_fast_formats.cpp).
 template <rounding R>
 constexpr method method_for(const spec& s) noexcept {
-  if (!fast_shape(s, 32)) return method::none;
+  if (!fast_mode<R> || !fast_shape(s, 32)) return method::none;
   constexpr bool hardware_mode = R == rounding::nearest_even || R == rounding::toward_zero ||
                                  R == rounding::upward || R == rounding::downward;
   if (s.emin == -126) return method::integer;

@@ -129,8 +129,9 @@ template <rounding R, overflow O, encoding_kind K, class T, class Out, class SP,
 void run_fast(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in, Out* out, std::size_t n,
               const bulk_options& o, overflow ro, rounding rr) {
   if constexpr (R == rounding_runtime) {
-    with_rounding(rr, [&](auto rc) {
-      run_fast<decltype(rc)::value, O, K>(c, policy, sp, in, out, n, o, ro, decltype(rc)::value);
+    with_rounding(rr, [&](auto rc) {  // (never a mode the fast kernels leave: choose_rounding asked)
+      if constexpr (fast::fast_mode<decltype(rc)::value>)
+        run_fast<decltype(rc)::value, O, K>(c, policy, sp, in, out, n, o, ro, decltype(rc)::value);
     });
   } else {
     const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
@@ -154,7 +155,7 @@ void round_with(const kernel_choice& c, Policy&& policy, const SP& sp, const T* 
   switch (c.how) {
     case strategy::fast:
 #if CPD_FAST_KERNELS
-      if constexpr (fast_kernel_compiled<K, T, Out>) {
+      if constexpr (fast_kernel_compiled<K, T, Out> && fast::fast_mode<R>) {
         run_fast<R, O, K>(c, policy, sp, in, out, n, o, ro, rr);
         return;
       }
