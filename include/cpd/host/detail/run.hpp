@@ -158,7 +158,18 @@ value_stats run_kernel(Policy&& policy, const K& k, isa where, const typename K:
     const std::size_t b = jb * block, len = std::min(block, n - b);
     Out tmp[block];
     st += range_runner<K>{k, loop, in + b, tmp, b, &o}(0, len);
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 at -O2 (not -O3) sizes `out` by the input's array in a caller that passes two
+// arrays, as if in == out, and warns that a larger Out overruns it (-Warray-bounds,
+// -Wstringop-overflow): on this path in == out, and the caller's buffer holds n Outs.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
     std::memcpy(out + b, tmp, len * sizeof(Out));
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   }
   return st;
 }
