@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -155,19 +156,10 @@ cpd::nvfp4_options nvfp4_opts(float tensor_scale, std::uint64_t seed, std::uint6
   return o;
 }
 
-/// Runs f.template operator()<R>() for the rounding mode named `rounding`.
+/// Runs f.template operator()<R>() for the rounding mode named `rounding` (the library's dispatch).
 template <class Fn>
 void with_rounding(const std::string& rounding, Fn&& f) {
-  switch (parse_rounding(rounding)) {
-    case cpd::rounding::nearest_even: f(std::integral_constant<cpd::rounding, cpd::rounding::nearest_even>{}); break;
-    case cpd::rounding::nearest_away: f(std::integral_constant<cpd::rounding, cpd::rounding::nearest_away>{}); break;
-    case cpd::rounding::toward_zero: f(std::integral_constant<cpd::rounding, cpd::rounding::toward_zero>{}); break;
-    case cpd::rounding::upward: f(std::integral_constant<cpd::rounding, cpd::rounding::upward>{}); break;
-    case cpd::rounding::downward: f(std::integral_constant<cpd::rounding, cpd::rounding::downward>{}); break;
-    case cpd::rounding::stochastic: f(std::integral_constant<cpd::rounding, cpd::rounding::stochastic>{}); break;
-    case cpd::rounding::odd: f(std::integral_constant<cpd::rounding, cpd::rounding::odd>{}); break;
-    case cpd::rounding::nearest_zero: f(std::integral_constant<cpd::rounding, cpd::rounding::nearest_zero>{}); break;
-  }
+  cpd::detail::with_rounding(parse_rounding(rounding), std::forward<Fn>(f));
 }
 
 /// cpd::nvfp4_quantize of `in` (dtype ni) into `out` (dtype no); the counts as a dict.
