@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 namespace {
 
@@ -40,6 +41,9 @@ double reference_odd(double a, double b, op o) {
     case op::mul: plain = a * b; break;
     case op::div: plain = a / b; break;
   }
+  // A NaN result is the positive NaN (docs/formats.md, "Arithmetic": not the hardware's, whose
+  // sign depends on the operand order; a format without NaN gives +max for it).
+  if (std::isnan(plain)) return std::numeric_limits<double>::quiet_NaN();
   if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(plain) || plain == 0) return plain;
   mpfr_t x, y, r;
   mpfr_inits2(53, x, y, r, static_cast<mpfr_ptr>(nullptr));
@@ -160,4 +164,61 @@ TEST_CASE("specials: inf - inf and 0 / 0 are NaN, x / 0 overflows per the format
   using E = cpd::float8_e4m3fn;
   CHECK(cpd::isnan(E(1.0f) / E(0.0f)));
   CHECK(static_cast<float>(cpd::div<cpd::rounding::nearest_even, cpd::overflow::saturate>(E(1.0f), E(0.0f))) == 448.0f);
+}
+
+namespace {
+
+/// Every NaN result of + - * / is the NaN that converting +NaN gives, whatever the
+/// operands' signs and order (the hardware's NaN of a product follows the operand
+/// order, which the compiler may swap: g++ -O2 did).
+template <class F>
+void check_nan_results() {
+  const F pos = cpd::convert<F>(std::numeric_limits<double>::quiet_NaN());
+  std::vector<F> nans, others;
+  const std::uint64_t codes = std::uint64_t(1) << F::spec.bits;
+  const std::uint64_t step = codes > 4096 ? 61 : 1;  // (16-bit formats: every 61st code)
+  for (std::uint64_t c = 0; c < codes; c += step) {
+    const F v = F::from_bits(static_cast<typename F::storage_type>(c));
+    (cpd::isnan(v) ? nans : others).push_back(v);
+  }
+  for (std::uint64_t c : {F::spec.nan_code, F::spec.nan_code | F::spec.sign_bit})  // both signs' NaN
+    nans.push_back(F::from_bits(static_cast<typename F::storage_type>(c)));
+  std::size_t checked = 0;
+  const auto expect_nan = [&](F r, const char* what) {
+    ++checked;
+    if (r.bits() != pos.bits()) FAIL(format_name<F>() << ": " << std::string(what) << " gave code " << int(r.bits()));
+  };
+  for (F a : nans)
+    for (F b : nans) {
+      expect_nan(a * b, "NaN * NaN");
+      expect_nan(a / b, "NaN / NaN");
+      expect_nan(a + b, "NaN + NaN");
+      expect_nan(cpd::mul<cpd::rounding::toward_zero>(a, b), "mul toward_zero");
+    }
+  for (F a : nans)
+    for (F b : others) {
+      expect_nan(a * b, "NaN * x");
+      expect_nan(b * a, "x * NaN");
+      expect_nan(b / a, "x / NaN");
+      expect_nan(a - b, "NaN - x");
+    }
+  if constexpr (F::spec.has_inf) {
+    const F inf = F::from_bits(static_cast<typename F::storage_type>(F::spec.inf_code));
+    const F zero{};
+    expect_nan(zero * inf, "0 * inf");
+    expect_nan(-inf * zero, "-inf * 0");
+    expect_nan(inf - inf, "inf - inf");
+    expect_nan(zero / zero, "0 / 0");
+    expect_nan(-zero / zero, "-0 / 0");
+  }
+  CHECK(checked > 0);
+}
+
+}  // namespace
+
+TEST_CASE("a NaN result is the format's positive NaN, whatever the operands' signs and order") {
+  check_nan_results<cpd::float8_e5m2>();
+  check_nan_results<cpd::float8_e4m3fn>();
+  check_nan_results<cpd::float8_e4m3fnuz>();
+  check_nan_results<cpd::float16>();
 }

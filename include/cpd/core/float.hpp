@@ -293,10 +293,19 @@ CPD_HOST_DEVICE constexpr double add_odd(double a, double b) noexcept {
   return bit_cast<double>(sa | scaled_bits<double>(r, k));
 }
 
+/// p, or the canonical quiet NaN (positive) where p is a NaN: the NaN of a product or
+/// quotient is the hardware's choice (x86 returns the first NaN operand, or a negative
+/// NaN for 0 * inf, a GPU a positive one, and a compiler may swap the operands of a
+/// product), so that no result depends on it. add_odd gives the same NaN.
+CPD_HOST_DEVICE constexpr double canonical_nan(double p) noexcept {
+  return p == p ? p : bit_cast<double>(source<double>::qnan_bits);
+}
+
 /// round_to_odd(a / b) for a, b of at most 26 significant bits.
 CPD_HOST_DEVICE constexpr double div_odd(double a, double b) noexcept {
   const double q = a / b;
-  if (!(q == q) || q - q != 0 || q == 0) return q;  // NaN, inf or 0: exact or special
+  if (!(q == q)) return canonical_nan(q);
+  if (q - q != 0 || q == 0) return q;  // inf or 0: exact or special
   // r = a - q*b exactly in sign: q = qh + ql with 26 and 27 significant bits, so
   // both partial products are exact, and a - qh*b is exact by Sterbenz's lemma.
   const double qh = bit_cast<double>(bit_cast<std::uint64_t>(q) & ~((std::uint64_t(1) << 27) - 1));
@@ -336,7 +345,8 @@ template <rounding R = rounding::nearest_even, overflow O = overflow::infinity, 
 [[nodiscard]] CPD_HOST_DEVICE constexpr std::enable_if_t<is_float_format_v<F>, F> mul(
     F a, F b, std::uint32_t random_bits = 0, int random_bits_used = 32) noexcept {
   detail::check_arithmetic<F>();
-  return convert<F, R, O>(static_cast<double>(a) * static_cast<double>(b), random_bits, random_bits_used);
+  return convert<F, R, O>(detail::canonical_nan(static_cast<double>(a) * static_cast<double>(b)), random_bits,
+                          random_bits_used);
 }
 /// a / b rounded once to F in mode R.
 template <rounding R = rounding::nearest_even, overflow O = overflow::infinity, class F>
