@@ -61,9 +61,13 @@ struct format {
   int M = 0;
   int bias = 0;
   kind k = kind::ieee;
+  /// No subnormal values (cpd's bulk_options::subnormals = flush): the value set is 0 and
+  /// the normal values; MPFR rounds to it with emin at the smallest normal and no
+  /// mpfr_subnormalize (in MPFR_RNDN, the midpoint of 0 and the smallest normal goes to 0).
+  bool flush = false;
 
   bool is_signed() const { return k != kind::fnu; }
-  bool has_subnormals() const { return k != kind::fnu; }
+  bool has_subnormals() const { return k != kind::fnu && !flush; }
   /// Bits of a code (the sign bit, if any, is the top one).
   int bits() const { return E + M + (is_signed() ? 1 : 0); }
   std::uint64_t code_count() const { return std::uint64_t(1) << bits(); }
@@ -117,7 +121,7 @@ struct format {
 
   double max_value() const { return decode(max_mag_code()); }
   /// The smallest positive value (a subnormal where there are subnormals).
-  double min_positive() const { return decode(k == kind::fnu ? 0 : 1); }
+  double min_positive() const { return k == kind::fnu ? decode(0) : flush ? min_normal() : decode(1); }
   /// The smallest positive normal value.
   double min_normal() const { return k == kind::fnu ? std::ldexp(1.0, -bias) : std::ldexp(1.0, 1 - bias); }
   /// The quantum (ulp) of the values in [v, 2v) for a positive v of the format.
@@ -166,7 +170,9 @@ inline double round_unbounded(const format& f, double x, mpfr_rnd_t rnd, int* te
   const mpfr_exp_t old_emax = mpfr_get_emax();
   mpfr_set_prec(w.y, f.M + 1);
   // IEEE exponent of the smallest positive value, plus one for MPFR's convention.
-  const mpfr_exp_t emin = f.has_subnormals() ? mpfr_exp_t(2 - f.bias - f.M) : mpfr_exp_t(1 - f.bias);
+  const mpfr_exp_t emin = f.has_subnormals() ? mpfr_exp_t(2 - f.bias - f.M)
+                          : f.k == kind::fnu  ? mpfr_exp_t(1 - f.bias)
+                                              : mpfr_exp_t(2 - f.bias);  // flush: the smallest normal
   mpfr_set_emin(emin);
   mpfr_set_emax(1 << 20);
   int t = mpfr_set_d(w.y, x, rnd);
@@ -275,7 +281,8 @@ inline results round_all(const format& f, double x) {
   double ro = rz;
   if (tz != 0) {
     const double q = f.ulp_at(lo == 0 ? f.min_positive() : lo);
-    if (std::fmod(lo / q, 2.0) == 0) ro = neg ? -(lo + q) : lo + q;
+    if (lo == 0 && f.flush) ro = neg ? -f.min_normal() : f.min_normal();  // the next value above 0 (its code is even)
+    else if (std::fmod(lo / q, 2.0) == 0) ro = neg ? -(lo + q) : lo + q;
   }
   const double r[mode_count] = {rn, ra, rz, ru, rd, ro, rnz};
 

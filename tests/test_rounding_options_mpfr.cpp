@@ -254,3 +254,182 @@ TEST_CASE("equal-probability stochastic rounding: names, checks, and the calls t
   CHECK_THROWS_AS(cpd::posit_quantize(cpd::posit_format::of<8, 0>(), rounding::stochastic, x.data(), y.data(), 4, opt),
                   std::invalid_argument);
 }
+
+// --- no subnormals (bulk_options::subnormals = flush) ----------------------------------
+// The value set is 0 and the normal values (CPFloat's CPFLOAT_SUBN_RND, chop's subnormal = 0).
+// The oracle is MPFR with emin at the smallest normal and no mpfr_subnormalize; every mode, both
+// overflow modes, the runtime and compile-time calls, quantize and encode, on every instruction
+// set, and the count of values that became 0. One convention differs from CPFloat and chop: in
+// nearest_even the midpoint of 0 and the smallest normal goes to 0 (MPFR's, and cpd's for M = 0,
+// where the same tie occurs), where they give the smallest normal.
+
+namespace {
+
+std::vector<case_format> flush_formats() {
+  std::vector<case_format> v = formats();
+  v.push_back({"e8m3b140", mo::make_format(8, 3, mo::kind::ieee, 140)});  // below float's normals: rounded in double
+  for (case_format& c : v) c.oracle.flush = true;
+  return v;
+}
+
+/// Inputs of inputs() plus the region below the smallest normal: its old subnormals, their
+/// midpoints, the midpoint of 0 and the smallest normal and values next to it, float's subnormals.
+std::vector<float> flush_inputs(const mo::format& f, std::mt19937_64& gen) {
+  std::vector<float> xs = inputs(f, gen);
+  const double xmin = f.min_normal();
+  for (int i = 0; i <= 64; ++i) xs.push_back(static_cast<float>(xmin * i / 64));
+  const float half = static_cast<float>(xmin / 2);
+  for (float h : {half, std::nextafter(half, 0.0f), std::nextafter(half, 1.0f), static_cast<float>(xmin),
+                  std::nextafter(static_cast<float>(xmin), 0.0f), std::numeric_limits<float>::denorm_min(),
+                  std::ldexp(1.0f, -140), std::ldexp(3.0f, -141)})
+    xs.push_back(h);
+  const std::size_t n = xs.size();
+  for (std::size_t i = 0; i < n; ++i) xs.push_back(-xs[i]);
+  while (xs.size() < 5000) xs.push_back(xs[gen() % xs.size()]);  // past the fast kernels' minimum
+  return xs;
+}
+
+/// The oracle's index of a deterministic mode.
+int mo_mode(rounding r) {
+  for (int i = 0; i < mo::mode_count; ++i)
+    if (deterministic_modes[i] == r) return i;
+  return -1;
+}
+
+/// The expected value of x rounded to f (flush) in mode r, overflow o; for stochastic, with
+/// the random bits of element i of opt's key.
+double want_flush(const mo::format& f, float x, rounding r, overflow o, const cpd::bulk_options& opt, std::size_t i) {
+  if (r != rounding::stochastic) {
+    const double v = mo::round_all(f, x).value[mo_mode(r)][o == overflow::saturate ? 1 : 0];
+    return mo::quantized_value(f, x, v);
+  }
+  if (!std::isfinite(x)) return mo::quantized_value(f, x, mo::round_all(f, x).value[0][o == overflow::saturate ? 1 : 0]);
+  double lo = 0, hi = 0;
+  mo::neighbours(f, x, &lo, &hi);
+  const int k = opt.random_bits;
+  const std::uint64_t count = lo == hi ? 0 : mo::stochastic_up_count(x, lo, hi, k);
+  const std::uint64_t rnd = cpd::random_bits(opt.seed, opt.stream, opt.offset + i, opt.generator) &
+                            (k == 32 ? 0xFFFFFFFFull : (1ull << k) - 1);
+  const bool up = count != 0 && rnd >= (std::uint64_t(1) << k) - count;
+  return want_equal(f, x, up, o);  // (its overflow rule is that of every stochastic mode)
+}
+
+}  // namespace
+
+TEST_CASE("no subnormals (flush) against MPFR: every mode, quantize and encode, every instruction set") {
+  std::mt19937_64 gen(41);
+  std::size_t checks = 0, flushed_to_zero = 0;
+  for (const case_format& cf : flush_formats()) {
+    const std::string name = cf.name;
+    CAPTURE(name);
+    const mo::format& f = cf.oracle;
+    const cpd::format g = cpd::format::parse(cf.name);
+    const std::vector<float> xs = flush_inputs(f, gen);
+    for (rounding r : cpd::all_roundings)
+      for (overflow o : {overflow::infinity, overflow::saturate}) {
+        const std::string mode = std::string(cpd::to_string(r)) + " " + cpd::to_string(o);
+        CAPTURE(mode);
+        cpd::bulk_options opt;
+        opt.subnormals = cpd::subnormal_mode::flush;
+        opt.seed = 9;
+        opt.random_bits = r == rounding::stochastic ? 7 : 32;
+        std::vector<double> want(xs.size());
+        std::uint64_t zeros = 0;
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+          want[i] = want_flush(f, xs[i], r, o, opt, i);
+          zeros += std::isfinite(xs[i]) && xs[i] != 0 && want[i] == 0;
+        }
+        bulk_test::on_every_isa([&] {
+          std::vector<float> q(xs.size());
+          std::vector<std::uint16_t> c(xs.size());
+          cpd::value_stats st;
+          opt.stats = r == rounding::nearest_even ? &st : nullptr;
+          cpd::quantize(g, r, o, xs.data(), q.data(), xs.size(), opt);
+          opt.stats = nullptr;
+          cpd::encode(g, r, o, xs.data(), c.data(), xs.size(), opt);
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < xs.size(); ++i) {
+            const double code_value = f.decode(c[i]);
+            const double wc = std::isnan(xs[i]) && f.k == mo::kind::finite ? std::copysign(f.max_value(), xs[i])
+                                                                           : want[i];
+            ++checks;
+            if ((!same(q[i], want[i]) || !same(code_value, wc)) && ++bad <= 3)
+              CHECK_MESSAGE(false, "x=" << hex(xs[i]) << ": quantize " << hex(q[i]) << ", code "
+                                        << hex(code_value) << ", want " << hex(want[i]));
+          }
+          CHECK(bad == 0);
+          if (r == rounding::nearest_even) CHECK(st.underflow == zeros);
+        });
+        if (r == rounding::nearest_even) flushed_to_zero += zeros;
+      }
+  }
+  MESSAGE(checks << " checks, " << flushed_to_zero << " nonzero values flushed to 0 in nearest_even");
+  CHECK(checks > 500000);
+  CHECK(flushed_to_zero > 1000);
+}
+
+TEST_CASE("no subnormals: compile-time calls, double inputs, the tie at half the smallest normal") {
+  std::mt19937_64 gen(43);
+  cpd::bulk_options opt;
+  opt.subnormals = cpd::subnormal_mode::flush;
+  mo::format f = oracle_format<cpd::float8_e5m2>();
+  f.flush = true;
+  const std::vector<float> xs = flush_inputs(f, gen);
+  bulk_test::on_every_isa([&] {
+    std::vector<float> q(xs.size());
+    std::vector<std::uint8_t> c(xs.size());
+    cpd::quantize<cpd::float8_e5m2>(xs.data(), q.data(), xs.size(), opt);
+    cpd::encode<cpd::float8_e5m2, rounding::upward>(xs.data(), c.data(), xs.size(), opt);
+    std::vector<double> xd(xs.begin(), xs.end()), qd(xs.size());
+    cpd::quantize(cpd::format::parse("e5m2"), rounding::nearest_even, overflow::infinity, xd.data(), qd.data(),
+                  xd.size(), opt);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double want = mo::round_all(f, xs[i]).value[int(mo::mode::nearest_even)][0];
+      const double up = mo::round_all(f, xs[i]).value[int(mo::mode::upward)][0];
+      if ((!same(q[i], want) || !same(qd[i], want) || !same(f.decode(c[i]), up)) && ++bad <= 3)
+        CHECK_MESSAGE(false, "x=" << hex(xs[i]) << ": " << hex(q[i]) << " " << hex(qd[i]) << " "
+                                  << hex(f.decode(c[i])) << ", want " << hex(want) << " " << hex(up));
+    }
+    CHECK(bad == 0);
+  });
+  // E5M2's smallest normal is 2^-14: half of it is a tie of 0 and 2^-14 (0 in nearest_even, as
+  // MPFR), a quarter of it is 0 in every nearest mode, and 2^-14 in upward.
+  const float xmin = std::ldexp(1.0f, -14);
+  float x[4] = {xmin / 2, -xmin / 2, xmin / 4, xmin * 0.75f}, y[4];
+  cpd::quantize<cpd::float8_e5m2>(x, y, 4, opt);
+  CHECK(y[0] == 0.0f);
+  CHECK((y[1] == 0.0f && std::signbit(y[1])));
+  CHECK(y[2] == 0.0f);
+  CHECK(y[3] == xmin);
+  cpd::quantize<cpd::float8_e5m2, rounding::nearest_away>(x, y, 4, opt);
+  CHECK(y[0] == xmin);
+  cpd::quantize<cpd::float8_e5m2, rounding::upward>(x, y, 4, opt);
+  CHECK((y[0] == xmin && y[2] == xmin && y[1] == 0.0f));
+  // keep (the default) is unchanged: 2^-16 is E5M2's smallest subnormal
+  cpd::quantize<cpd::float8_e5m2>(x, y, 4);
+  CHECK(y[2] == xmin / 4);
+}
+
+TEST_CASE("no subnormals: names, checks, and the calls that refuse it") {
+  CHECK(std::string(cpd::to_string(cpd::subnormal_mode::flush)) == "flush");
+  CHECK(cpd::from_string<cpd::subnormal_mode>("keep") == cpd::subnormal_mode::keep);
+  std::vector<float> x(4, 1e-3f), y(4);
+  cpd::bulk_options opt;
+  opt.subnormals = static_cast<cpd::subnormal_mode>(7);
+  CHECK_THROWS_AS(cpd::quantize<cpd::float8_e4m3fn>(x.data(), y.data(), 4, opt), std::invalid_argument);
+  opt.subnormals = cpd::subnormal_mode::flush;
+  CHECK_THROWS_AS(cpd::posit_quantize(cpd::posit_format::of<8, 0>(), rounding::nearest_even, x.data(), y.data(), 4, opt),
+                  std::invalid_argument);
+  // decode reads every code: a subnormal code decodes to its value
+  const std::uint8_t code = 1;  // E4M3's smallest subnormal, 2^-9
+  float v = 0;
+  cpd::decode<cpd::float8_e4m3fn>(&code, &v, 1, opt);
+  CHECK(v == std::ldexp(1.0f, -9));
+  // fnu (E8M0) has no subnormals: flushing changes nothing
+  const float s[3] = {0.3f, 5.0f, 1e-30f};
+  float a[3], b[3];
+  cpd::quantize<cpd::float8_e8m0fnu>(s, a, 3);
+  cpd::quantize<cpd::float8_e8m0fnu>(s, b, 3, opt);
+  for (int i = 0; i < 3; ++i) CHECK(a[i] == b[i]);
+}

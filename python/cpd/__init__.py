@@ -27,7 +27,8 @@ from . import _dtypes
 from . import _posit
 
 __all__ = [
-    "quantize", "encode", "decode", "fixed_point_quantize", "int_quantize", "formats", "finfo", "manual_seed", "roundings", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
+    "quantize", "encode", "decode", "fixed_point_quantize", "int_quantize", "formats", "finfo", "manual_seed", "roundings",
+    "stochastic_variants", "subnormal_modes", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
     "random_bits", "hadamard",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
@@ -85,6 +86,10 @@ class Scaler:
 
 #: The rounding modes (docs/rounding.md): cpd::rounding's names.
 roundings = _cpd.roundings
+#: How stochastic rounding uses its random bits (docs/rounding.md): cpd::stochastic_variant's names.
+stochastic_variants = _cpd.stochastic_variants
+#: Below the smallest normal (docs/rounding.md): cpd::subnormal_mode's names, "keep" and "flush".
+subnormal_modes = _cpd.subnormal_modes
 #: The summation orders of simulate_allreduce (docs/reduction.md): cpd::simulated_algorithms.
 algorithms = _cpd.simulated_algorithms
 #: The counters of cpd::value_stats, the keys of every dict of counts (stats=True, diagnostics).
@@ -350,7 +355,7 @@ def _exact_check(who, format, scale_exponent, fix):
 # --- the bulk calls ---------------------------------------------------------------------
 
 def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
-             stream=0, offset=0, threads=None, stats=False, generator=None):
+             stream=0, offset=0, threads=None, stats=False, generator=None, variant="a", subnormals="keep"):
     """x rounded to `format`, in x's dtype: cpd::quantize of the runtime format.
 
     x: float16, bfloat16, float32 or float64 (docs/python.md, "Dtypes"); NumPy, torch (CPU,
@@ -367,14 +372,21 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     out: where to write (out=x rounds in place). threads: None or 0 for every hardware
     thread, 1 for the calling thread. stats=True returns (result, counts) with the
     counts of cpd::value_stats (underflow, overflow, nan_inputs, ...).
+    variant: how stochastic rounding uses its random bits, one of cpd.stochastic_variants ("a",
+    IEEE P3109's "b" and "c", "equal": either neighbour with probability 1/2). subnormals:
+    "keep" the format's subnormals, or "flush": none, values below the smallest normal round
+    to 0 or to it in the mode (those that become 0 count as underflow). Both on CPU arrays of
+    float formats; docs/rounding.md.
     """
-    for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow)):
+    for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow), ("variant", variant),
+                 ("subnormals", subnormals)):
         _check_str("cpd.quantize", n, v)
     offset = _int("cpd.quantize", "offset", offset, 0, 2**64 - 1)
     scale_exponent = _int("cpd.quantize", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     s, st, g = _key(rounding, seed, stream, "cpd.quantize", generator)
     th = _threads(threads)
     counts = {}
+    _host_options("cpd.quantize", x, format, variant, subnormals)
     if _posit.is_posit(format):
         return _posit.quantize(x, format, rounding, s, st, g, int(offset), scale_exponent, out, threads, bool(stats))
 
@@ -386,13 +398,24 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
         return _cuda.quantize(x, out, exact, format, rounding, overflow, s, st, g, int(offset), int(scale_exponent))
 
     def body(a, o, ni, no):
-        r = _cpd.quantize(a, o, ni, no, format, rounding, overflow, s, st, g, int(offset), int(scale_exponent), th,
-                          bool(stats))
+        r = _cpd.quantize(a, o, ni, no, format, rounding, overflow, s, st, g, int(offset), int(scale_exponent), variant,
+                          subnormals, th, bool(stats))
         if stats:
             counts.update(r)
 
     result = _run("cpd.quantize", x, out, body, exact=exact)
     return (result, counts) if stats else result
+
+
+def _host_options(who, x, format, variant, subnormals):
+    """A ValueError where variant or subnormals asks for what only the host calls of float formats do."""
+    if variant == "a" and subnormals == "keep":
+        return
+    where = ("a GPU array (the device calls round with variant 'a' and keep subnormals)" if _cuda.on_device(x)
+             else "a posit format (posits round with variant 'a' and have no subnormals)"
+             if _posit.is_posit(format) else None)
+    if where is not None:
+        raise ValueError(f"{who}: variant={variant!r}, subnormals={subnormals!r} on {where}")
 
 
 def _run_cpu_float(who, what, x, out, call):
@@ -469,12 +492,14 @@ def hadamard(x, block=16, seed=0, inverse=False, out=None, *, stream=0, threads=
 
 
 def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
-           stream=0, offset=0, threads=None, stats=False, generator=None):
+           stream=0, offset=0, threads=None, stats=False, generator=None, variant="a", subnormals="keep"):
     """The codes of x rounded to `format`, one per element: uint8 for codes of at most 8
     bits, uint16 (torch: int16, the same bits) for at most 16, uint32 (torch: int32) above.
     Arguments as quantize."""
-    for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow)):
+    for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow), ("variant", variant),
+                 ("subnormals", subnormals)):
         _check_str("cpd.encode", n, v)
+    _host_options("cpd.encode", x, format, variant, subnormals)
     offset = _int("cpd.encode", "offset", offset, 0, 2**64 - 1)
     scale_exponent = _int("cpd.encode", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     if _posit.is_posit(format):
@@ -492,7 +517,7 @@ def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, s
 
     def body(a, o, ni, _):
         r = _cpd.encode(a, o.view(_unsigned(o.dtype)), ni, format, rounding, overflow, s, st, g, int(offset),
-                        int(scale_exponent), th, bool(stats))
+                        int(scale_exponent), variant, subnormals, th, bool(stats))
         if stats:
             counts.update(r)
 

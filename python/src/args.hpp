@@ -104,9 +104,12 @@ cpd::random_generator parse_generator(const std::string& s);
 cpd::bulk_options key_options(std::uint64_t seed, std::uint64_t stream, const std::string& generator,
                               std::uint64_t offset);
 
+/// The arguments of a rounding call; variant and subnormals name a cpd::stochastic_variant and
+/// a cpd::subnormal_mode (ValueError listing them otherwise).
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                     std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
-                    int scale_exponent, unsigned threads);
+                    int scale_exponent, unsigned threads, const std::string& variant = "a",
+                    const std::string& subnormals = "keep");
 
 /// run() with the GIL released and opt.stats pointing at a record when the counts are
 /// asked for; returns them (a dict) or None. Every rounding call goes through it.
@@ -127,8 +130,10 @@ py::object counted_call(cpd::bulk_options& opt, bool stats, Run&& run) {
 template <class Run>
 py::object round_call(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                       std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
-                      int scale_exponent, unsigned threads, bool stats, Run&& run) {
-  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads);
+                      int scale_exponent, const std::string& variant, const std::string& subnormals,
+                      unsigned threads, bool stats, Run&& run) {
+  bulk_args a = make_args(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads, variant,
+                          subnormals);
   return counted_call(a.opt, stats, [&] { run(a); });
 }
 

@@ -85,6 +85,8 @@ PYBIND11_MODULE(_cpd, m) {
     return py::tuple(l);
   }();
   m.attr("roundings") = names_list(cpd::enum_names<cpd::rounding>::values);
+  m.attr("stochastic_variants") = names_list(cpd::enum_names<cpd::stochastic_variant>::values);
+  m.attr("subnormal_modes") = names_list(cpd::enum_names<cpd::subnormal_mode>::values);
   m.attr("overflows") = names_list(cpd::enum_names<cpd::overflow>::values);
   m.attr("generators") = names_list(cpd::enum_names<cpd::random_generator>::values);
   m.attr("default_generator") = cpd::to_string(cpd::default_generator);

@@ -642,3 +642,53 @@ def test_decode_takes_every_scale_exponent_that_quantize_and_encode_take():
     assert same_floats(cpd.decode(np.uint8([1, 2, 3, 0x81]), "e4m3fn", scale_exponent=141),
                        np.float32([0.0, 2.0**-149, 2.0**-148, -0.0]))
     assert same_floats(cpd.decode(np.uint8([0x7F]), "e4m3fn", scale_exponent=141), np.float32([np.nan]))
+
+
+# --- subnormals="flush" and variant= ----------------------------------------------------
+
+def _f16(x):
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def flush_reference(x):
+    """binary16 without subnormals, nearest_even, from numpy's float16 cast and the definition:
+    below 2^-14 a value goes to 0 or to 2^-14, the midpoint 2^-15 to 0 (MPFR's convention)."""
+    x = np.asarray(x, dtype=np.float32)
+    ref = _f16(x)  # numpy's cast (beyond 65520: inf, as binary16)
+    a = np.abs(x.astype(np.float64))
+    tiny = a < 2.0 ** -14
+    ref[tiny] = np.where(a[tiny] > 2.0 ** -15, np.copysign(np.float32(2.0 ** -14), x[tiny]),
+                         np.copysign(np.float32(0), x[tiny]))
+    return ref
+
+
+def test_flush_subnormals_against_numpy_and_the_definition():
+    x = np.concatenate([wide_floats(20000), np.float32([2.0 ** -15, -2.0 ** -15, 2.0 ** -16, 3 * 2.0 ** -16,
+                                                       np.nextafter(np.float32(2.0 ** -15), np.float32(1))]),
+                        (RNG.uniform(-1, 1, 5000) * 2.0 ** -13).astype(np.float32)])
+    got, counts = cpd.quantize(x, "fp16", subnormals="flush", stats=True)
+    assert same_floats(got, flush_reference(x))
+    want_zeros = int(np.sum((np.abs(x) <= 2.0 ** -15) & (x != 0)))
+    assert counts["underflow"] == want_zeros
+    # the codes are binary16's: a flushed result is 0 or the smallest normal's code
+    codes = cpd.encode(x, "fp16", subnormals="flush")
+    assert same_floats(codes.view(np.float16).astype(np.float32), got)
+    # keep is the default and unchanged: binary16's subnormals
+    assert same_floats(cpd.quantize(x, "fp16"), _f16(x))
+    # upward: everything in (0, 2^-14) goes to 2^-14
+    up = cpd.quantize(np.float32([1e-7, -1e-7]), "fp16", rounding="upward", subnormals="flush")
+    assert up[0] == np.float32(2.0 ** -14) and up[1] == 0 and np.signbit(up[1])
+
+
+def test_variant_and_subnormals_names_and_errors():
+    assert "equal" in cpd.stochastic_variants and list(cpd.subnormal_modes) == ["keep", "flush"]
+    x = np.full(20000, 1.0125, dtype=np.float32)  # a tenth of an ulp of E4M3 above 1
+    ups = {v: float(np.mean(cpd.quantize(x, "e4m3fn", "stochastic", seed=3, variant=v) > 1)) for v in ("a", "equal")}
+    assert abs(ups["a"] - 0.1) < 0.02 and abs(ups["equal"] - 0.5) < 0.03
+    with pytest.raises(ValueError, match="subnormal_mode"):
+        cpd.quantize(x, "e4m3fn", subnormals="ftz")
+    with pytest.raises(ValueError, match="stochastic_variant"):
+        cpd.quantize(x, "e4m3fn", "stochastic", seed=1, variant="d")
+    with pytest.raises(ValueError, match="posit"):
+        cpd.quantize(x, "posit8es0", subnormals="flush")

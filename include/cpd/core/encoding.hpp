@@ -175,6 +175,10 @@ struct spec {
   /// where there is no inf; round-to-odd overflows to inf where the largest finite code is
   /// even; negative values of an unsigned format give 0 or NaN (P3109's Saturate).
   bool p3109 = false;
+  /// No subnormal values (bulk_options::subnormals = flush): below emin the quantum is the
+  /// smallest normal, so values round to 0 or to it. The codes are the encoding's (a subset of
+  /// them is used); min_code, min_positive and min_bits_* are the smallest normal's.
+  bool flush = false;
   int bits = 0;             ///< total bits of a code (1 + E + M, or E + M when unsigned)
   int emin = 0;             ///< exponent of the smallest normal (of code 1 << M; of code 0 for fnu)
   int emax = 0;             ///< exponent of the largest finite value
@@ -281,6 +285,18 @@ CPD_HOST_DEVICE constexpr spec make_spec(int e, int m, encoding_kind k, int bias
     s.max_bits_f32 = code_bits<float>(s, s.max_code);
     s.min_bits_f32 = code_bits<float>(s, s.min_code);
   }
+  return s;
+}
+
+/// s without its subnormal values (bulk_options::subnormals = flush); s itself where it
+/// has none (fnu).
+CPD_HOST_DEVICE constexpr spec flushed(spec s) noexcept {
+  if (!s.has_subnormals) return s;
+  s.flush = true;
+  s.min_code = std::uint64_t(1) << s.M;
+  s.min_positive = s.min_normal;
+  s.min_bits_f64 = code_bits<double>(s, s.min_code);
+  if (s.fits_float) s.min_bits_f32 = code_bits<float>(s, s.min_code);
   return s;
 }
 

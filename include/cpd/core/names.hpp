@@ -8,7 +8,7 @@
 // (cpd-train, cpd-model, the examples) and the Python package read every choice with it.
 //
 // enum_names<E> lists the values of E in declaration order: here for rounding, overflow,
-// stochastic_variant, encoding_kind and random_generator; beside their enumerations for allreduce_algorithm
+// stochastic_variant, subnormal_mode, encoding_kind and random_generator; beside their enumerations for allreduce_algorithm
 // (exchange/algorithm.hpp), scaler_kind and amax_algorithm (scaling/registry.hpp) and
 // mx_scale_rule (scaling/mx.hpp).
 
@@ -48,6 +48,12 @@ struct enum_names<stochastic_variant> {
   static constexpr const char* type = "cpd::stochastic_variant";
   static constexpr stochastic_variant values[] = {stochastic_variant::a, stochastic_variant::b,
                                                   stochastic_variant::c, stochastic_variant::equal};
+};
+
+template <>
+struct enum_names<subnormal_mode> {
+  static constexpr const char* type = "cpd::subnormal_mode";
+  static constexpr subnormal_mode values[] = {subnormal_mode::keep, subnormal_mode::flush};
 };
 
 template <>

@@ -41,19 +41,31 @@ struct bulk_options {
   /// Stochastic rounding: how the random bits decide (IEEE P3109's StochasticA, B, C;
   /// docs/rounding.md). Host calls only: the device calls reject b and c.
   stochastic_variant variant = stochastic_variant::a;
+  /// Below the smallest normal: the format's subnormals (keep), or none (flush: values round
+  /// to 0 or the smallest normal, in the mode; those that become 0 count as underflow).
+  /// Quantize and encode on the host; decode reads every code. Device calls and posits: keep only.
+  subnormal_mode subnormals = subnormal_mode::keep;
   /// When set, receives the counts of this call.
   value_stats* stats = nullptr;
 };
 
 namespace detail {
 
-/// Throws std::invalid_argument unless o.random_bits is in [1, 32] and o.variant is
-/// one (b: random_bits in [1, 31]) (host and device calls).
+/// Throws std::invalid_argument unless o.random_bits is in [1, 32], o.variant is
+/// one (b: random_bits in [1, 31]) and o.subnormals is one (host and device calls).
 inline void check_random_bits(const char* who, const bulk_options& o) {
   if (o.random_bits < 1 || o.random_bits > 32)
     fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
                  " must be in [1, 32]");
   check_variant(who, o.variant, o.random_bits);
+  check_enum(who, o.subnormals);
+}
+
+/// Throws std::invalid_argument unless o.subnormals is keep: for the calls whose values have
+/// no subnormals to flush, or that cannot flush them (`why` says which).
+inline void require_kept_subnormals(const char* who, const bulk_options& o, const char* why) {
+  if (o.subnormals != subnormal_mode::keep)
+    fail_invalid(std::string(who) + ": bulk_options::subnormals " + to_string(o.subnormals) + ": " + why);
 }
 
 }  // namespace detail

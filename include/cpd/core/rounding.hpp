@@ -35,6 +35,13 @@ enum class stochastic_variant : unsigned char {
   equal  ///< up when f > 0 and R >= 2^(N-1): either neighbour with probability 1/2 (N in [1, 32])
 };
 
+/// What a format's values are below its smallest normal (CPFloat's fpopts.subnormal, chop's
+/// options.subnormal): the format's subnormals, or none (docs/rounding.md).
+enum class subnormal_mode : unsigned char {
+  keep,  ///< the format's subnormals (gradual underflow, IEEE 754)
+  flush  ///< no subnormals: a value below the smallest normal rounds, in the mode, to 0 or to it
+};
+
 /// The name of a rounding mode, as used on command lines ("nearest_even", ...).
 CPD_HOST_DEVICE constexpr const char* to_string(rounding r) noexcept {
   switch (r) {
@@ -61,6 +68,11 @@ CPD_HOST_DEVICE constexpr const char* to_string(stochastic_variant v) noexcept {
          : v == stochastic_variant::c     ? "c"
          : v == stochastic_variant::equal ? "equal"
                                           : "a";
+}
+
+/// The name of a subnormal mode ("keep" or "flush").
+CPD_HOST_DEVICE constexpr const char* to_string(subnormal_mode m) noexcept {
+  return m == subnormal_mode::flush ? "flush" : "keep";
 }
 
 /// Every rounding mode, in declaration order, for loops over modes.

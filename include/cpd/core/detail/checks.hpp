@@ -92,6 +92,13 @@ inline void check_enum(const char* who, overflow o) {
                " is not a cpd::overflow");
 }
 
+/// Fails unless m is one of the enumerators of cpd::subnormal_mode.
+inline void check_enum(const char* who, subnormal_mode m) {
+  if (m == subnormal_mode::keep || m == subnormal_mode::flush) return;
+  fail_invalid(std::string(who) + ": subnormal mode " + std::to_string(static_cast<int>(m)) +
+               " is not a cpd::subnormal_mode");
+}
+
 /// Fails unless v is one of the enumerators of cpd::stochastic_variant, and k random bits
 /// suit it ([1, 32]; variant b adds a bit: [1, 31]).
 inline void check_variant(const char* who, stochastic_variant v, int k) {

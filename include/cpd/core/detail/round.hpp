@@ -63,8 +63,10 @@ inline constexpr rounding rounding_runtime = static_cast<rounding>(0xFF);
 /// Rounds the T whose bits are x to the format s in mode R (rr where R is rounding_runtime),
 /// overflow mode O (ro where O is overflow_runtime). For R == stochastic, the low `rbits` bits
 /// of `rnd` are the random bits, used as variant `v` says (IEEE P3109's StochasticA, B, C; b
-/// needs rbits <= 31). (s is taken by value: device code may copy F::spec but not refer to it.)
-template <rounding R, overflow O, class T>
+/// needs rbits <= 31). Flush: s may have no subnormals (s.flush, bulk_options::subnormals); the
+/// terms that round so cost ~20% in the vector loops, so only the host's general kernel
+/// compiles them. (s is taken by value: device code may copy F::spec but not refer to it.)
+template <rounding R, overflow O, class T, bool Flush = false>
 CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
     spec s, uint_of<T> x, std::uint32_t rnd = 0, int rbits = 32,
     stochastic_variant v = stochastic_variant::a, overflow ro = O, rounding rr = R) noexcept {
@@ -105,11 +107,14 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
 
   // 3. Align to the format's quantum at this exponent: the format keeps M bits
   //    after the leading one in its normal range, and a fixed quantum
-  //    2^(emin - M) below it. d is the number of significand bits dropped; one
-  //    quantum is `unit` in units of sig's last bit.
+  //    2^(emin - M) below it (2^emin without subnormals: s.flush). d is the number of
+  //    significand bits dropped; one quantum is `unit` in units of sig's last bit.
   const int below = max_of(s.emin - e, 0);  // binades below the normal range
   const int te = e + below;
-  const int d = (SM - s.M) + below;
+  // Below the normal range, without subnormals (a source subnormal is below it also where
+  // emin == emin(T), below = 0: its sig has no leading bit at SM).
+  const bool flush_below = Flush & s.flush & ((below > 0) | ((field == 0) & (a != 0) & (s.emin == S::emin)));
+  const int d = (SM - s.M) + below + select(flush_below, s.M, 0);
   const int dc = min_of(d, SM + 2);  // beyond SM + 1 every bit is dropped anyway
   const U unit = U(1) << dc;
   const U low = unit - 1;                  // the dropped bits
@@ -164,8 +169,9 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
   //    above emax + 1 are clamped: those values overflow whatever q is.
   //    A zero has no leading bit; its code is 0 even where its placeholder
   //    exponent e = emin(T) lies above the format's emin.
+  //    Without subnormals, below the normal range q is 0 and the code 0 or the smallest normal's.
   const int tec = min_of(te, s.emax + 1);
-  U code = select(a == 0, U(0), U((U(tec - s.emin) << s.M) + q + inc));
+  U code = select(a == 0, U(0), U((U(tec - s.emin) << s.M) + select(flush_below, U(inc << s.M), U(q + inc))));
   // No subnormals (and no zero): clamp to the smallest code.
   const U one = U(1) << s.M;
   code = select(!s.has_subnormals, select(code > one, U(code - one), U(0)), code);
@@ -173,7 +179,7 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
   // 6. The same value in the source type: clear the d dropped bits of a (the
   //    d - lz bits of step 2), add the increment there; a carry moves into the
   //    exponent. When that exceeds SM the quantum exceeds x: the result is 0 or
-  //    the smallest quantum.
+  //    the smallest quantum (min_bits: the smallest normal without subnormals).
   const int sd = max_of(d - lz, 0);
   U value = (a & ~low) + select(up, unit, U(0));
   if (s.emin < S::emin) {

@@ -81,11 +81,18 @@ inline spec scaled_spec(const spec& s, int k, const char* who) {
   return make_spec(s.E, s.M, s.enc, static_cast<int>(bias));
 }
 
+/// The spec a rounding call rounds to: s scaled by 2^-scale_exponent, without subnormals
+/// when o.subnormals is flush.
+inline spec options_spec(const spec& s, const bulk_options& o, const char* who) {
+  const spec r = scaled_spec(s, o.scale_exponent, who);
+  return o.subnormals == subnormal_mode::flush ? flushed(r) : r;
+}
+
 /// The spec provider of a compile-time format F for T: the kernel of its encoding (E, M
-/// and bias as values), with F's spec scaled by 2^-scale_exponent.
+/// and bias as values), with F's spec as options_spec makes it.
 template <class F, class T>
 encoding_spec<F::encoding::kind, T> encoding_spec_of(const bulk_options& o, const char* who) {
-  return {scaled_spec(F::spec, o.scale_exponent, who)};
+  return {options_spec(F::spec, o, who)};
 }
 
 /// Calls f(std::integral_constant<encoding_kind, K>{}) for the runtime encoding k.
@@ -115,11 +122,11 @@ void round_runtime(Policy&& policy, const spec& s, const T* in, Out* out, std::s
 }
 
 /// A format of the list of a runtime call: a kernel with every fact of F folded
-/// (when unscaled, and F is rounded in T), else the kernel of its encoding.
+/// (when unscaled with subnormals, and F is rounded in T), else the kernel of its encoding.
 template <class F, rounding R, overflow O, class T, class Out, bulk_op Op, class Policy>
 void round_listed(Policy&& policy, const T* in, Out* out, std::size_t n, const bulk_options& o, const char* who,
                   overflow ro = O, rounding rr = R) {
-  if (o.scale_exponent == 0 && vector_kernel_takes<T>(F::spec))
+  if (o.scale_exponent == 0 && o.subnormals == subnormal_mode::keep && vector_kernel_takes<T>(F::spec))
     round_call<R, O, T, Out, Op>(policy, fixed_spec<F>{}, in, out, n, o, ro, rr);
   else
     round_call<R, O, T, Out, Op>(policy, encoding_spec_of<F, T>(o, who), in, out, n, o, ro, rr);
@@ -158,8 +165,7 @@ void round_format(Policy&& policy, const format& f, rounding r, overflow o, cons
     constexpr rounding R = decltype(rc)::value;
     constexpr overflow O = overflow_runtime;
     const auto by_encoding = [&] {
-      round_runtime<R, O, T, Out, Op>(policy, scaled_spec(f.spec(), options.scale_exponent, who), in, out, n,
-                                      options, o, r);
+      round_runtime<R, O, T, Out, Op>(policy, options_spec(f.spec(), options, who), in, out, n, options, o, r);
     };
     const bool listed = visit_listed<List>(f, [&](auto fc) {
       using F = decltype(fc);

@@ -65,10 +65,10 @@ struct plan {
 };
 
 /// The formats the fast kernels can take at all: formats the vector kernels round in
-/// float (vector_kernel_takes<float>) with M <= 22, zero, subnormals and a sign, and
-/// codes of at most max_bits bits. method_for and decode_method_for start from it.
+/// float (vector_kernel_takes<float>) with M <= 22, zero, subnormals (not flushed) and a
+/// sign, and codes of at most max_bits bits. method_for and decode_method_for start from it.
 constexpr bool fast_shape(const spec& s, int max_bits) noexcept {
-  return vector_kernel_takes<float>(s) && s.M <= 22 && s.has_subnormals && s.has_zero &&
+  return vector_kernel_takes<float>(s) && s.M <= 22 && s.has_subnormals && !s.flush && s.has_zero &&
          s.enc != encoding_kind::fnu && !is_p3109(s.enc) && s.bits <= max_bits;
 }
 

@@ -211,11 +211,18 @@ struct general_kernel {
   rounding rmode = R;  ///< as in round_kernel
 
   void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
+    if (s.flush) run_loop<true>(in, out, n, lo0, c);  // (no subnormals: only this kernel rounds so)
+    else run_loop<false>(in, out, n, lo0, c);
+  }
+
+ private:
+  template <bool Flush>
+  void run_loop(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
     local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t x = to_double_bits(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
-      const auto r = round_bits<R, O, double>(s, x, rnd, rbits, variant, ovf, rmode);
+      const auto r = round_bits<R, O, double, Flush>(s, x, rnd, rbits, variant, ovf, rmode);
       if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
       if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits(r.value);
       else out[i] = static_cast<Out>(r.code);
@@ -223,7 +230,6 @@ struct general_kernel {
     c = cc.get();
   }
 
- private:
   static std::uint64_t to_double_bits(T x) noexcept {
     if constexpr (sizeof(T) == 4) return widen_bits(bit_cast<std::uint32_t>(x));
     else return bit_cast<std::uint64_t>(x);

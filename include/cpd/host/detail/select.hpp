@@ -6,7 +6,8 @@
 // spec and the call, and runs the kernel of that strategy:
 //
 //   rounding (quantize, encode)
-//     general  round_bits in double, value by value: !vector_kernel_takes<T>(s)
+//     general  round_bits in double, value by value: !vector_kernel_takes<T>(s), or no
+//              subnormals (s.flush: the vector loops do not compile those terms)
 //     fast     the AVX-512 fast kernel (cpd/host/detail/avx512.hpp): float in, float or
 //              8/16-bit codes out, no statistics, >= tuning::fast_min_values values,
 //              an AVX-512 CPU, and fast::fast_kernel_takes<R, Out>(s)
@@ -75,7 +76,7 @@ inline constexpr bool fast_kernel_compiled =
 /// on the instruction set `where`.
 template <rounding R, encoding_kind K, class T, class Out>
 kernel_choice choose_rounding(isa where, const spec& s, std::size_t n, const bulk_options& o) noexcept {
-  if (!vector_kernel_takes<T>(s)) return {strategy::general, where};
+  if (!vector_kernel_takes<T>(s) || s.flush) return {strategy::general, where};  // (flush: only it rounds so)
   if constexpr (fast_kernel_compiled<K, T, Out>) {
     if (o.stats == nullptr && n >= tuning::fast_min_values && where == isa::avx512 &&
         o.variant == stochastic_variant::a && fast::fast_kernel_takes<R, Out>(s))
