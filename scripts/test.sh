@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 #
 # cpd's full test run, as CI does it:
-#   ci     Release, -Wall -Wextra -Wpedantic -Werror, every label but cuda
+#   ci     Release at -O2 (cpd-train's code at -O3, the flags of its documented
+#          weights-hashes), -Wall -Wextra -Wpedantic -Werror, every label but cuda;
+#          the Python package without its CUDA module (CPD_TEST_PYTHON_CUDA=OFF: no
+#          GPU runs it here, and nvcc's units held up every python test)
 #   asan   clang++ -O1 -g1 (line tables, all a sanitizer report needs) with
 #          ASan + UBSan, label quick: the second compiler and the sanitizers
 #          in one build
@@ -11,7 +14,7 @@
 # asan builds only what its tests run (CPD_TEST_LABELS=quick: no exhaustive or
 # MPI tests, no benchmarks, no nvcc); ci builds everything. The preset `clang`
 # (Release clang++, label quick: the fast kernels as clang compiles them) is
-# not a default stage: CI must finish in 45 minutes on 2 cores, and the quick
+# not a default stage: CI must finish in 40 minutes on 2 cores, and the quick
 # tests compile for ~15 CPU minutes per preset. Run it by name.
 # Before configuring, scripts/venv.sh makes build/venv: Debian's python3 with the pinned test
 # oracles from PyPI (scripts/oracles.txt) and the build backend scikit-build-core
