@@ -28,6 +28,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -296,9 +297,9 @@ int mo_mode(rounding r) {
   return -1;
 }
 
-/// The expected value of x rounded to f (flush) in mode r, overflow o; for stochastic, with
-/// the random bits of element i of opt's key.
-double want_flush(const mo::format& f, float x, rounding r, overflow o, const cpd::bulk_options& opt, std::size_t i) {
+/// The expected value of x rounded to f in mode r, overflow o; for stochastic, with the
+/// random bits of element i of opt's key.
+double want_rounded(const mo::format& f, double x, rounding r, overflow o, const cpd::bulk_options& opt, std::size_t i) {
   if (r != rounding::stochastic) {
     const double v = mo::round_all(f, x).value[mo_mode(r)][o == overflow::saturate ? 1 : 0];
     return mo::quantized_value(f, x, v);
@@ -336,7 +337,7 @@ TEST_CASE("no subnormals (flush) against MPFR: every mode, quantize and encode, 
         std::vector<double> want(xs.size());
         std::uint64_t zeros = 0;
         for (std::size_t i = 0; i < xs.size(); ++i) {
-          want[i] = want_flush(f, xs[i], r, o, opt, i);
+          want[i] = want_rounded(f, xs[i], r, o, opt, i);
           zeros += std::isfinite(xs[i]) && xs[i] != 0 && want[i] == 0;
         }
         bulk_test::on_every_isa([&] {
@@ -432,4 +433,123 @@ TEST_CASE("no subnormals: names, checks, and the calls that refuse it") {
   cpd::quantize<cpd::float8_e8m0fnu>(s, a, 3);
   cpd::quantize<cpd::float8_e8m0fnu>(s, b, 3, opt);
   for (int i = 0; i < 3; ++i) CHECK(a[i] == b[i]);
+}
+
+// --- an unbounded exponent range (bulk_options::exponents = unbounded) ------------------
+// The precision of the format with the exponent range of the input type (CPFloat's explim
+// CPFLOAT_EXPRANGE_STOR): the oracle is MPFR's rounding to the IEEE format of T's exponent
+// bits and bias and the format's M. Every mode, both overflow modes, float and double inputs
+// across their whole range, on every instruction set; with subnormals flushed too.
+
+namespace {
+
+/// Finite values across T's whole range (every exponent, subnormals), the values next to
+/// T's largest at precision M and beyond, specials, both signs.
+template <class T>
+std::vector<T> unbounded_inputs(int m, std::mt19937_64& gen) {
+  using U = cd::uint_of<T>;
+  std::vector<T> xs;
+  while (xs.size() < 6000) {
+    const T x = cd::bit_cast<T>(static_cast<U>(gen()));
+    if (std::isfinite(x)) xs.push_back(x);
+  }
+  constexpr int emax = std::numeric_limits<T>::max_exponent - 1;
+  const T top = std::ldexp(T(2) - std::ldexp(T(1), -m), emax);  // the largest value at precision m
+  const T mid = std::ldexp(T(2) - std::ldexp(T(1), -m - 1), emax);  // the midpoint above it
+  for (T v : {top, mid, std::nextafter(mid, T(0)), std::nextafter(mid, std::numeric_limits<T>::infinity()),
+              std::numeric_limits<T>::max(), std::numeric_limits<T>::denorm_min(),
+              3 * std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::min(), T(0), T(1),
+              std::numeric_limits<T>::infinity(), std::numeric_limits<T>::quiet_NaN()})
+    xs.push_back(v);
+  const std::size_t n = xs.size();
+  for (std::size_t i = 0; i < n; ++i) xs.push_back(-xs[i]);
+  return xs;
+}
+
+template <class T>
+void check_unbounded(const char* name, bool flush, std::mt19937_64& gen) {
+  const cpd::format g = cpd::format::parse(name);
+  constexpr bool is_float = std::is_same_v<T, float>;
+  mo::format f = is_float ? mo::make_format(8, g.mantissa_bits(), mo::kind::ieee)
+                          : mo::make_format(11, g.mantissa_bits(), mo::kind::ieee);
+  f.flush = flush;
+  const std::vector<T> xs = unbounded_inputs<T>(g.mantissa_bits(), gen);
+  for (rounding r : cpd::all_roundings)
+    for (overflow o : {overflow::infinity, overflow::saturate}) {
+      const std::string what = std::string(name) + (is_float ? " float " : " double ") + cpd::to_string(r) + " " +
+                               cpd::to_string(o) + (flush ? " flush" : "");
+      CAPTURE(what);
+      cpd::bulk_options opt;
+      opt.exponents = cpd::exponent_range::unbounded;
+      if (flush) opt.subnormals = cpd::subnormal_mode::flush;
+      opt.seed = 4;
+      opt.random_bits = r == rounding::stochastic ? 9 : 32;
+      std::vector<double> want(xs.size());
+      std::vector<bool> checked(xs.size(), true);
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        // (the oracle's stochastic neighbours need a finite one above: not next to double's largest)
+        if (!is_float && r == rounding::stochastic && std::fabs(double(xs[i])) > 0x1p1000) checked[i] = false;
+        else want[i] = want_rounded(f, double(xs[i]), r, o, opt, i);
+      }
+      bulk_test::on_every_isa([&] {
+        std::vector<T> q(xs.size());
+        cpd::quantize(g, r, o, xs.data(), q.data(), xs.size(), opt);
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < xs.size(); ++i)
+          if (checked[i] && !same(double(q[i]), want[i]) && ++bad <= 3)
+            CHECK_MESSAGE(false, "x=" << hex(double(xs[i])) << ": " << hex(double(q[i])) << ", want " << hex(want[i]));
+        CHECK(bad == 0);
+      });
+    }
+}
+
+}  // namespace
+
+TEST_CASE("an unbounded exponent range against MPFR: every mode, float and double, every instruction set") {
+  std::mt19937_64 gen(59);
+  for (const char* name : {"e4m3fn", "e5m2", "e2m1fn", "e4m3fnuz", "bf16", "fp16", "binary8p3se"})
+    check_unbounded<float>(name, false, gen);
+  check_unbounded<float>("e4m3fn", true, gen);
+  check_unbounded<double>("e5m2", false, gen);
+  check_unbounded<double>("e8m23", false, gen);
+  check_unbounded<double>("e4m3fn", true, gen);
+  // what it means: E4M3 (max 448) keeps 4 significant bits at any exponent
+  cpd::bulk_options opt;
+  opt.exponents = cpd::exponent_range::unbounded;
+  const float x[3] = {1e6f, 3e-20f, 1e-44f};
+  float y[3];
+  cpd::quantize(cpd::format::parse("e4m3fn"), rounding::nearest_even, overflow::infinity, x, y, 3, opt);
+  CHECK(y[0] == 983040.0f);  // 1e6 to 4 bits: 2^19 * 1.875
+  CHECK(y[1] == std::ldexp(1.125f, -65));
+  CHECK(y[2] == 0.0f);  // below float's normals the quantum is 2^-126 / 2^3 (CPFloat's STOR): 7 * 2^-149 is 0
+}
+
+TEST_CASE("an unbounded exponent range: names, checks, and the calls that refuse it") {
+  CHECK(std::string(cpd::to_string(cpd::exponent_range::unbounded)) == "unbounded");
+  CHECK(cpd::from_string<cpd::exponent_range>("format") == cpd::exponent_range::format);
+  std::vector<float> x(4, 3.0f), y(4);
+  std::vector<std::uint8_t> c(4);
+  cpd::bulk_options opt;
+  opt.exponents = static_cast<cpd::exponent_range>(9);
+  CHECK_THROWS_AS(cpd::quantize(cpd::format::parse("e4m3fn"), rounding::nearest_even, overflow::infinity, x.data(),
+                                y.data(), 4, opt),
+                  std::invalid_argument);
+  opt.exponents = cpd::exponent_range::unbounded;
+  const cpd::format g = cpd::format::parse("e4m3fn");
+  CHECK_THROWS_AS(cpd::quantize<cpd::float8_e4m3fn>(x.data(), y.data(), 4, opt), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::encode(g, rounding::nearest_even, overflow::infinity, x.data(), c.data(), 4, opt),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cpd::decode(g, c.data(), y.data(), 4, opt), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::quantize(cpd::format::parse("e3m0fn"), rounding::nearest_even, overflow::infinity, x.data(),
+                                y.data(), 4, opt),
+                  std::invalid_argument);  // M = 0
+  cpd::bulk_options scaled = opt;
+  scaled.scale_exponent = 3;
+  CHECK_THROWS_AS(cpd::quantize(g, rounding::nearest_even, overflow::infinity, x.data(), y.data(), 4, scaled),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cpd::posit_quantize(cpd::posit_format::of<8, 0>(), rounding::nearest_even, x.data(), y.data(), 4, opt),
+                  std::invalid_argument);
+  // an unbounded range from float takes a format whose values are not all floats
+  cpd::quantize(cpd::format::parse("e11m4"), rounding::nearest_even, overflow::infinity, x.data(), y.data(), 4, opt);
+  CHECK(y[0] == 3.0f);
 }

@@ -70,6 +70,7 @@ TEST_CASE("names: every choice read back from its name, and one message for a ba
   check_round_trip<cpd::overflow>("cpd::overflow", "infinity, saturate, propagate");
   check_round_trip<cpd::stochastic_variant>("cpd::stochastic_variant", "a, b, c, equal");
   check_round_trip<cpd::subnormal_mode>("cpd::subnormal_mode", "keep, flush");
+  check_round_trip<cpd::exponent_range>("cpd::exponent_range", "format, unbounded");
   check_round_trip<cpd::encoding_kind>("cpd::encoding_kind",
                                        "ieee, fn, fnuz, finite, fnu, p3109_sf, p3109_se, p3109_uf, p3109_ue");
   check_round_trip<cpd::allreduce_algorithm>(

@@ -28,7 +28,7 @@ from . import _posit
 
 __all__ = [
     "quantize", "encode", "decode", "fixed_point_quantize", "int_quantize", "formats", "finfo", "manual_seed", "roundings",
-    "stochastic_variants", "subnormal_modes", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
+    "stochastic_variants", "subnormal_modes", "exponent_ranges", "mx_quantize", "nvfp4_quantize", "nvfp4_encode", "nvfp4_decode", "generators",
     "random_bits", "hadamard",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
@@ -90,6 +90,8 @@ roundings = _cpd.roundings
 stochastic_variants = _cpd.stochastic_variants
 #: Below the smallest normal (docs/rounding.md): cpd::subnormal_mode's names, "keep" and "flush".
 subnormal_modes = _cpd.subnormal_modes
+#: The exponent range of a rounding (docs/rounding.md): "format", or "unbounded" (the input dtype's).
+exponent_ranges = _cpd.exponent_ranges
 #: The summation orders of simulate_allreduce (docs/reduction.md): cpd::simulated_algorithms.
 algorithms = _cpd.simulated_algorithms
 #: The counters of cpd::value_stats, the keys of every dict of counts (stats=True, diagnostics).
@@ -355,7 +357,8 @@ def _exact_check(who, format, scale_exponent, fix):
 # --- the bulk calls ---------------------------------------------------------------------
 
 def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None, scale_exponent=0, out=None, *,
-             stream=0, offset=0, threads=None, stats=False, generator=None, variant="a", subnormals="keep"):
+             stream=0, offset=0, threads=None, stats=False, generator=None, variant="a", subnormals="keep",
+             exponents="format"):
     """x rounded to `format`, in x's dtype: cpd::quantize of the runtime format.
 
     x: float16, bfloat16, float32 or float64 (docs/python.md, "Dtypes"); NumPy, torch (CPU,
@@ -375,18 +378,20 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     variant: how stochastic rounding uses its random bits, one of cpd.stochastic_variants ("a",
     IEEE P3109's "b" and "c", "equal": either neighbour with probability 1/2). subnormals:
     "keep" the format's subnormals, or "flush": none, values below the smallest normal round
-    to 0 or to it in the mode (those that become 0 count as underflow). Both on CPU arrays of
-    float formats; docs/rounding.md.
+    to 0 or to it in the mode (those that become 0 count as underflow). exponents: "format",
+    or "unbounded": the format's precision with the exponent range of the float32 or float64
+    computation (scale_exponent 0, M >= 1). All three on CPU arrays of float formats;
+    docs/rounding.md.
     """
     for n, v in (("format", format), ("rounding", rounding), ("overflow", overflow), ("variant", variant),
-                 ("subnormals", subnormals)):
+                 ("subnormals", subnormals), ("exponents", exponents)):
         _check_str("cpd.quantize", n, v)
     offset = _int("cpd.quantize", "offset", offset, 0, 2**64 - 1)
     scale_exponent = _int("cpd.quantize", "scale_exponent", scale_exponent, -2**31, 2**31 - 1)
     s, st, g = _key(rounding, seed, stream, "cpd.quantize", generator)
     th = _threads(threads)
     counts = {}
-    _host_options("cpd.quantize", x, format, variant, subnormals)
+    _host_options("cpd.quantize", x, format, variant, subnormals, exponents)
     if _posit.is_posit(format):
         return _posit.quantize(x, format, rounding, s, st, g, int(offset), scale_exponent, out, threads, bool(stats))
 
@@ -399,7 +404,7 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
 
     def body(a, o, ni, no):
         r = _cpd.quantize(a, o, ni, no, format, rounding, overflow, s, st, g, int(offset), int(scale_exponent), variant,
-                          subnormals, th, bool(stats))
+                          subnormals, exponents, th, bool(stats))
         if stats:
             counts.update(r)
 
@@ -407,15 +412,16 @@ def quantize(x, format, rounding="nearest_even", overflow="infinity", seed=None,
     return (result, counts) if stats else result
 
 
-def _host_options(who, x, format, variant, subnormals):
-    """A ValueError where variant or subnormals asks for what only the host calls of float formats do."""
-    if variant == "a" and subnormals == "keep":
+def _host_options(who, x, format, variant, subnormals, exponents="format"):
+    """A ValueError where variant, subnormals or exponents asks for what only the host calls of
+    float formats do."""
+    if variant == "a" and subnormals == "keep" and exponents == "format":
         return
     where = ("a GPU array (the device calls round with variant 'a' and keep subnormals)" if _cuda.on_device(x)
              else "a posit format (posits round with variant 'a' and have no subnormals)"
              if _posit.is_posit(format) else None)
     if where is not None:
-        raise ValueError(f"{who}: variant={variant!r}, subnormals={subnormals!r} on {where}")
+        raise ValueError(f"{who}: variant={variant!r}, subnormals={subnormals!r}, exponents={exponents!r} on {where}")
 
 
 def _run_cpu_float(who, what, x, out, call):
@@ -517,7 +523,7 @@ def encode(x, format, rounding="nearest_even", overflow="infinity", seed=None, s
 
     def body(a, o, ni, _):
         r = _cpd.encode(a, o.view(_unsigned(o.dtype)), ni, format, rounding, overflow, s, st, g, int(offset),
-                        int(scale_exponent), variant, subnormals, th, bool(stats))
+                        int(scale_exponent), variant, subnormals, "format", th, bool(stats))
         if stats:
             counts.update(r)
 
@@ -996,7 +1002,7 @@ def _simulation_inputs(who, views, name, format, rounding, scale, key, diagnosti
     for r, a in enumerate(views):
         q = _np.empty(a.shape, dtype=_np.float64)
         c = _cpd.quantize(_contiguous(a), q, "float64", "float64", format, rounding, "infinity", seed,
-                          (stream + 8 * r) % 2**64, g, 0, scale.exponent, 0, diagnostics)
+                          (stream + 8 * r) % 2**64, g, 0, scale.exponent, "a", "keep", "format", 0, diagnostics)
         wide = _np.empty(a.shape, dtype=_np.float32)
         if _cpd.cast(q, wide, "float64", "float32") != 0:
             raise ValueError(f"{who}: worker {r}'s values rounded to {format} (scale 2^{scale.exponent}) are not all "

@@ -446,7 +446,7 @@ class CommHook:
         at = 0
         for n, sc in zip(sizes, scales):
             counts = _cpd.quantize(x[at:at + n], tmp[:n], "float32", "float32", self.format, "nearest_even",
-                                   "infinity", 0, 0, self.generator, 0, sc.exponent, "a", "keep", 1, True)
+                                   "infinity", 0, 0, self.generator, 0, sc.exponent, "a", "keep", "format", 1, True)
             for k, v in counts.items():
                 self.stats[k] = self.stats.get(k, 0) + v
             at += n
@@ -589,7 +589,7 @@ class EmulatedWorkers:
                 for r in range(self.workers):
                     x = grads[r][t].reshape(-1).cpu().numpy()
                     counts = _cpd.quantize(x, _np.empty_like(x), "float32", "float32", self.format, "nearest_even",
-                                           "infinity", 0, 0, self.generator, 0, sc.exponent, "a", "keep", 1, True)
+                                           "infinity", 0, 0, self.generator, 0, sc.exponent, "a", "keep", "format", 1, True)
                     for k, v in counts.items():
                         self.stats[k] = self.stats.get(k, 0) + v
         for p, res in zip(params, outs):

@@ -90,12 +90,13 @@ cpd::bulk_options key_options(std::uint64_t seed, std::uint64_t stream, const st
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                     std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
                     int scale_exponent, unsigned threads, const std::string& variant,
-                    const std::string& subnormals) {
+                    const std::string& subnormals, const std::string& exponents) {
   bulk_args a{parse_format(fmt), parse_rounding(rounding), parse_overflow(overflow),
               key_options(seed, stream, generator, offset), threads};
   a.opt.scale_exponent = scale_exponent;
   a.opt.variant = cpd::from_string<cpd::stochastic_variant>(variant);
   a.opt.subnormals = cpd::from_string<cpd::subnormal_mode>(subnormals);
+  a.opt.exponents = cpd::from_string<cpd::exponent_range>(exponents);
   return a;
 }
 

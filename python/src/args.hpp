@@ -109,7 +109,7 @@ cpd::bulk_options key_options(std::uint64_t seed, std::uint64_t stream, const st
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                     std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
                     int scale_exponent, unsigned threads, const std::string& variant = "a",
-                    const std::string& subnormals = "keep");
+                    const std::string& subnormals = "keep", const std::string& exponents = "format");
 
 /// run() with the GIL released and opt.stats pointing at a record when the counts are
 /// asked for; returns them (a dict) or None. Every rounding call goes through it.
@@ -131,9 +131,9 @@ template <class Run>
 py::object round_call(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                       std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
                       int scale_exponent, const std::string& variant, const std::string& subnormals,
-                      unsigned threads, bool stats, Run&& run) {
+                      const std::string& exponents, unsigned threads, bool stats, Run&& run) {
   bulk_args a = make_args(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, threads, variant,
-                          subnormals);
+                          subnormals, exponents);
   return counted_call(a.opt, stats, [&] { run(a); });
 }
 

@@ -18,14 +18,14 @@ namespace {
 py::object encode(const py::buffer& in, const py::buffer& out, const std::string& in_dtype, const std::string& fmt,
                   const std::string& rounding, const std::string& overflow, std::uint64_t seed, std::uint64_t stream,
                   const std::string& generator, std::uint64_t offset, int scale_exponent, const std::string& variant,
-                  const std::string& subnormals, unsigned threads, bool stats) {
+                  const std::string& subnormals, const std::string& exponents, unsigned threads, bool stats) {
   const char* who = "cpd.encode";
   const dtype ti = parse_dtype(in_dtype, who);
   const view x = value_view(in, false, ti, who, "the input");
   const view c = code_view(out, true, who, "out");
   same_size(x, c, who);
   return round_call(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, variant, subnormals,
-                    threads, stats,
+                    exponents, threads, stats,
                     [&](const bulk_args& a) {
                       std::vector<float> wide;
                       const void* src = compute_input(x, ti, wide);

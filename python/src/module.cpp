@@ -87,6 +87,7 @@ PYBIND11_MODULE(_cpd, m) {
   m.attr("roundings") = names_list(cpd::enum_names<cpd::rounding>::values);
   m.attr("stochastic_variants") = names_list(cpd::enum_names<cpd::stochastic_variant>::values);
   m.attr("subnormal_modes") = names_list(cpd::enum_names<cpd::subnormal_mode>::values);
+  m.attr("exponent_ranges") = names_list(cpd::enum_names<cpd::exponent_range>::values);
   m.attr("overflows") = names_list(cpd::enum_names<cpd::overflow>::values);
   m.attr("generators") = names_list(cpd::enum_names<cpd::random_generator>::values);
   m.attr("default_generator") = cpd::to_string(cpd::default_generator);

@@ -29,14 +29,15 @@ py::object quantize(const py::buffer& in, const py::buffer& out, const std::stri
                     const std::string& out_dtype, const std::string& fmt, const std::string& rounding,
                     const std::string& overflow, std::uint64_t seed, std::uint64_t stream,
                     const std::string& generator, std::uint64_t offset, int scale_exponent,
-                    const std::string& variant, const std::string& subnormals, unsigned threads, bool stats) {
+                    const std::string& variant, const std::string& subnormals, const std::string& exponents,
+                    unsigned threads, bool stats) {
   const char* who = "cpd.quantize";
   const auto [ti, to] = call_dtypes(in_dtype, out_dtype, who);
   const view x = value_view(in, false, ti, who, "the input");
   const view y = value_view(out, true, to, who, "out");
   same_size(x, y, who);
   return round_call(fmt, rounding, overflow, seed, stream, generator, offset, scale_exponent, variant, subnormals,
-                    threads, stats,
+                    exponents, threads, stats,
                     [&](const bulk_args& a) {
                       if (ti == dtype::float64) {
                         with_policy(a.threads, [&](auto policy) {

@@ -692,3 +692,35 @@ def test_variant_and_subnormals_names_and_errors():
         cpd.quantize(x, "e4m3fn", "stochastic", seed=1, variant="d")
     with pytest.raises(ValueError, match="posit"):
         cpd.quantize(x, "posit8es0", subnormals="flush")
+
+
+def unbounded_reference(x):
+    """float32 rounded to 11 significant bits (binary16's precision) with float32's exponent
+    range, nearest_even, from the definition: above 2^-126 by integer arithmetic on the bits
+    (a carry into the exponent field of 255 is inf), below it to multiples of 2^-136."""
+    x = np.asarray(x, dtype=np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
+    mag = u & 0x7FFFFFFF
+    rounded = (mag + 0xFFF + ((mag >> 13) & 1)) & ~np.uint64(0x1FFF)
+    big = ((u & 0x80000000) | rounded).astype(np.uint32).view(np.float32)
+    small = (np.round(x.astype(np.float64) * 2.0 ** 136) * 2.0 ** -136).astype(np.float32)
+    small = np.copysign(small, x)
+    return np.where(np.abs(x) < np.float32(2.0 ** -126), small, big)
+
+
+def test_unbounded_exponent_range_against_the_definition():
+    x = wide_floats(30000)
+    x = x[np.isfinite(x)]
+    got, counts = cpd.quantize(x, "fp16", exponents="unbounded", stats=True)
+    assert same_floats(got, unbounded_reference(x))
+    assert counts["overflow"] == int(np.sum(np.isinf(unbounded_reference(x))))
+    # inside binary16's normal range it is binary16's rounding
+    inside = x[(np.abs(x) >= 2.0 ** -14) & (np.abs(x) < 65504)]
+    assert same_floats(cpd.quantize(inside, "fp16", exponents="unbounded"), _f16(inside))
+    assert "unbounded" in cpd.exponent_ranges
+    with pytest.raises(ValueError, match="posit"):
+        cpd.quantize(x, "posit16es1", exponents="unbounded")
+    with pytest.raises(ValueError, match="exponent_range"):
+        cpd.quantize(x, "fp16", exponents="infinite")
+    with pytest.raises(ValueError, match="scale_exponent"):
+        cpd.quantize(x, "fp16", exponents="unbounded", scale_exponent=2)

@@ -8,7 +8,7 @@
 // (cpd-train, cpd-model, the examples) and the Python package read every choice with it.
 //
 // enum_names<E> lists the values of E in declaration order: here for rounding, overflow,
-// stochastic_variant, subnormal_mode, encoding_kind and random_generator; beside their enumerations for allreduce_algorithm
+// stochastic_variant, subnormal_mode, exponent_range, encoding_kind and random_generator; beside their enumerations for allreduce_algorithm
 // (exchange/algorithm.hpp), scaler_kind and amax_algorithm (scaling/registry.hpp) and
 // mx_scale_rule (scaling/mx.hpp).
 
@@ -54,6 +54,12 @@ template <>
 struct enum_names<subnormal_mode> {
   static constexpr const char* type = "cpd::subnormal_mode";
   static constexpr subnormal_mode values[] = {subnormal_mode::keep, subnormal_mode::flush};
+};
+
+template <>
+struct enum_names<exponent_range> {
+  static constexpr const char* type = "cpd::exponent_range";
+  static constexpr exponent_range values[] = {exponent_range::format, exponent_range::unbounded};
 };
 
 template <>

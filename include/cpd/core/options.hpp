@@ -45,6 +45,11 @@ struct bulk_options {
   /// to 0 or the smallest normal, in the mode; those that become 0 count as underflow).
   /// Quantize and encode on the host; decode reads every code. Device calls and posits: keep only.
   subnormal_mode subnormals = subnormal_mode::keep;
+  /// The exponent range: the format's, or unbounded: M + 1 significant bits with the range of
+  /// the input type (overflow past its largest value at that precision, gradual underflow
+  /// below its smallest normal). The runtime-format host quantize only (no codes hold such
+  /// values; the compile-time calls name one format and one kernel), M >= 1, scale_exponent 0.
+  exponent_range exponents = exponent_range::format;
   /// When set, receives the counts of this call.
   value_stats* stats = nullptr;
 };
@@ -52,20 +57,25 @@ struct bulk_options {
 namespace detail {
 
 /// Throws std::invalid_argument unless o.random_bits is in [1, 32], o.variant is
-/// one (b: random_bits in [1, 31]) and o.subnormals is one (host and device calls).
+/// one (b: random_bits in [1, 31]), and o.subnormals and o.exponents are ones (host and
+/// device calls).
 inline void check_random_bits(const char* who, const bulk_options& o) {
   if (o.random_bits < 1 || o.random_bits > 32)
     fail_invalid(std::string(who) + ": bulk_options::random_bits " + std::to_string(o.random_bits) +
                  " must be in [1, 32]");
   check_variant(who, o.variant, o.random_bits);
   check_enum(who, o.subnormals);
+  check_enum(who, o.exponents);
 }
 
-/// Throws std::invalid_argument unless o.subnormals is keep: for the calls whose values have
-/// no subnormals to flush, or that cannot flush them (`why` says which).
-inline void require_kept_subnormals(const char* who, const bulk_options& o, const char* why) {
+/// Throws std::invalid_argument unless o asks for the format's own value set (subnormals
+/// keep, exponents format): for the calls that round to another grid, or cannot change
+/// it (`why` says which).
+inline void require_format_values(const char* who, const bulk_options& o, const char* why) {
   if (o.subnormals != subnormal_mode::keep)
     fail_invalid(std::string(who) + ": bulk_options::subnormals " + to_string(o.subnormals) + ": " + why);
+  if (o.exponents != exponent_range::format)
+    fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) + ": " + why);
 }
 
 }  // namespace detail

@@ -42,6 +42,14 @@ enum class subnormal_mode : unsigned char {
   flush  ///< no subnormals: a value below the smallest normal rounds, in the mode, to 0 or to it
 };
 
+/// The exponent range a value is rounded in (CPFloat's fpopts.explim): the format's, or
+/// unbounded: the precision of the format (M + 1 significant bits) with the exponent range
+/// of the source type, float or double (docs/rounding.md).
+enum class exponent_range : unsigned char {
+  format,    ///< the format's own: its largest value overflows, its smallest underflows
+  unbounded  ///< the source type's (CPFloat's CPFLOAT_EXPRANGE_STOR): only the precision is the format's
+};
+
 /// The name of a rounding mode, as used on command lines ("nearest_even", ...).
 CPD_HOST_DEVICE constexpr const char* to_string(rounding r) noexcept {
   switch (r) {
@@ -73,6 +81,11 @@ CPD_HOST_DEVICE constexpr const char* to_string(stochastic_variant v) noexcept {
 /// The name of a subnormal mode ("keep" or "flush").
 CPD_HOST_DEVICE constexpr const char* to_string(subnormal_mode m) noexcept {
   return m == subnormal_mode::flush ? "flush" : "keep";
+}
+
+/// The name of an exponent range ("format" or "unbounded").
+CPD_HOST_DEVICE constexpr const char* to_string(exponent_range r) noexcept {
+  return r == exponent_range::unbounded ? "unbounded" : "format";
 }
 
 /// Every rounding mode, in declaration order, for loops over modes.

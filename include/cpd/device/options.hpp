@@ -41,7 +41,7 @@ void check_device_options(const char* who, const bulk_options& o) {
   if (o.variant != stochastic_variant::a)
     fail_invalid(std::string(who) + ": bulk_options::variant " + to_string(o.variant) +
                  ": the device calls round with stochastic variant a only (the host calls take b and c)");
-  require_kept_subnormals(who, o, "the device calls keep the format's subnormals (the host calls flush them)");
+  require_format_values(who, o, "the device calls round to the format's own values (the host calls take this)");
   require_scale<F>(o.scale_exponent, who);
 }
 

@@ -137,6 +137,7 @@ void decode(Policy&& policy, const typename F::storage_type* in, T* out, std::si
     if (options.scale_exponent == 0 && (sizeof(Code) == 1 || n >= detail::tuning::table_min_codes16))
       table = detail::decode_table<F, T>();
   }
+  detail::require_codes_range("cpd::decode", options);
   const detail::spec s = detail::scaled_spec(F::spec, options.scale_exponent, "cpd::decode");
   if (std::is_same_v<T, float> && !s.fits_float)
     detail::fail_invalid("cpd::decode: with this scale_exponent the values are not floats; decode to double");
@@ -160,7 +161,7 @@ template <class List = bulk_formats, class Policy, class T,
 void quantize(Policy&& policy, const format& f, rounding r, overflow o, const T* in, T* out, std::size_t n,
               const bulk_options& options = {}) {
   const detail::default_fp_env fp_env;  // the default floating-point environment, whatever the caller's
-  if (std::is_same_v<T, float> && !f.spec().fits_float)
+  if (std::is_same_v<T, float> && !f.spec().fits_float && options.exponents == exponent_range::format)
     detail::fail_invalid("cpd::quantize: format " + f.name() + " has values that are not floats; use double");
   detail::round_format<List, detail::bulk_op::quantize>(std::as_const(policy), f, r, o, in, out, n, options, "cpd::quantize");
 }
@@ -206,6 +207,7 @@ void decode(Policy&& policy, const format& f, const Code* in, T* out, std::size_
     detail::fail_invalid("cpd::decode: codes of " + f.name() + " have " + std::to_string(f.bits()) +
                          " bits; the input type has " + std::to_string(8 * sizeof(Code)));
   detail::check_arrays("cpd::decode", in, out, n, options);
+  detail::require_codes_range("cpd::decode", options);
   const detail::spec s = detail::scaled_spec(f.spec(), options.scale_exponent, "cpd::decode");
   if (std::is_same_v<T, float> && !s.fits_float)
     detail::fail_invalid("cpd::decode: format " + f.name() + " (scaled) has values that are not floats; use double");

@@ -121,7 +121,7 @@ void fixed_point_quantize(Policy&& policy, const fixed_point& fp, rounding r, bo
   const char* who = "cpd::fixed_point_quantize";
   if (options.scale != 1.0f || (options.scale_inverse != 0.0f && options.scale_inverse != 1.0f))
     detail::fail_invalid(std::string(who) + ": bulk_options::scale must be 1 (fixed point takes scale_exponent)");
-  detail::require_kept_subnormals(who, options, "fixed point has no subnormals");
+  detail::require_format_values(who, options, "fixed point rounds to its own grid");
   if (!detail::begin_call(who, in, out, n, options)) return;
   const int f = fp.fraction_bits + options.scale_exponent;
   const format grid = fixed_point_grid<T>(fp, f, clamp);

@@ -115,7 +115,7 @@ void int_fake_quantize(Policy&& policy, const int_format& f, const int_params& p
   detail::check_int_params(f, p, who);
   if (options.scale != 1.0f || options.scale_inverse != 0.0f || options.scale_exponent != 0)
     detail::fail_invalid(std::string(who) + ": the scale is int_params' (leave bulk_options' scales at their defaults)");
-  detail::require_kept_subnormals(who, options, "integers have no subnormals");
+  detail::require_format_values(who, options, "integers round to their own grid");
   if (!detail::begin_call(who, in, out, n, options)) return;
   // round(x * (1 / scale)) on the integers: fixed point of float's width, 0 fraction bits; values
   // beyond 2^24 come back as +-its largest value, far outside every b-bit range.
@@ -155,7 +155,7 @@ void int_quantize(Policy&& policy, const int_format& f, rounding r, const float*
   const char* who = "cpd::int_quantize";
   detail::check_int_format(f, who);
   if (group == 0) detail::fail_invalid(std::string(who) + ": group must be at least 1");
-  detail::require_kept_subnormals(who, options, "integers have no subnormals");
+  detail::require_format_values(who, options, "integers round to their own grid");
   if (!detail::begin_call(who, in, out, n, options)) return;
   value_stats total;
   for (std::size_t g = 0, b = 0; g < n; g += group, ++b) {

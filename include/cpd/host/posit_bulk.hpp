@@ -123,7 +123,7 @@ void posit_round_call(Policy&& policy, const posit_format& p, rounding r, const 
   if (r == rounding::stochastic && o.variant != stochastic_variant::a)
     fail_invalid(std::string(who) + ": bulk_options::variant " + to_string(o.variant) +
                  ": posits round with stochastic variant a only");
-  require_kept_subnormals(who, o, "posits have no subnormals to flush (their values taper to minpos)");
+  require_format_values(who, o, "posits round to their own values (no subnormals, a tapered range)");
   if (!begin_call(who, in, out, n, o)) return;
   const isa where = active_isa();
   value_stats st = with_rounding(r, [&](auto rc) {

@@ -99,6 +99,13 @@ inline void check_enum(const char* who, subnormal_mode m) {
                " is not a cpd::subnormal_mode");
 }
 
+/// Fails unless r is one of the enumerators of cpd::exponent_range.
+inline void check_enum(const char* who, exponent_range r) {
+  if (r == exponent_range::format || r == exponent_range::unbounded) return;
+  fail_invalid(std::string(who) + ": exponent range " + std::to_string(static_cast<int>(r)) +
+               " is not a cpd::exponent_range");
+}
+
 /// Fails unless v is one of the enumerators of cpd::stochastic_variant, and k random bits
 /// suit it ([1, 32]; variant b adds a bit: [1, 31]).
 inline void check_variant(const char* who, stochastic_variant v, int k) {

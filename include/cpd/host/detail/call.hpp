@@ -81,18 +81,45 @@ inline spec scaled_spec(const spec& s, int k, const char* who) {
   return make_spec(s.E, s.M, s.enc, static_cast<int>(bias));
 }
 
-/// The spec a rounding call rounds to: s scaled by 2^-scale_exponent, without subnormals
-/// when o.subnormals is flush.
-inline spec options_spec(const spec& s, const bulk_options& o, const char* who) {
-  const spec r = scaled_spec(s, o.scale_exponent, who);
+/// Fails where o.exponents is unbounded: encode and decode (no code holds those values).
+inline void require_codes_range(const char* who, const bulk_options& o) {
+  if (o.exponents != exponent_range::format)
+    fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) +
+                 ": quantize only (the values beyond the format's range have no codes)");
+}
+
+/// The precision of s with the exponent range of T (bulk_options::exponents unbounded): the
+/// IEEE-style format of T's exponent bits and bias and s's M (CPFloat's explim STOR).
+template <class T>
+spec unbounded_spec(const spec& s, const bulk_options& o, const char* who) {
+  const std::string w = std::string(who) + ": bulk_options::exponents unbounded";
+  if (s.M < 1) fail_invalid(w + " needs M >= 1 (the format has M = 0: its values are powers of two)");
+  if (s.M > source<T>::mantissa_bits)
+    fail_invalid(w + ": M = " + std::to_string(s.M) + " exceeds the input type's precision; round doubles");
+  if (o.scale_exponent != 0)
+    fail_invalid(w + " takes no scale_exponent (the range is the input type's, whatever the scale)");
+  return make_spec(source<T>::exponent_bits, s.M, encoding_kind::ieee, source<T>::bias);
+}
+
+/// The spec a rounding call of T rounds to: s scaled by 2^-scale_exponent (or with T's
+/// exponent range where o.exponents is unbounded), without subnormals when o.subnormals is flush.
+template <class T>
+spec options_spec(const spec& s, const bulk_options& o, const char* who) {
+  const spec r = o.exponents == exponent_range::unbounded ? unbounded_spec<T>(s, o, who)
+                                                          : scaled_spec(s, o.scale_exponent, who);
   return o.subnormals == subnormal_mode::flush ? flushed(r) : r;
 }
 
 /// The spec provider of a compile-time format F for T: the kernel of its encoding (E, M
-/// and bias as values), with F's spec as options_spec makes it.
+/// and bias as values), with F's spec as options_spec makes it. An unbounded exponent range
+/// is another format, of encoding ieee: the runtime-format calls round it.
 template <class F, class T>
 encoding_spec<F::encoding::kind, T> encoding_spec_of(const bulk_options& o, const char* who) {
-  return {options_spec(F::spec, o, who)};
+  if (o.exponents != exponent_range::format)
+    fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) +
+                 ": quantize of a runtime format takes it: cpd::quantize(cpd::format::of<F>(), R, O, in, out, n, "
+                 "options)");
+  return {options_spec<T>(F::spec, o, who)};
 }
 
 /// Calls f(std::integral_constant<encoding_kind, K>{}) for the runtime encoding k.
@@ -126,7 +153,8 @@ void round_runtime(Policy&& policy, const spec& s, const T* in, Out* out, std::s
 template <class F, rounding R, overflow O, class T, class Out, bulk_op Op, class Policy>
 void round_listed(Policy&& policy, const T* in, Out* out, std::size_t n, const bulk_options& o, const char* who,
                   overflow ro = O, rounding rr = R) {
-  if (o.scale_exponent == 0 && o.subnormals == subnormal_mode::keep && vector_kernel_takes<T>(F::spec))
+  if (o.scale_exponent == 0 && o.subnormals == subnormal_mode::keep && o.exponents == exponent_range::format &&
+      vector_kernel_takes<T>(F::spec))
     round_call<R, O, T, Out, Op>(policy, fixed_spec<F>{}, in, out, n, o, ro, rr);
   else
     round_call<R, O, T, Out, Op>(policy, encoding_spec_of<F, T>(o, who), in, out, n, o, ro, rr);
@@ -160,14 +188,15 @@ void round_format(Policy&& policy, const format& f, rounding r, overflow o, cons
                   const bulk_options& options, const char* who) {
   check_enum(who, r);
   check_enum(who, o);
+  if (Op != bulk_op::quantize) require_codes_range(who, options);
   if (!begin_call(who, in, out, n, options)) return;
   const auto run = [&](auto rc) {
     constexpr rounding R = decltype(rc)::value;
     constexpr overflow O = overflow_runtime;
     const auto by_encoding = [&] {
-      round_runtime<R, O, T, Out, Op>(policy, options_spec(f.spec(), options, who), in, out, n, options, o, r);
+      round_runtime<R, O, T, Out, Op>(policy, options_spec<T>(f.spec(), options, who), in, out, n, options, o, r);
     };
-    const bool listed = visit_listed<List>(f, [&](auto fc) {
+    const bool listed = options.exponents == exponent_range::format && visit_listed<List>(f, [&](auto fc) {
       using F = decltype(fc);
       if constexpr (listed_kernel_takes<F, Op, T, Out>)
         round_listed<F, R, O, T, Out, Op>(policy, in, out, n, options, who, o, r);

@@ -191,9 +191,36 @@ struct round_kernel {
   }
 };
 
+/// The rounding of n values of T to a spec without subnormals (s.flush), one at a time in
+/// double, in mode rm (RF: stochastic, or rounding_runtime for the others) and overflow om:
+/// the one loop that compiles the core's flush terms. Two instantiations per (T, Out, Op),
+/// whatever the modes of the calls, since they are values here.
+template <rounding RF, class T, class Out, bulk_op Op>
+void flush_loop(const spec& s, const random_key& key, int rbits, bool stats, stochastic_variant v, overflow om,
+                rounding rm, const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) noexcept {
+  local_counts cc;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t x = 0;
+    if constexpr (sizeof(T) == 4) x = widen_bits(bit_cast<std::uint32_t>(in[i]));
+    else x = bit_cast<std::uint64_t>(in[i]);
+    const std::uint32_t rnd =
+        RF == rounding::stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
+    const auto r = round_bits<RF, overflow_runtime, double, true>(s, x, rnd, rbits, v, om, rm);
+    if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
+    if constexpr (Op == bulk_op::quantize) {
+      if constexpr (sizeof(T) == 4) out[i] = bit_cast<T>(narrow_bits(r.value));
+      else out[i] = bit_cast<T>(r.value);
+    } else {
+      out[i] = static_cast<Out>(r.code);
+    }
+  }
+  c = cc.get();
+}
+
 /// The same rounding for any spec, one value at a time, in double (exact: a float
-/// is a double and the core rounds once): formats with an unusual range for T. The
-/// conversions between float and double are integer (detail::widen_bits).
+/// is a double and the core rounds once): formats with an unusual range for T, and
+/// specs without subnormals (flush_loop). The conversions between float and double are
+/// integer (detail::widen_bits).
 template <rounding R, overflow O, class T, class Out, bulk_op Op>
 struct general_kernel {
   using in_type = T;
@@ -211,18 +238,17 @@ struct general_kernel {
   rounding rmode = R;  ///< as in round_kernel
 
   void run(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
-    if (s.flush) run_loop<true>(in, out, n, lo0, c);  // (no subnormals: only this kernel rounds so)
-    else run_loop<false>(in, out, n, lo0, c);
-  }
-
- private:
-  template <bool Flush>
-  void run_loop(const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) const noexcept {
+    if (s.flush) {  // (no subnormals: only flush_loop rounds so)
+      constexpr rounding RF = stochastic ? rounding::stochastic : rounding_runtime;
+      flush_loop<RF, T, Out, Op>(s, key, rbits, stats, variant, O == overflow_runtime ? ovf : O,
+                                 R == rounding_runtime ? rmode : R, in, out, n, lo0, c);
+      return;
+    }
     local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t x = to_double_bits(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
-      const auto r = round_bits<R, O, double, Flush>(s, x, rnd, rbits, variant, ovf, rmode);
+      const auto r = round_bits<R, O, double>(s, x, rnd, rbits, variant, ovf, rmode);
       if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
       if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits(r.value);
       else out[i] = static_cast<Out>(r.code);
@@ -230,6 +256,7 @@ struct general_kernel {
     c = cc.get();
   }
 
+ private:
   static std::uint64_t to_double_bits(T x) noexcept {
     if constexpr (sizeof(T) == 4) return widen_bits(bit_cast<std::uint32_t>(x));
     else return bit_cast<std::uint64_t>(x);
