@@ -534,6 +534,13 @@ TEST_CASE("an unbounded exponent range: names, checks, and the calls that refuse
   CHECK_THROWS_AS(cpd::quantize(cpd::format::parse("e4m3fn"), rounding::nearest_even, overflow::infinity, x.data(),
                                 y.data(), 4, opt),
                   std::invalid_argument);
+  std::string why;
+  try {
+    cpd::encode(cpd::format::parse("e4m3fn"), rounding::nearest_even, overflow::infinity, x.data(), c.data(), 4, opt);
+  } catch (const std::invalid_argument& e) {
+    why = e.what();
+  }
+  CHECK(why.find("is not a cpd::exponent_range") != std::string::npos);
   opt.exponents = cpd::exponent_range::unbounded;
   const cpd::format g = cpd::format::parse("e4m3fn");
   CHECK_THROWS_AS(cpd::quantize<cpd::float8_e4m3fn>(x.data(), y.data(), 4, opt), std::invalid_argument);

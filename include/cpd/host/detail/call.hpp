@@ -83,6 +83,7 @@ inline spec scaled_spec(const spec& s, int k, const char* who) {
 
 /// Fails where o.exponents is unbounded: encode and decode (no code holds those values).
 inline void require_codes_range(const char* who, const bulk_options& o) {
+  check_enum(who, o.exponents);  // (a value that is no enumerator is named as such)
   if (o.exponents != exponent_range::format)
     fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) +
                  ": quantize only (the values beyond the format's range have no codes)");
