@@ -104,8 +104,9 @@ cpd::random_generator parse_generator(const std::string& s);
 cpd::bulk_options key_options(std::uint64_t seed, std::uint64_t stream, const std::string& generator,
                               std::uint64_t offset);
 
-/// The arguments of a rounding call; variant and subnormals name a cpd::stochastic_variant and
-/// a cpd::subnormal_mode (ValueError listing them otherwise).
+/// The arguments of a rounding call; variant, subnormals and exponents name a
+/// cpd::stochastic_variant, cpd::subnormal_mode and cpd::exponent_range (ValueError listing
+/// them otherwise).
 bulk_args make_args(const std::string& fmt, const std::string& rounding, const std::string& overflow,
                     std::uint64_t seed, std::uint64_t stream, const std::string& generator, std::uint64_t offset,
                     int scale_exponent, unsigned threads, const std::string& variant = "a",

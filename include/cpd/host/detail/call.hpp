@@ -154,8 +154,7 @@ void round_runtime(Policy&& policy, const spec& s, const T* in, Out* out, std::s
 template <class F, rounding R, overflow O, class T, class Out, bulk_op Op, class Policy>
 void round_listed(Policy&& policy, const T* in, Out* out, std::size_t n, const bulk_options& o, const char* who,
                   overflow ro = O, rounding rr = R) {
-  if (o.scale_exponent == 0 && o.subnormals == subnormal_mode::keep && o.exponents == exponent_range::format &&
-      vector_kernel_takes<T>(F::spec))
+  if (o.scale_exponent == 0 && o.subnormals == subnormal_mode::keep && vector_kernel_takes<T>(F::spec))
     round_call<R, O, T, Out, Op>(policy, fixed_spec<F>{}, in, out, n, o, ro, rr);
   else
     round_call<R, O, T, Out, Op>(policy, encoding_spec_of<F, T>(o, who), in, out, n, o, ro, rr);

@@ -191,6 +191,19 @@ struct round_kernel {
   }
 };
 
+/// The bits of a T as a double's, and back (integer conversions: no FTZ/DAZ; back to float
+/// only for values that are floats): the general kernels round in double.
+template <class T>
+std::uint64_t double_bits_of(T x) noexcept {
+  if constexpr (sizeof(T) == 4) return widen_bits(bit_cast<std::uint32_t>(x));
+  else return bit_cast<std::uint64_t>(x);
+}
+template <class T>
+T from_double_bits(std::uint64_t v) noexcept {
+  if constexpr (sizeof(T) == 4) return bit_cast<T>(narrow_bits(v));
+  else return bit_cast<T>(v);
+}
+
 /// The rounding of n values of T to a spec without subnormals (s.flush), one at a time in
 /// double, in mode rm (RF: stochastic, or rounding_runtime for the others) and overflow om:
 /// the one loop that compiles the core's flush terms. Two instantiations per (T, Out, Op),
@@ -200,19 +213,13 @@ void flush_loop(const spec& s, const random_key& key, int rbits, bool stats, sto
                 rounding rm, const T* in, Out* out, std::size_t n, std::uint32_t lo0, bulk_counts& c) noexcept {
   local_counts cc;
   for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t x = 0;
-    if constexpr (sizeof(T) == 4) x = widen_bits(bit_cast<std::uint32_t>(in[i]));
-    else x = bit_cast<std::uint64_t>(in[i]);
+    const std::uint64_t x = double_bits_of(in[i]);
     const std::uint32_t rnd =
         RF == rounding::stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
     const auto r = round_bits<RF, overflow_runtime, double, true>(s, x, rnd, rbits, v, om, rm);
     if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
-    if constexpr (Op == bulk_op::quantize) {
-      if constexpr (sizeof(T) == 4) out[i] = bit_cast<T>(narrow_bits(r.value));
-      else out[i] = bit_cast<T>(r.value);
-    } else {
-      out[i] = static_cast<Out>(r.code);
-    }
+    if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits<T>(r.value);
+    else out[i] = static_cast<Out>(r.code);
   }
   c = cc.get();
 }
@@ -246,24 +253,14 @@ struct general_kernel {
     }
     local_counts cc;
     for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t x = to_double_bits(in[i]);
+      const std::uint64_t x = double_bits_of(in[i]);
       const std::uint32_t rnd = stochastic ? random_bits(key, lo0 + static_cast<std::uint32_t>(i)) : 0u;
       const auto r = round_bits<R, O, double>(s, x, rnd, rbits, variant, ovf, rmode);
       if (stats) cc.add(events(s, x, r.code, r.overflow != 0));
-      if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits(r.value);
+      if constexpr (Op == bulk_op::quantize) out[i] = from_double_bits<T>(r.value);
       else out[i] = static_cast<Out>(r.code);
     }
     c = cc.get();
-  }
-
- private:
-  static std::uint64_t to_double_bits(T x) noexcept {
-    if constexpr (sizeof(T) == 4) return widen_bits(bit_cast<std::uint32_t>(x));
-    else return bit_cast<std::uint64_t>(x);
-  }
-  static T from_double_bits(std::uint64_t v) noexcept {  // (quantize from float: s fits float)
-    if constexpr (sizeof(T) == 4) return bit_cast<T>(narrow_bits(v));
-    else return bit_cast<T>(v);
   }
 };
 
