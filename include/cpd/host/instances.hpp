@@ -10,13 +10,16 @@
 //     combinations below are then declared `extern template` and not compiled there;
 //   - one translation unit (or several, a group each) defines CPD_INSTANTIATE_RUNTIME_CALLS
 //     before including cpd and writes CPD_RUNTIME_CALLS(quantize), CPD_RUNTIME_CALLS(encode_float),
-//     CPD_RUNTIME_CALLS(encode_double) and CPD_RUNTIME_CALLS(decode): the definitions.
+//     CPD_RUNTIME_CALLS(encode_double), CPD_RUNTIME_CALLS(decode) and CPD_RUNTIME_CALLS(codecs):
+//     the definitions.
 // Every translation unit must be compiled with the same cpd configuration macros and
 // instruction-set flags (one definition each). Without CPD_EXTERN_RUNTIME_CALLS nothing here
 // changes anything: each translation unit compiles what it calls, as a header-only library
 // does. The combinations: both policies (sequenced, parallel) with quantize of float and
 // double, encode of float to 8/16/32-bit codes and of double to 8/16/32/64-bit codes, and
-// decode of the same codes (typed decode<F> included: it shares the runtime decode's loop).
+// decode of the same codes (typed decode<F> included: it shares the runtime decode's loop);
+// and (codecs) the encodes that cpd::make_codec's float codecs make, which every translation
+// unit that names a codec or runs an exchange compiles otherwise (~10-15 CPU seconds at -O2).
 
 #include <cpd/core/format.hpp>
 #include <cpd/core/options.hpp>
@@ -57,12 +60,38 @@
   CPD_DETAIL_DECODE_CALL(prefix, std::uint8_t, double, P) CPD_DETAIL_DECODE_CALL(prefix, std::uint16_t, double, P) \
   CPD_DETAIL_DECODE_CALL(prefix, std::uint32_t, double, P) CPD_DETAIL_DECODE_CALL(prefix, std::uint64_t, double, P)
 
-/// A group's instantiations (prefix: `extern` for the declarations, nothing for the definitions).
-#define CPD_DETAIL_RUNTIME_CALLS(prefix, group)                              \
+/// One instantiation of a compile-time-format encode of float, in mode R with
+/// overflow::saturate, sequenced: the kernel of encoding K (what cpd::encode<F, R, saturate>
+/// calls for every F of that encoding and code type).
+#define CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, Out, K)                                                          \
+  prefix template void ::cpd::detail::round_call<                                                               \
+      ::cpd::rounding::R, ::cpd::overflow::saturate, float, Out, ::cpd::detail::bulk_op::encode,                 \
+      ::cpd::detail::encoding_spec<::cpd::encoding_kind::K, float>, const ::cpd::execution::sequenced_policy&>(   \
+      const ::cpd::execution::sequenced_policy&, const ::cpd::detail::encoding_spec<::cpd::encoding_kind::K, float>&, \
+      const float*, Out*, std::size_t, const ::cpd::bulk_options&, ::cpd::overflow, ::cpd::rounding);
+/// The float codecs' encodes (cpd::float_codec over cpd::codec_formats, nearest_even and
+/// "sr"): the code types and encodings of those formats.
+#define CPD_DETAIL_CODEC_CALLS(prefix, R)                                                                       \
+  CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, ieee) CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, fn) \
+  CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, fnuz)                                                    \
+  CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, finite)                                                  \
+  CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint16_t, ieee)                                                   \
+  CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint32_t, ieee)
+
+/// A group's instantiations (prefix: `extern` for the declarations, nothing for the definitions):
+/// the runtime-format groups for both policies, the codecs' sequenced.
+#define CPD_DETAIL_RUNTIME_CALLS(prefix, group) CPD_DETAIL_GROUP_##group(prefix)
+#define CPD_DETAIL_BOTH_POLICIES(prefix, group)                              \
   CPD_DETAIL_CALLS_##group(prefix, ::cpd::execution::sequenced_policy)     \
   CPD_DETAIL_CALLS_##group(prefix, ::cpd::execution::parallel_policy)
+#define CPD_DETAIL_GROUP_quantize(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, quantize)
+#define CPD_DETAIL_GROUP_encode_float(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, encode_float)
+#define CPD_DETAIL_GROUP_encode_double(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, encode_double)
+#define CPD_DETAIL_GROUP_decode(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, decode)
+#define CPD_DETAIL_GROUP_codecs(prefix) \
+  CPD_DETAIL_CODEC_CALLS(prefix, nearest_even) CPD_DETAIL_CODEC_CALLS(prefix, stochastic)
 
-/// The definitions of one group (quantize, encode_float, encode_double, decode), in a
+/// The definitions of one group (quantize, encode_float, encode_double, decode, codecs), in a
 /// translation unit that defines CPD_INSTANTIATE_RUNTIME_CALLS.
 #define CPD_RUNTIME_CALLS(group) CPD_DETAIL_RUNTIME_CALLS(, group)
 
@@ -71,4 +100,5 @@ CPD_DETAIL_RUNTIME_CALLS(extern, quantize)
 CPD_DETAIL_RUNTIME_CALLS(extern, encode_float)
 CPD_DETAIL_RUNTIME_CALLS(extern, encode_double)
 CPD_DETAIL_RUNTIME_CALLS(extern, decode)
+CPD_DETAIL_RUNTIME_CALLS(extern, codecs)
 #endif
