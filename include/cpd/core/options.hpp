@@ -68,14 +68,19 @@ inline void check_random_bits(const char* who, const bulk_options& o) {
   check_enum(who, o.exponents);
 }
 
+/// Throws std::invalid_argument unless o.exponents is the format's range (`why` says why).
+inline void require_format_exponents(const char* who, const bulk_options& o, const char* why) {
+  if (o.exponents != exponent_range::format)
+    fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) + ": " + why);
+}
+
 /// Throws std::invalid_argument unless o asks for the format's own value set (subnormals
 /// keep, exponents format): for the calls that round to another grid, or cannot change
 /// it (`why` says which).
 inline void require_format_values(const char* who, const bulk_options& o, const char* why) {
   if (o.subnormals != subnormal_mode::keep)
     fail_invalid(std::string(who) + ": bulk_options::subnormals " + to_string(o.subnormals) + ": " + why);
-  if (o.exponents != exponent_range::format)
-    fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) + ": " + why);
+  require_format_exponents(who, o, why);
 }
 
 }  // namespace detail

@@ -84,9 +84,7 @@ inline spec scaled_spec(const spec& s, int k, const char* who) {
 /// Fails where o.exponents is unbounded: encode and decode (no code holds those values).
 inline void require_codes_range(const char* who, const bulk_options& o) {
   check_enum(who, o.exponents);  // (a value that is no enumerator is named as such)
-  if (o.exponents != exponent_range::format)
-    fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) +
-                 ": quantize only (the values beyond the format's range have no codes)");
+  require_format_exponents(who, o, "quantize only (the values beyond the format's range have no codes)");
 }
 
 /// The precision of s with the exponent range of T (bulk_options::exponents unbounded): the
@@ -116,10 +114,9 @@ spec options_spec(const spec& s, const bulk_options& o, const char* who) {
 /// is another format, of encoding ieee: the runtime-format calls round it.
 template <class F, class T>
 encoding_spec<F::encoding::kind, T> encoding_spec_of(const bulk_options& o, const char* who) {
-  if (o.exponents != exponent_range::format)
-    fail_invalid(std::string(who) + ": bulk_options::exponents " + to_string(o.exponents) +
-                 ": quantize of a runtime format takes it: cpd::quantize(cpd::format::of<F>(), R, O, in, out, n, "
-                 "options)");
+  require_format_exponents(who, o,
+                           "quantize of a runtime format takes it: cpd::quantize(cpd::format::of<F>(), R, O, in, out, "
+                           "n, options)");
   return {options_spec<T>(F::spec, o, who)};
 }
 
