@@ -8,7 +8,8 @@
 #          GPU runs it here, and nvcc's units held up every python test)
 #   asan   clang++ -O1 -g1 (line tables, all a sanitizer report needs) with
 #          ASan + UBSan, label quick: the second compiler and the sanitizers
-#          in one build; the baseline loops only (CPD_ISA_DISPATCH=OFF: the
+#          in one build; the tests that run briefly at -O0 (CPD_TEST_COMPILE_OPTIONS:
+#          half their compile time); the baseline loops only (CPD_ISA_DISPATCH=OFF: the
 #          AVX2/AVX-512 loops are the same source, run by ci on every path)
 #   fuzz   the libFuzzer targets only (clang++, ASan + UBSan), each run for
 #          CPD_FUZZ_SECONDS (40) from its committed corpus (tests/fuzz)
