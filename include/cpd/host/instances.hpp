@@ -19,13 +19,15 @@
 // double, encode of float to 8/16/32-bit codes and of double to 8/16/32/64-bit codes, and
 // decode of the same codes (typed decode<F> included: it shares the runtime decode's loop);
 // and (codecs) the encodes that cpd::make_codec's float codecs make, which every translation
-// unit that names a codec or runs an exchange compiles otherwise (~10-15 CPU seconds at -O2).
+// unit that names a codec or runs an exchange compiles otherwise (~10-15 CPU seconds at -O2);
+// with quantize, the fast kernels' plans of every mode and overflow (detail::fast::make_plan).
 
 #include <cpd/core/format.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/host/detail/call.hpp>
 #include <cpd/host/detail/decode.hpp>
+#include <cpd/host/detail/fast_plan.hpp>
 #include <cpd/host/execution.hpp>
 
 #include <cstddef>
@@ -78,13 +80,27 @@
   CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint16_t, ieee)                                                   \
   CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint32_t, ieee)
 
+/// The fast kernels' per-call plan of mode R, overflow O (detail::fast::make_plan: the core
+/// run at the format's edges), which every float rounding in R and O computes; about 18 KB of
+/// code each, made in a third of the tests' translation units. The quantize group defines them.
+#define CPD_DETAIL_PLAN(prefix, R, O)                                                                 \
+  prefix template ::cpd::detail::fast::plan                                                          \
+  cpd::detail::fast::make_plan<::cpd::rounding::R, ::cpd::overflow::O>(const ::cpd::detail::spec&, int) noexcept;
+#define CPD_DETAIL_PLANS_OF(prefix, R) \
+  CPD_DETAIL_PLAN(prefix, R, infinity) CPD_DETAIL_PLAN(prefix, R, saturate) CPD_DETAIL_PLAN(prefix, R, propagate)
+#define CPD_DETAIL_PLANS(prefix)                                                                      \
+  CPD_DETAIL_PLANS_OF(prefix, nearest_even) CPD_DETAIL_PLANS_OF(prefix, nearest_away)                 \
+  CPD_DETAIL_PLANS_OF(prefix, toward_zero) CPD_DETAIL_PLANS_OF(prefix, upward)                        \
+  CPD_DETAIL_PLANS_OF(prefix, downward) CPD_DETAIL_PLANS_OF(prefix, stochastic)                       \
+  CPD_DETAIL_PLANS_OF(prefix, odd) CPD_DETAIL_PLANS_OF(prefix, nearest_zero)
+
 /// A group's instantiations (prefix: `extern` for the declarations, nothing for the definitions):
 /// the runtime-format groups for both policies, the codecs' sequenced.
 #define CPD_DETAIL_RUNTIME_CALLS(prefix, group) CPD_DETAIL_GROUP_##group(prefix)
 #define CPD_DETAIL_BOTH_POLICIES(prefix, group)                              \
   CPD_DETAIL_CALLS_##group(prefix, ::cpd::execution::sequenced_policy)     \
   CPD_DETAIL_CALLS_##group(prefix, ::cpd::execution::parallel_policy)
-#define CPD_DETAIL_GROUP_quantize(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, quantize)
+#define CPD_DETAIL_GROUP_quantize(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, quantize) CPD_DETAIL_PLANS(prefix)
 #define CPD_DETAIL_GROUP_encode_float(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, encode_float)
 #define CPD_DETAIL_GROUP_encode_double(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, encode_double)
 #define CPD_DETAIL_GROUP_decode(prefix) CPD_DETAIL_BOTH_POLICIES(prefix, decode)
