@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_context.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -98,7 +100,7 @@ void on_every_isa(Fn&& fn) {
   isa_guard guard;
   for (cd::isa i : isa_paths()) {
     cd::set_isa_override(i);
-    CAPTURE(cd::to_string(i));
+    CPD_TEST_CONTEXT("isa := ", cd::to_string(i));
     fn();
   }
 }
@@ -150,11 +152,26 @@ cpd::value_stats reference_stats(const std::vector<T>& in, const cpd::bulk_optio
   return st;
 }
 
+/// A wrong element of a call (check_mode's first five of each): its index, input, result
+/// and the reference's (values in hexadecimal: every float and double exactly).
+inline void report_value(const char* call, std::size_t i, double in, double got, double want) {
+  FAIL_CHECK(call << " element " << i << ": in " << std::hexfloat << in << " got " << got << " want " << want
+                  << std::defaultfloat);
+}
+inline void report_code(std::size_t i, double in, std::uint64_t got, std::uint64_t want) {
+  FAIL_CHECK("encode element " << i << ": in " << std::hexfloat << in << std::defaultfloat << " got " << got
+                               << " want " << want);
+}
+/// The end of a call's check: no wrong element, and the reference's statistics.
+inline void check_call(int bad, const cpd::value_stats& st, const cpd::value_stats& want) {
+  CHECK(bad == 0);
+  CHECK(st == want);
+}
+
 /// Bulk quantize and encode of F in mode (R, O) against the scalar core.
 template <class F, rounding R, overflow O, class T>
 void check_mode(const std::vector<T>& in, const cpd::bulk_options& base) {
-  CAPTURE(cpd::to_string(R));
-  CAPTURE(cpd::to_string(O));
+  CPD_TEST_CONTEXT("R := ", cpd::to_string(R), ", O := ", cpd::to_string(O));
   using code_t = typename F::storage_type;
   const std::size_t n = in.size();
   cpd::value_stats want_stats = reference_stats<F, R, O, T>(in, base);
@@ -168,12 +185,9 @@ void check_mode(const std::vector<T>& in, const cpd::bulk_options& base) {
       int bad = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const T want = reference_quantize<F, R, O, T>(in[i], base, i);
-        if (bits(out[i]) != bits(want) && bad++ < 5)
-          FAIL_CHECK("quantize element " << i << ": in " << std::hexfloat << in[i] << " got " << out[i] << " want "
-                                         << want << std::defaultfloat);
+        if (bits(out[i]) != bits(want) && bad++ < 5) report_value("quantize", i, in[i], out[i], want);
       }
-      CHECK(bad == 0);
-      CHECK(st == want_stats);
+      check_call(bad, st, want_stats);
     }
     std::vector<code_t> codes(n);
     st = {};
@@ -181,12 +195,9 @@ void check_mode(const std::vector<T>& in, const cpd::bulk_options& base) {
     int bad = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const auto want = static_cast<code_t>(reference<F, R, O, T>(in[i], base, i).code);
-      if (codes[i] != want && bad++ < 5)
-        FAIL_CHECK("encode element " << i << ": in " << std::hexfloat << in[i] << std::defaultfloat << " got "
-                                     << +codes[i] << " want " << +want);
+      if (codes[i] != want && bad++ < 5) report_code(i, in[i], codes[i], want);
     }
-    CHECK(bad == 0);
-    CHECK(st == want_stats);
+    check_call(bad, st, want_stats);
   });
 }
 
@@ -200,7 +211,7 @@ void check_all_modes(const std::vector<T>& in, const cpd::bulk_options& o) {
   for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
     cpd::bulk_options og = o;
     og.generator = g;
-    CAPTURE(cpd::to_string(g));
+    CPD_TEST_CONTEXT("generator := ", cpd::to_string(g));
     check_mode<F, rounding::stochastic, O>(in, og);
   }
   check_mode<F, rounding::odd, O>(in, o);

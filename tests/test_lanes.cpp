@@ -17,6 +17,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_context.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -71,11 +73,9 @@ void check_mode(const std::string& name) {
   using sum = cd::summation<F, R, O, cpd::pow2_scale>;
   using codes = typename sum::codes;
   using storage = typename sum::storage;
-  CAPTURE(name);
-  CAPTURE(static_cast<int>(R));
-  CAPTURE(static_cast<int>(O));
+  CPD_TEST_CONTEXT("name := ", name, ", R := ", static_cast<int>(R), ", O := ", static_cast<int>(O));
   for (std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(17), std::size_t(511), std::size_t(1300)}) {
-    CAPTURE(n);
+    CPD_TEST_CONTEXT("n := ", n);
     std::vector<float> a = values_of<F>(n + 1, static_cast<std::uint32_t>(n));
     std::vector<float> b = values_of<F>(n + 1, static_cast<std::uint32_t>(n) + 7u);
     if (F::spec.emax >= 127 && n > 5) {  // sums of two finite values that overflow float
@@ -89,12 +89,7 @@ void check_mode(const std::string& name) {
       want[i] = cd::canonical_nan(cd::rounded_add_exact<F, R, O>(a[i], b[i], 0));
     for (std::size_t lo = 1; lo <= n; lo += sum::block)
       p.add(s.data() + lo, nullptr, b.data() + lo, lo, std::min(sum::block, n + 1 - lo), 0, 0);
-    for (std::size_t i = 1; i <= n; ++i) {
-      CAPTURE(i);
-      CAPTURE(a[i]);
-      CAPTURE(b[i]);
-      REQUIRE(bits(s[i]) == bits(want[i]));
-    }
+    for (std::size_t i = 1; i <= n; ++i) cpd_test::require_bits(s[i], want[i], i, a[i], b[i]);
     // a Kahan step on values (four rounded adds), against kahan_step element by element
     {
       std::vector<float> ks(a), kc = values_of<F>(n + 1, static_cast<std::uint32_t>(n) + 99u), ws(a), wc(kc);
@@ -107,9 +102,8 @@ void check_mode(const std::string& name) {
         pk.add(ks.data() + lo, kc.data() + lo, b.data() + lo, lo, m, 0, 0);
       }
       for (std::size_t i = 1; i <= n; ++i) {
-        CAPTURE(i);
-        REQUIRE(bits(ks[i]) == bits(ws[i]));
-        REQUIRE(bits(kc[i]) == bits(wc[i]));
+        cpd_test::require_bits(ks[i], ws[i], i);
+        cpd_test::require_bits(kc[i], wc[i], i);
       }
     }
     // add on codes
@@ -117,10 +111,7 @@ void check_mode(const std::string& name) {
       std::vector<storage> sc(n + 1), qc(n + 1);
       for (std::size_t i = 0; i <= n; ++i) sc[i] = codes::code_of(a[i]), qc[i] = codes::code_of(b[i]);
       p.add(sc.data() + 1, nullptr, qc.data() + 1, 1, n, 0, 0);
-      for (std::size_t i = 1; i <= n; ++i) {
-        CAPTURE(i);
-        REQUIRE(bits(codes::value_of(sc[i])) == bits(want[i]));
-      }
+      for (std::size_t i = 1; i <= n; ++i) cpd_test::require_bits(codes::value_of(sc[i]), want[i], i);
     }
   }
 }
@@ -130,8 +121,7 @@ void check_load(const std::string& name) {
   using sum = cd::summation<F, R, O, cpd::pow2_scale>;
   using codes = typename sum::codes;
   using storage = typename sum::storage;
-  CAPTURE(name);
-  CAPTURE(static_cast<int>(R));
+  CPD_TEST_CONTEXT("name := ", name, ", R := ", static_cast<int>(R));
   std::mt19937 rng(5);
   const std::size_t n = 700;
   std::vector<float> x(n);
@@ -144,53 +134,41 @@ void check_load(const std::string& name) {
     std::memcpy(&x[i], &u, 4);
   }
   for (int k : {0, 5, -9, 40, 131, 200, -140, -250, 300}) {
-    CAPTURE(k);
+    CPD_TEST_CONTEXT("k := ", k);
     const cpd::pow2_scale sc{k};
     const sum p(sc, 4, false, false, {});
     std::vector<float> q(n);
     for (std::size_t lo = 0; lo < n; lo += sum::block) p.load(0, x.data() + lo, lo, std::min(sum::block, n - lo), q.data() + lo);
-    for (std::size_t i = 0; i < n; ++i) {
-      CAPTURE(i);
-      CAPTURE(x[i]);
-      const float want = cd::round_to<F, R, O>(static_cast<double>(x[i]) * sc.factor(), 0);
-      if (want != want) REQUIRE(q[i] != q[i]);
-      else REQUIRE(bits(q[i]) == bits(want));
-    }
+    for (std::size_t i = 0; i < n; ++i)
+      cpd_test::require_value(q[i], cd::round_to<F, R, O>(static_cast<double>(x[i]) * sc.factor(), 0), i, x[i]);
     if constexpr (codes::width <= 16) {
       std::vector<storage> qc(n);
       p.load(0, x.data(), 0, n, qc.data());
       for (std::size_t i = 0; i < n; ++i) {
-        CAPTURE(i);
-        const float v = codes::value_of(qc[i]);
         if (q[i] != q[i] && !F::spec.has_nan) continue;  // (quantize keeps a NaN that F's codes cannot)
-        if (q[i] != q[i]) REQUIRE(v != v);
-        else REQUIRE(bits(v) == bits(q[i]));
+        cpd_test::require_value(codes::value_of(qc[i]), q[i], i, x[i]);
       }
     }
     // finish: unscale (and the mean) of the loaded values, on values and on codes
     const sum pm(sc, 3, false, true, {});
     std::vector<float> out(n);
     pm.finish(q.data(), n, out.data());
-    for (std::size_t i = 0; i < n; ++i) {
-      CAPTURE(i);
-      const float u = static_cast<float>(static_cast<double>(q[i]) * sc.inverse()) / 3.0f;
-      REQUIRE(bits(out[i]) == bits(cd::canonical_nan(u)));
-    }
+    for (std::size_t i = 0; i < n; ++i)
+      cpd_test::require_bits(out[i], cd::canonical_nan(static_cast<float>(static_cast<double>(q[i]) * sc.inverse()) / 3.0f),
+                             i);
     if constexpr (codes::width <= 16) {
       std::vector<storage> qc(n);
       for (std::size_t i = 0; i < n; ++i) qc[i] = codes::code_of(q[i]);
       std::vector<float> out2(n);
       pm.finish(qc.data(), n, out2.data());
       for (std::size_t i = 0; i < n; ++i)
-        if (q[i] == q[i] || F::spec.has_nan) REQUIRE(bits(out2[i]) == bits(out[i]));
+        if (q[i] == q[i] || F::spec.has_nan) cpd_test::require_bits(out2[i], out[i], i);
       // without the mean (the fused pass takes the product in float where 2^-k is a normal
       // float, in double for the values it underflows or overflows)
       p.finish(qc.data(), n, out2.data());
-      for (std::size_t i = 0; i < n; ++i) {
-        CAPTURE(i);
-        const float u = static_cast<float>(static_cast<double>(codes::value_of(qc[i])) * sc.inverse());
-        REQUIRE(bits(out2[i]) == bits(cd::canonical_nan(u)));
-      }
+      for (std::size_t i = 0; i < n; ++i)
+        cpd_test::require_bits(
+            out2[i], cd::canonical_nan(static_cast<float>(static_cast<double>(codes::value_of(qc[i])) * sc.inverse())), i);
     }
   }
 }
@@ -235,12 +213,10 @@ namespace {
 /// (and divided by W for a mean).
 template <class F, rounding R, overflow O>
 void check_chain(const std::string& name) {
-  CAPTURE(name);
-  CAPTURE(static_cast<int>(R));
-  CAPTURE(static_cast<int>(O));
+  CPD_TEST_CONTEXT("name := ", name, ", R := ", static_cast<int>(R), ", O := ", static_cast<int>(O));
   const std::size_t n = 2 * cd::summation<F, R, O, cpd::pow2_scale>::block + 333;
   for (int w : {1, 2, 3, 8}) {
-    CAPTURE(w);
+    CPD_TEST_CONTEXT("w := ", w);
     std::mt19937 rng(static_cast<std::uint32_t>(w) * 31u);
     std::vector<std::vector<float>> x(static_cast<std::size_t>(w), std::vector<float>(n));
     std::vector<const float*> xp;
@@ -259,12 +235,11 @@ void check_chain(const std::string& name) {
     if (n > 600)  // sums that overflow F at the scale 0 (max of F in every worker)
       for (auto& v : x) v[600] = static_cast<float>(F::spec.max_value);
     for (int k : {0, 7, -9, 131, -140, 300}) {
-      CAPTURE(k);
+      CPD_TEST_CONTEXT("k := ", k);
       const cpd::pow2_scale sc{k};
       for (auto algorithm : {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::sequential}) {
         for (bool mean : {false, true}) {
-          CAPTURE(static_cast<int>(algorithm));
-          CAPTURE(mean);
+          CPD_TEST_CONTEXT("algorithm := ", static_cast<int>(algorithm), ", mean := ", mean);
           cpd::allreduce_options o;
           o.algorithm = algorithm;
           o.mean = mean;
@@ -283,8 +258,7 @@ void check_chain(const std::string& name) {
             for (int r = 1; r < w; ++r) s = cd::canonical_nan(cd::rounded_add_exact<F, R, O>(s, q(r), 0));
             float want = static_cast<float>(static_cast<double>(s) * sc.inverse());
             if (mean) want /= static_cast<float>(w);
-            CAPTURE(i);
-            REQUIRE(bits(out[i]) == bits(cd::canonical_nan(want)));
+            cpd_test::require_bits(out[i], cd::canonical_nan(want), i);
           }
         }
       }
@@ -366,22 +340,20 @@ void check_finish_every_code(const std::string& name) {
   using sum = cd::summation<F, rounding::nearest_even, overflow::infinity, cpd::pow2_scale>;
   using codes = typename sum::codes;
   using storage = typename sum::storage;
-  CAPTURE(name);
+  CPD_TEST_CONTEXT("name := ", name);
   std::vector<storage> c(std::size_t(1) << codes::width);
   for (std::size_t i = 0; i < c.size(); ++i) c[i] = static_cast<storage>(i);
   std::vector<float> out(c.size());
   for (int k : {0, 1, -1, 7, -30, 125, 126, 127, 128, 140, 149, 150, 200, 252, 253, -127, -128, -200, -254, -255, 300}) {
     for (int w : {1, 3}) {
-      CAPTURE(k);
-      CAPTURE(w);
+      CPD_TEST_CONTEXT("k := ", k, ", w := ", w);
       const cpd::pow2_scale sc{k};
       const sum p(sc, w, false, w != 1, {});
       p.finish(c.data(), c.size(), out.data());
       for (std::size_t i = 0; i < c.size(); ++i) {
-        CAPTURE(i);
         float u = static_cast<float>(static_cast<double>(codes::value_of(c[i])) * sc.inverse());
         if (w != 1) u = u / static_cast<float>(w);
-        REQUIRE(bits(out[i]) == bits(cd::canonical_nan(u)));
+        cpd_test::require_bits(out[i], cd::canonical_nan(u), i);
       }
     }
   }
@@ -409,8 +381,7 @@ void check_stochastic_add_key(const cpd::random_stream& key) {
   using storage = typename sum::storage;
   for (std::size_t n : {std::size_t(1), std::size_t(16), std::size_t(33), std::size_t(2048)}) {
     for (int step : {0, 3}) {
-      CAPTURE(n);
-      CAPTURE(step);
+      CPD_TEST_CONTEXT("n := ", n, ", step := ", step);
       const std::size_t lo = 1000 + 7 * n;  // the elements' index in the tensor
       const int w = 5, rank = 2;
       std::vector<float> a = values_of<F>(n, static_cast<std::uint32_t>(n) + 11u);
@@ -424,10 +395,7 @@ void check_stochastic_add_key(const cpd::random_stream& key) {
       p.add(s.data(), nullptr, b.data(), lo, n, step, rank);
       std::size_t up = 0;
       for (std::size_t j = 0; j < n; ++j) {
-        CAPTURE(j);
-        CAPTURE(a[j]);
-        CAPTURE(b[j]);
-        REQUIRE(bits(s[j]) == bits(want[j]));
+        cpd_test::require_bits(s[j], want[j], j, a[j], b[j]);
         up += s[j] > a[j] + b[j];
       }
       if (n == 2048) CHECK(up > 0);  // (some sums rounded up: the bits do act)
@@ -436,9 +404,8 @@ void check_stochastic_add_key(const cpd::random_stream& key) {
         for (std::size_t j = 0; j < n; ++j) sc[j] = codes::code_of(a[j]), qc[j] = codes::code_of(b[j]);
         p.add(sc.data(), nullptr, qc.data(), lo, n, step, rank);
         for (std::size_t j = 0; j < n; ++j) {
-          CAPTURE(j);
           if (want[j] != want[j] && !F::spec.has_nan) continue;  // (codes without NaN)
-          REQUIRE(bits(codes::value_of(sc[j])) == bits(codes::value_of(codes::code_of(want[j]))));
+          cpd_test::require_bits(codes::value_of(sc[j]), codes::value_of(codes::code_of(want[j])), j);
         }
       }
     }
@@ -452,7 +419,7 @@ void check_stochastic_kahan(const cpd::random_stream& key) {
   using sum = cd::summation<F, rounding::stochastic, O, cpd::pow2_scale>;
   const int w = 4, rank = 1, step = 2;
   for (std::size_t n : {std::size_t(1), std::size_t(37), std::size_t(2048)}) {
-    CAPTURE(n);
+    CPD_TEST_CONTEXT("n := ", n);
     const std::size_t lo = 5 + n;
     std::vector<float> s = values_of<F>(n, static_cast<std::uint32_t>(n) + 1u);
     std::vector<float> c = values_of<F>(n, static_cast<std::uint32_t>(n) + 2u);
@@ -471,9 +438,8 @@ void check_stochastic_kahan(const cpd::random_stream& key) {
     const sum p(cpd::pow2_scale{0}, w, true, false, key);
     p.add(s.data(), c.data(), q.data(), lo, n, step, rank);
     for (std::size_t j = 0; j < n; ++j) {
-      CAPTURE(j);
-      REQUIRE(bits(s[j]) == bits(ws[j]));
-      REQUIRE(bits(c[j]) == bits(wc[j]));
+      cpd_test::require_bits(s[j], ws[j], j);
+      cpd_test::require_bits(c[j], wc[j], j);
     }
   }
 }
@@ -483,9 +449,9 @@ void check_stochastic_kahan(const cpd::random_stream& key) {
 /// step against kahan_step with bits(step, rank, k, lo + j), k = 0..3; each generator.
 template <class F, overflow O>
 void check_stochastic_add(const std::string& name) {
-  CAPTURE(name);
+  CPD_TEST_CONTEXT("name := ", name);
   for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
-    CAPTURE(std::string(cpd::to_string(g)));
+    CPD_TEST_CONTEXT("generator := ", cpd::to_string(g));
     check_stochastic_add_key<F, O>(cpd::random_stream{0xC0FFEE, 77, g});
     check_stochastic_kahan<F, O>(cpd::random_stream{0xBEEF, 5, g});
   }
