@@ -122,9 +122,10 @@ TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthan
   const run_output b = run("--scaler aps --aps on");
   CHECK(b.status == 2);
   CHECK(b.out.find("--aps and --scaler: give one") != std::string::npos);
-  const run_output c = run("--mpi --scaler amax");
+  const run_output c = run("--mpi --scaler mx32");
   CHECK(c.status == 2);
-  CHECK(c.out.find("over MPI cpd-train runs aps, loss and none") != std::string::npos);
+  CHECK(c.out.find("over MPI cpd-train runs aps, amax, amax-sqrtw, predivide, delayed, loss, none (the block "
+                   "scales run in the emulated exchange)") != std::string::npos);
   const run_output d = run("--scaler none,aps,none");
   CHECK(d.status == 2);
   CHECK(d.out.find("none twice") != std::string::npos);

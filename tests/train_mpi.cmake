@@ -8,7 +8,8 @@
 # with 1 and with 2 threads: a run's hash must depend on nothing but the run itself, not
 # on the runs before it (whose allocations moved its buffers), the thread count or the
 # transport. TRAIN is the main job's build (cpd-train: x86-64-v3, vector GEMMs with FMA).
-# Each run is tiny: 1024 images, 8 steps of batch 128, one epoch.
+# Then, on 4 ranks, a --policy run and the float-scaled rules (amax, amax-sqrtw, predivide,
+# delayed) for e4m3 and e5m2. Each run is tiny: 1024 images, 8 steps of batch 128, one epoch.
 # Prints "cpd-train-mpi: skipped" (ctest's SKIP_REGULAR_EXPRESSION) when the data set is not installed.
 
 if(NOT EXISTS "${DATA}/train-images-idx3-ubyte.gz" AND NOT EXISTS "${DATA}/train-images-idx3-ubyte")
@@ -91,7 +92,37 @@ if(NOT emulated STREQUAL mpi)
   string(APPEND failures "--policy: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
 endif()
 
+# The float-scaled rules and delayed scaling's per-tensor history: each rank's scalers (made as
+# the emulation makes them) select from the statistics combined over the ranks.
+set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
+         --scaler amax,amax-sqrtw,predivide,delayed --grad-formats e4m3,e5m2 --threads 1)
+set(rule_hashes "")
+foreach(way emulated mpi)
+  if(way STREQUAL "mpi")
+    set(cmd "${MPIEXEC}" -np 4 ${flags} "${TRAIN}" ${args} --mpi)
+  else()
+    set(cmd "${TRAIN}" ${args})
+  endif()
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 AND NOT rc EQUAL 3)  # (3: a run diverged, which both ways must report alike)
+    message(FATAL_ERROR "cpd-train --scaler (4 workers, ${way}) failed with ${rc}:\n${out}${err}")
+  endif()
+  string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)" lines "${out}")
+  list(LENGTH lines n)
+  if(NOT n EQUAL 8)
+    message(FATAL_ERROR "cpd-train --scaler (4 workers, ${way}) printed ${n} weights-hashes, not 8:\n${out}")
+  endif()
+  string(JOIN " | " joined ${lines})
+  message("float-scaled rules, 4 workers, ${way}: ${joined}")
+  list(APPEND rule_hashes "${joined}")
+endforeach()
+list(GET rule_hashes 0 emulated)
+list(GET rule_hashes 1 mpi)
+if(NOT emulated STREQUAL mpi)
+  string(APPEND failures "--scaler amax,amax-sqrtw,predivide,delayed: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
+endif()
+
 if(failures)
   message(FATAL_ERROR "weights-hash differs between ways of running the same runs:\n${failures}")
 endif()
-message("identical for 3, 4 and 8 workers, MPI and emulated, both run orders")
+message("identical for 3, 4 and 8 workers, MPI and emulated, both run orders; the policy; the float-scaled rules")

@@ -49,8 +49,9 @@ inline constexpr cpd::scaler_kind train_scalers[] = {
     cpd::scaler_kind::aps,     cpd::scaler_kind::amax, cpd::scaler_kind::amax_sqrtw, cpd::scaler_kind::predivide,
     cpd::scaler_kind::delayed, cpd::scaler_kind::mx32, cpd::scaler_kind::loss,       cpd::scaler_kind::none,
     cpd::scaler_kind::nvfp4};
-inline constexpr cpd::scaler_kind mpi_scalers[] = {cpd::scaler_kind::aps, cpd::scaler_kind::loss,
-                                                   cpd::scaler_kind::none};
+inline constexpr cpd::scaler_kind mpi_scalers[] = {
+    cpd::scaler_kind::aps,     cpd::scaler_kind::amax, cpd::scaler_kind::amax_sqrtw, cpd::scaler_kind::predivide,
+    cpd::scaler_kind::delayed, cpd::scaler_kind::loss, cpd::scaler_kind::none};
 
 /// The value of a command-line name among `accepted` (cpd::from_string), or a usage_error
 /// "FLAG: 'x' is not one of a, b, c".
@@ -74,8 +75,8 @@ inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
     if (!cpd::is_one_of(*c.scaler, train_scalers))
       throw usage_error(std::string("--policy: scaler '") + name + "' is not one of " + cpd::names_of(train_scalers));
     if (mpi && !cpd::is_one_of(*c.scaler, mpi_scalers))
-      throw usage_error(std::string("--policy: scaler ") + name +
-                        " with --mpi: over MPI cpd-train runs aps, loss and none");
+      throw usage_error(std::string("--policy: scaler ") + name + " with --mpi: over MPI cpd-train runs " +
+                        cpd::names_of(mpi_scalers));
   }
   if (c.algorithm) {
     const char* name = cpd::to_string(*c.algorithm);
@@ -359,8 +360,8 @@ inline void parse_scalers(const deferred_flags& d, options& o) {
     }
     if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end()) throw usage_error(flag + ": " + v + " twice");
     if (d.scaler_list && o.mpi && !cpd::is_one_of(k, mpi_scalers))
-      throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs aps, loss and none (the others run in "
-                        "the emulated exchange)");
+      throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs " + cpd::names_of(mpi_scalers) +
+                        " (the block scales run in the emulated exchange)");
     o.scalers.push_back(k);
   }
 }

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace train {
@@ -39,6 +40,16 @@ inline cpd::value_stats sum_over_ranks(const cpd::value_stats& s) {
   cpd::value_stats r;
   for (int i = 0; i < n; ++i) r.*cpd::value_stats_fields[i].member = total[i];
   return r;
+}
+
+/// The bulk options that quantize as a call with scale s did (its statistics: the exchange's).
+inline void set_scale(cpd::bulk_options& o, const cpd::pow2_scale& s) { o.scale_exponent = s.exponent; }
+inline void set_scale(cpd::bulk_options& o, const cpd::float_scale& s) {
+  o.scale = s.value;
+  o.scale_inverse = s.inverse;
+}
+inline void set_scale(cpd::bulk_options& o, const cpd::any_scale& s) {
+  std::visit([&o](const auto& x) { set_scale(o, x); }, s);
 }
 
 /// The gradient exchange of one rank over MPI. With a precision policy, the tensors of a
@@ -80,17 +91,25 @@ class mpi_exchanger {
         }
       std::vector<cpd::mpi::tensor> t;
       for (std::size_t j : members) t.push_back({local + tensors_[j].offset, mean + tensors_[j].offset, tensors_[j].size()});
-      const auto r = choice_scaler(at[i], scaler_) == cpd::scaler_kind::loss
-                         ? plan(at[i], members)(t, cpd::fixed_scaling(cpd::pow2_scale{loss_.exponent()}))
-                         : plan(at[i], members)(t);
-      bytes_ += r.bytes_sent();
+      std::vector<cpd::any_scale> scales;
+      if (choice_scaler(at[i], scaler_) == cpd::scaler_kind::loss) {
+        const auto r = plan(at[i], members)(t, cpd::fixed_scaling(cpd::pow2_scale{loss_.exponent()}));
+        bytes_ += r.bytes_sent();
+        scales.assign(r.scales.begin(), r.scales.end());
+      } else {  // each tensor's scaler of this choice, as the emulation's (delayed keeps a history in it)
+        std::vector<cpd::any_scaler<>*> s;
+        for (std::size_t j : members) s.push_back(&scaler(at[i], j));
+        const auto r = plan(at[i], members)(t.data(), t.size(), s.data());
+        bytes_ += r.bytes_sent();
+        scales = r.scales;
+      }
       // What quantization did to this rank's values, from the bulk call's statistics (the
       // emulated run counts every worker's with cpd::measure_quantization: the same events).
       for (std::size_t k = 0; k < members.size(); ++k) {
         const tensor_view& tv = tensors_[members[k]];
         cpd::value_stats st;
         cpd::bulk_options o;
-        o.scale_exponent = r.scales[k].exponent;
+        set_scale(o, scales[k]);
         o.stats = &st;
         scratch_.resize(tv.size());
         cpd::quantize(at[i].fmt, cpd::rounding::nearest_even, cpd::overflow::infinity, local + tv.offset, scratch_.data(),
@@ -131,33 +150,51 @@ class mpi_exchanger {
  private:
   using plan_type = cpd::mpi::dynamic_plan<cpd::exchange_formats, false>;
 
-  /// The plan of choice c for these tensors, made the first time they go together (a
-  /// choice's empty rule or algorithm is the run's; cli.hpp allowed only aps, loss and none
-  /// and the algorithms of the rank schedule, whose bits are the simulation's).
+  /// The name of choice c: its format, rule and algorithm (a choice's empty rule or algorithm
+  /// is the run's; cli.hpp allowed only the rules of mpi_scalers and the algorithms of the rank
+  /// schedule, whose bits are the simulation's).
+  std::string choice_key(const cpd::precision_choice& c) const {
+    return c.fmt.name() + "/" + cpd::to_string(choice_scaler(c, scaler_)) + "/" +
+           cpd::to_string(choice_algorithm(c, opt_.algo));
+  }
+
+  /// The plan of choice c for these tensors, made the first time they go together.
   plan_type& plan(const cpd::precision_choice& c, const std::vector<std::size_t>& members) {
-    const cpd::scaler_kind rule = choice_scaler(c, scaler_);
-    const cpd::allreduce_algorithm algorithm = choice_algorithm(c, opt_.algo);
-    std::string key = c.fmt.name() + "/" + cpd::to_string(rule) + "/" + cpd::to_string(algorithm);
+    std::string key = choice_key(c);
     for (std::size_t j : members) key += "," + std::to_string(j);
     auto& p = plans_[key];
     if (!p) {
       std::vector<std::size_t> sizes;
       for (std::size_t j : members) sizes.push_back(tensors_[j].size());
       cpd::mpi::options o = opt_;
-      o.algo = algorithm;
-      const bool aps = rule == cpd::scaler_kind::aps;
-      p = std::make_unique<plan_type>(MPI_COMM_WORLD, c.fmt, cpd::rounding::nearest_even, sizes, o, aps);
+      o.algo = choice_algorithm(c, opt_.algo);
+      p = std::make_unique<plan_type>(MPI_COMM_WORLD, c.fmt, cpd::rounding::nearest_even, sizes, o, false);
     }
     return *p;
   }
 
+  /// The scaler of tensor j under choice c (not loss), made as the emulated exchanger makes it
+  /// (cpd::make_scaler with the world size), one per tensor and choice for the whole run.
+  cpd::any_scaler<>& scaler(const cpd::precision_choice& c, std::size_t j) {
+    auto& v = scalers_[choice_key(c)];
+    if (v.empty()) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      cpd::scaler_options so;
+      so.world_size = size;
+      for (std::size_t k = 0; k < tensors_.size(); ++k) v.push_back(cpd::make_scaler(choice_scaler(c, scaler_), c.fmt, so));
+    }
+    return v[j];
+  }
+
   cpd::format fmt_;
-  cpd::scaler_kind scaler_;  // the run's rule (aps, loss or none: cli.hpp)
+  cpd::scaler_kind scaler_;  // the run's rule (one of mpi_scalers: cli.hpp)
   loss_scale_state loss_;  // one scale for the whole model
   cpd::mpi::options opt_;
   std::vector<tensor_view> tensors_;
   std::optional<cpd::precision_policy> policy_;
   std::map<std::string, std::unique_ptr<plan_type>> plans_;
+  std::map<std::string, std::vector<cpd::any_scaler<>>> scalers_;  // per choice, one per tensor
   cpd::value_stats stats_;
   std::vector<float> scratch_;
   std::uint64_t bytes_ = 0;

@@ -23,7 +23,7 @@ inline const char* usage_text() {
          "                        amax over the workers x W, 0.5 bits/value more; elements in the format),\n"
          "                        loss (PyTorch's GradScaler: a loss scale from 2^16, halved and the step\n"
          "                        skipped on an inf or NaN sum, doubled after 2000 clean steps), none;\n"
-         "                        with --mpi: aps, loss, none\n"
+         "                        with --mpi: all but mx32 and nvfp4\n"
          "  --policy SPEC         a precision policy on top of every format run (docs/policy.md), rules\n"
          "                        separated by ';' (or @FILE: rules in a file, one a line): 'tensors I[,I..] FORMAT' (tensor 2l is layer l's\n"
          "                        weights, 2l+1 its biases; negative: from the end; A..B a range), 'from\n"

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -515,4 +516,77 @@ TEST_CASE("dynamic_plan: a format from a command line gives the bits of the comp
                   std::invalid_argument);
   CHECK_THROWS_AS(cpd::mpi::dynamic_plan<list>(MPI_COMM_WORLD, cpd::format::parse("e5m2"), cpd::rounding::upward, sizes),
                   std::invalid_argument);
+}
+
+TEST_CASE("dynamic_plan: run-time scalers, one per tensor, give the simulation's bits (and keep their state)") {
+  using list = cpd::format_list<cpd::float8_e4m3fn, cpd::float8_e5m2>;
+  using F = cpd::float8_e5m2;
+  const int w = world_size(), me = world_rank();
+  const cpd::format f = cpd::format::of<F>();
+  cpd::scaler_options so;
+  so.world_size = w;
+  so.history_length = 4;
+  for (cpd::scaler_kind rule : {cpd::scaler_kind::amax, cpd::scaler_kind::amax_sqrtw, cpd::scaler_kind::predivide,
+                                cpd::scaler_kind::delayed, cpd::scaler_kind::aps, cpd::scaler_kind::none}) {
+    CAPTURE(cpd::to_string(rule));
+    cpd::mpi::dynamic_plan<list, false> dyn(MPI_COMM_WORLD, f, cpd::rounding::nearest_even, sizes,
+                                            {cpd::allreduce_algorithm::ring, false, true}, false);
+    // this rank's scalers, and the simulation's (each keeps its own state: delayed's history)
+    std::vector<cpd::any_scaler<list>> mine, sim;
+    std::vector<cpd::any_scaler<list>*> ptrs;
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      mine.push_back(cpd::make_scaler<list>(rule, f, so));
+      sim.push_back(cpd::make_scaler<list>(rule, f, so));
+    }
+    for (auto& s : mine) ptrs.push_back(&s);
+    for (int step = 0; step < 3; ++step) {  // (delayed: the scales of steps 1 and 2 come from the history)
+      CAPTURE(step);
+      const inputs in(static_cast<std::uint64_t>(step) * 13 + 3, w);
+      const auto& g = in.g[static_cast<std::size_t>(me)];
+      std::vector<std::vector<float>> out(sizes.size());
+      std::vector<cpd::mpi::tensor> ts;
+      for (std::size_t t = 0; t < sizes.size(); ++t) {
+        out[t].assign(sizes[t], -1.0f);
+        ts.push_back({g[t].data(), out[t].data(), sizes[t]});
+      }
+      const auto res = dyn(ts.data(), ts.size(), ptrs.data());
+      REQUIRE(res.scales.size() == sizes.size());
+      for (std::size_t t = 0; t < sizes.size(); ++t) {
+        std::vector<const float*> all(static_cast<std::size_t>(w));
+        for (int r = 0; r < w; ++r) all[static_cast<std::size_t>(r)] = in.g[static_cast<std::size_t>(r)][t].data();
+        cpd::allreduce_options opt;
+        opt.mean = true;
+        opt.threads = 1;
+        std::vector<float> expect(sizes[t]);
+        std::size_t diff = 0;
+        sim[t].visit(f, [&](auto tag, auto& s) {
+          const auto r = cpd::simulate_allreduce<decltype(tag)>(all.data(), expect.data(), sizes[t], w, s, opt);
+          CHECK(cpd::any_scale(r.scale) == res.scales[t]);
+        });
+        for (std::size_t j = 0; j < sizes[t]; ++j) diff += bits(out[t][j]) != bits(expect[j]);
+        CAPTURE(t);
+        CHECK(diff == 0);
+      }
+    }
+  }
+  // loss scaling is not a per-tensor scaler of the plan; a scaler made for another format is refused
+  cpd::mpi::dynamic_plan<list, false> dyn(MPI_COMM_WORLD, f, cpd::rounding::nearest_even, sizes);
+  std::vector<cpd::any_scaler<list>> other;
+  std::vector<cpd::any_scaler<list>*> p;
+  for (std::size_t t = 0; t < sizes.size(); ++t) other.push_back(cpd::make_scaler<list>(cpd::scaler_kind::amax,
+                                                                                       cpd::format::of<cpd::float8_e4m3fn>(), so));
+  for (auto& s : other) p.push_back(&s);
+  std::vector<std::vector<float>> out(sizes.size());
+  std::vector<cpd::mpi::tensor> ts;
+  const inputs in(9, w);
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    out[t].assign(sizes[t], 0.0f);
+    ts.push_back({in.g[static_cast<std::size_t>(me)][t].data(), out[t].data(), sizes[t]});
+  }
+  CHECK_THROWS_WITH_AS(dyn(ts.data(), ts.size(), p.data()),
+                       "cpd::mpi::dynamic_plan: a scaler was made for another format than the plan's e5m2",
+                       std::invalid_argument);
+  auto loss = cpd::make_scaler<list>(cpd::scaler_kind::loss, std::nullopt, so);
+  for (auto& q : p) q = &loss;
+  CHECK_THROWS_AS(dyn(ts.data(), ts.size(), p.data()), std::invalid_argument);
 }

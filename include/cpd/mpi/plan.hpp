@@ -37,6 +37,7 @@
 #include <cpd/mpi/timing.hpp>
 #include <cpd/mpi/transport.hpp>
 #include <cpd/mpi/wire.hpp>
+#include <cpd/scaling/registry.hpp>
 #include <cpd/scaling/scaling.hpp>
 
 #include <mpi.h>
@@ -146,6 +147,11 @@ class allreduce_plan {
   template <class Scaler>
   auto each(const tensor* t, std::size_t count, Scaler* scalers) {
     return run(t, count, [&](std::size_t i) -> Scaler& { return scalers[i]; });
+  }
+  /// The same with scaler_of(i) the scaler of tensor i (a reference, one type for all tensors).
+  template <class ScalerOf>
+  auto per_tensor(const tensor* t, std::size_t count, ScalerOf&& scaler_of) {
+    return run(t, count, scaler_of);
   }
   /// The allreduce without scaling.
   result<pow2_scale> operator()(const tensor* t, std::size_t count) { return (*this)(t, count, fixed_scaling{}); }
@@ -372,7 +378,8 @@ class allreduce_plan {
 
 /// An allreduce_plan for a format and rounding mode chosen at run time (a command line's
 /// "e4m3"): dispatches, once, to allreduce_plan<F, R> for the F of List equal to the format,
-/// R = nearest_even or stochastic, with APS (cpd::aps<F>(size(), margin)) or no scaling.
+/// R = nearest_even or stochastic, with APS (cpd::aps<F>(size(), margin)) or no scaling, or
+/// per call with a fixed_scaling or with run-time scalers (cpd::make_scaler), one per tensor.
 /// Each F of List is compiled in (twice with Stochastic): pass the formats a program offers.
 template <class List = compiled_formats, bool Stochastic = true>
 class dynamic_plan {
@@ -427,6 +434,18 @@ class dynamic_plan {
   result<pow2_scale> operator()(const std::vector<tensor>& t, fixed_scaling s) {
     return impl_->run_fixed(t.data(), t.size(), s);
   }
+  /// The same with a scaler chosen at run time for each tensor: scalers[i] is tensor i's, made
+  /// by cpd::make_scaler for the plan's format (all of one rule: aps, amax, amax-sqrtw,
+  /// predivide, delayed, none or fixed; a stateful rule keeps its state there). Each tensor's
+  /// out is simulate_allreduce<F>'s with that scaler (allreduce_plan::per_tensor with the typed
+  /// scalers). std::invalid_argument for a null scaler, rules that differ, loss scaling (a
+  /// fixed_scaling per call: the overload above) or a scaler made for another format.
+  result<any_scale> operator()(const tensor* t, std::size_t count, any_scaler<List>* const* scalers) {
+    for (std::size_t i = 0; i < count; ++i)
+      if (scalers == nullptr || scalers[i] == nullptr || scalers[i]->kind() != scalers[0]->kind())
+        cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: one scaler per tensor, all of one rule");
+    return impl_->run_any(t, count, scalers);
+  }
   /// Bytes sent by this rank over all calls so far.
   [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return impl_->bytes_sent(); }
 
@@ -435,8 +454,21 @@ class dynamic_plan {
     virtual ~base() = default;
     virtual result<pow2_scale> run(const tensor* t, std::size_t count) = 0;
     virtual result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) = 0;
+    virtual result<any_scale> run_any(const tensor* t, std::size_t count, any_scaler<List>* const* s) = 0;
     [[nodiscard]] virtual std::uint64_t bytes_sent() const noexcept = 0;
   };
+  /// r with its scales as any_scale.
+  template <class Scale>
+  static result<any_scale> erase(result<Scale> r) {
+    result<any_scale> a;
+    a.scales.assign(r.scales.begin(), r.scales.end());
+    a.statistics_bytes = r.statistics_bytes;
+    a.payload_bytes = r.payload_bytes;
+    a.seconds = r.seconds;
+    a.seconds_codec = r.seconds_codec;
+    a.cpu_seconds_codec = r.cpu_seconds_codec;
+    return a;
+  }
   template <class F, rounding R>
   struct impl final : base {
     impl(MPI_Comm comm, std::vector<std::size_t> sizes, options opt, bool use_aps, int margin)
@@ -446,6 +478,31 @@ class dynamic_plan {
     }
     result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) override {
       return plan(t, count, s);
+    }
+    result<any_scale> run_any(const tensor* t, std::size_t count, any_scaler<List>* const* s) override {
+      switch (count == 0 ? scaler_kind::none : s[0]->kind()) {
+        case scaler_kind::aps: return with<aps<F>>(t, count, s);
+        case scaler_kind::amax: return with<current_scaling<F>>(t, count, s);
+        case scaler_kind::amax_sqrtw: return with<amax_sqrtw_scaling<F>>(t, count, s);
+        case scaler_kind::delayed: return with<delayed_scaling<F>>(t, count, s);
+        case scaler_kind::predivide: return with<predivide_scaling>(t, count, s);
+        case scaler_kind::none:
+        case scaler_kind::fixed: return count == 0 ? erase(plan(t, count)) : with<fixed_scaling>(t, count, s);
+        default: break;
+      }
+      cpd::detail::fail_invalid(std::string("cpd::mpi::dynamic_plan: the rule ") + to_string(s[0]->kind()) +
+                                " is not a per-tensor scaler the plan runs (loss: pass its fixed_scaling)");
+    }
+    /// The call with typed scalers S (every scalers[i] holds one, made for F).
+    template <class S>
+    result<any_scale> with(const tensor* t, std::size_t count, any_scaler<List>* const* s) {
+      std::vector<S*> typed(count);
+      for (std::size_t i = 0; i < count; ++i)
+        if ((typed[i] = s[i]->template get_if<S>()) == nullptr ||
+            (s[i]->bound_format() && *s[i]->bound_format() != format::of<F>()))
+          cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: a scaler was made for another format than the plan's " +
+                                    format::of<F>().name());
+      return erase(plan.per_tensor(t, count, [&](std::size_t i) -> S& { return *typed[i]; }));
     }
     [[nodiscard]] std::uint64_t bytes_sent() const noexcept override { return plan.bytes_sent(); }
     allreduce_plan<F, R> plan;

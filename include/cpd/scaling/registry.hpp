@@ -162,6 +162,14 @@ class any_scaler {
   /// The scaler's select (a stateful rule updates).
   any_scale select(statistic_type st) { return impl_->select(st); }
 
+  /// The typed scaler when it is an S (aps<F>, current_scaling<F>, ..., fixed_scaling for none
+  /// and fixed), else nullptr: for code compiled for one format that takes the state along.
+  template <class S>
+  [[nodiscard]] S* get_if() noexcept {
+    auto* m = dynamic_cast<detail::any_scaler_model<S>*>(impl_.get());
+    return m != nullptr ? &m->scaler : nullptr;
+  }
+
   /// fn(F{}, scaler): the typed scaler (aps<F>&, fixed_scaling&, ...) with F, the type of f in
   /// List. std::invalid_argument when f is not in List, or is not the format the rule was
   /// made for.
