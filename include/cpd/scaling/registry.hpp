@@ -85,10 +85,16 @@ struct scaler_options {
 
 namespace detail {
 
+/// One address per scaler type S: which type an any_scaler holds, without RTTI (the library
+/// builds with -fno-rtti).
+template <class S>
+inline constexpr char scaler_type_tag = 0;
+
 /// The protocol of one scaler over 32-bit statistic words.
 class any_scaler_base {
  public:
   virtual ~any_scaler_base() = default;
+  [[nodiscard]] virtual const void* type() const noexcept = 0;
   [[nodiscard]] virtual bool float_statistic() const noexcept = 0;
   [[nodiscard]] virtual std::int32_t identity() const noexcept = 0;
   [[nodiscard]] virtual std::int32_t statistic(const float* g, std::size_t n) const noexcept = 0;
@@ -104,6 +110,7 @@ class any_scaler_model final : public any_scaler_base {
 
  public:
   explicit any_scaler_model(S s) : scaler(std::move(s)) {}
+  [[nodiscard]] const void* type() const noexcept override { return &scaler_type_tag<S>; }
   [[nodiscard]] bool float_statistic() const noexcept override { return std::is_floating_point_v<St>; }
   [[nodiscard]] std::int32_t identity() const noexcept override { return word(S::identity); }
   [[nodiscard]] std::int32_t statistic(const float* g, std::size_t n) const noexcept override {
@@ -166,8 +173,8 @@ class any_scaler {
   /// and fixed), else nullptr: for code compiled for one format that takes the state along.
   template <class S>
   [[nodiscard]] S* get_if() noexcept {
-    auto* m = dynamic_cast<detail::any_scaler_model<S>*>(impl_.get());
-    return m != nullptr ? &m->scaler : nullptr;
+    if (impl_->type() != &detail::scaler_type_tag<S>) return nullptr;
+    return &static_cast<detail::any_scaler_model<S>&>(*impl_).scaler;
   }
 
   /// fn(F{}, scaler): the typed scaler (aps<F>&, fixed_scaling&, ...) with F, the type of f in
