@@ -583,10 +583,19 @@ TEST_CASE("dynamic_plan: run-time scalers, one per tensor, give the simulation's
     out[t].assign(sizes[t], 0.0f);
     ts.push_back({in.g[static_cast<std::size_t>(me)][t].data(), out[t].data(), sizes[t]});
   }
-  CHECK_THROWS_WITH_AS(dyn(ts.data(), ts.size(), p.data()),
-                       "cpd::mpi::dynamic_plan: a scaler was made for another format than the plan's e5m2",
+  CHECK_THROWS_WITH_AS(dyn(ts.data(), ts.size(), p.data()), doctest::Contains("a scaler was made for e4m3"),
                        std::invalid_argument);
   auto loss = cpd::make_scaler<list>(cpd::scaler_kind::loss, std::nullopt, so);
-  for (auto& q : p) q = &loss;
-  CHECK_THROWS_AS(dyn(ts.data(), ts.size(), p.data()), std::invalid_argument);
+  std::vector<cpd::any_scaler<list>*> lp(p.size(), &loss);
+  CHECK_THROWS_WITH_AS(dyn(ts.data(), ts.size(), lp.data()), doctest::Contains("the rule loss is not a per-tensor"),
+                       std::invalid_argument);
+  // one rank's refusal: it enters the call's collective as a bad call, so the others throw too
+  std::vector<cpd::any_scaler<list>> good;
+  std::vector<cpd::any_scaler<list>*> gp;
+  for (std::size_t t = 0; t < sizes.size(); ++t) good.push_back(cpd::make_scaler<list>(cpd::scaler_kind::amax, f, so));
+  for (auto& q : good) gp.push_back(&q);
+  if (me == 0) CHECK_THROWS_AS(dyn(ts.data(), ts.size(), lp.data()), std::invalid_argument);
+  else CHECK_THROWS_AS(dyn(ts.data(), ts.size(), gp.data()), cpd::mpi::mismatch_error);
+  // and the plan still runs
+  CHECK_NOTHROW(dyn(ts.data(), ts.size(), gp.data()));
 }

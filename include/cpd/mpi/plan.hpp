@@ -438,12 +438,18 @@ class dynamic_plan {
   /// by cpd::make_scaler for the plan's format (all of one rule: aps, amax, amax-sqrtw,
   /// predivide, delayed, none or fixed; a stateful rule keeps its state there). Each tensor's
   /// out is simulate_allreduce<F>'s with that scaler (allreduce_plan::per_tensor with the typed
-  /// scalers). std::invalid_argument for a null scaler, rules that differ, loss scaling (a
-  /// fixed_scaling per call: the overload above) or a scaler made for another format.
+  /// scalers). A null scaler, rules that differ, another rule (loss: a fixed_scaling per call,
+  /// the overload above) or a scaler made for another format is std::invalid_argument on this
+  /// rank, which enters the call's collective as a bad call: mismatch_error on the others.
   result<any_scale> operator()(const tensor* t, std::size_t count, any_scaler<List>* const* scalers) {
-    for (std::size_t i = 0; i < count; ++i)
-      if (scalers == nullptr || scalers[i] == nullptr || scalers[i]->kind() != scalers[0]->kind())
-        cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: one scaler per tensor, all of one rule");
+    const std::string why = refusal(count, scalers);
+    if (!why.empty()) {
+      try {
+        (void)impl_->run(t, 0);  // (a call that does not match the plan: every rank throws, none waits)
+      } catch (const mismatch_error&) {
+      }
+      cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: " + why);
+    }
     return impl_->run_any(t, count, scalers);
   }
   /// Bytes sent by this rank over all calls so far.
@@ -456,7 +462,25 @@ class dynamic_plan {
     virtual result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) = 0;
     virtual result<any_scale> run_any(const tensor* t, std::size_t count, any_scaler<List>* const* s) = 0;
     [[nodiscard]] virtual std::uint64_t bytes_sent() const noexcept = 0;
+    [[nodiscard]] virtual format fmt() const = 0;
   };
+  /// Why scalers[0..count) cannot run in this plan ("" when they can).
+  std::string refusal(std::size_t count, any_scaler<List>* const* scalers) const {
+    constexpr scaler_kind runs[] = {scaler_kind::aps,       scaler_kind::amax,    scaler_kind::amax_sqrtw,
+                                    scaler_kind::predivide, scaler_kind::delayed, scaler_kind::none,
+                                    scaler_kind::fixed};
+    for (std::size_t i = 0; i < count; ++i) {
+      if (scalers == nullptr || scalers[i] == nullptr || scalers[i]->kind() != scalers[0]->kind())
+        return "one scaler per tensor, all of one rule";
+      if (!is_one_of(scalers[i]->kind(), runs))
+        return std::string("the rule ") + to_string(scalers[i]->kind()) +
+               " is not a per-tensor scaler the plan runs (" + names_of(runs) + "; loss: pass its fixed_scaling)";
+      const auto& bound = scalers[i]->bound_format();
+      if (bound && *bound != impl_->fmt())
+        return "a scaler was made for " + bound->name() + ", not the plan's " + impl_->fmt().name();
+    }
+    return "";
+  }
   /// r with its scales as any_scale.
   template <class Scale>
   static result<any_scale> erase(result<Scale> r) {
@@ -479,6 +503,7 @@ class dynamic_plan {
     result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) override {
       return plan(t, count, s);
     }
+    /// (dynamic_plan::operator() checked the scalers: one rule that the switch takes, F's.)
     result<any_scale> run_any(const tensor* t, std::size_t count, any_scaler<List>* const* s) override {
       switch (count == 0 ? scaler_kind::none : s[0]->kind()) {
         case scaler_kind::aps: return with<aps<F>>(t, count, s);
@@ -486,24 +511,17 @@ class dynamic_plan {
         case scaler_kind::amax_sqrtw: return with<amax_sqrtw_scaling<F>>(t, count, s);
         case scaler_kind::delayed: return with<delayed_scaling<F>>(t, count, s);
         case scaler_kind::predivide: return with<predivide_scaling>(t, count, s);
-        case scaler_kind::none:
-        case scaler_kind::fixed: return count == 0 ? erase(plan(t, count)) : with<fixed_scaling>(t, count, s);
-        default: break;
+        default: return count == 0 ? erase(plan(t, count)) : with<fixed_scaling>(t, count, s);  // none, fixed
       }
-      cpd::detail::fail_invalid(std::string("cpd::mpi::dynamic_plan: the rule ") + to_string(s[0]->kind()) +
-                                " is not a per-tensor scaler the plan runs (loss: pass its fixed_scaling)");
     }
-    /// The call with typed scalers S (every scalers[i] holds one, made for F).
+    /// The call with the typed scalers S of s[0..count).
     template <class S>
     result<any_scale> with(const tensor* t, std::size_t count, any_scaler<List>* const* s) {
       std::vector<S*> typed(count);
-      for (std::size_t i = 0; i < count; ++i)
-        if ((typed[i] = s[i]->template get_if<S>()) == nullptr ||
-            (s[i]->bound_format() && *s[i]->bound_format() != format::of<F>()))
-          cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: a scaler was made for another format than the plan's " +
-                                    format::of<F>().name());
+      for (std::size_t i = 0; i < count; ++i) typed[i] = s[i]->template get_if<S>();
       return erase(plan.per_tensor(t, count, [&](std::size_t i) -> S& { return *typed[i]; }));
     }
+    [[nodiscard]] format fmt() const override { return format::of<F>(); }
     [[nodiscard]] std::uint64_t bytes_sent() const noexcept override { return plan.bytes_sent(); }
     allreduce_plan<F, R> plan;
     aps<F> scaler;
