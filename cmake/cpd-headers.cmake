@@ -37,6 +37,7 @@ set(CPD_HEADERS
   include/cpd/device/statistics.hpp
   include/cpd/device/thrust.hpp
   include/cpd/exchange/algorithm.hpp
+  include/cpd/exchange/block_scaled.hpp
   include/cpd/exchange/codec.hpp
   include/cpd/exchange/codec_allreduce.hpp
   include/cpd/exchange/codecs/dettmers.hpp
@@ -79,8 +80,10 @@ set(CPD_HEADERS
   include/cpd/host/posit_bulk.hpp
   include/cpd/host/pack.hpp
   include/cpd/mpi.hpp
+  include/cpd/mpi/block_plan.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec_allreduce.hpp
+  include/cpd/mpi/dynamic_plan.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
   include/cpd/mpi/plan.hpp
@@ -114,8 +117,10 @@ set(CPD_HEADERS
 set(CPD_OPTIONAL_DEPENDENCY_HEADERS
   include/cpd/device/thrust.hpp
   include/cpd/mpi.hpp
+  include/cpd/mpi/block_plan.hpp
   include/cpd/mpi/check.hpp
   include/cpd/mpi/codec_allreduce.hpp
+  include/cpd/mpi/dynamic_plan.hpp
   include/cpd/mpi/native_op.hpp
   include/cpd/mpi/options.hpp
   include/cpd/mpi/plan.hpp

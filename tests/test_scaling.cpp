@@ -3,6 +3,7 @@
 // the formulas of Transformer Engine and PyTorch's GradScaler.
 
 #include <cpd/exchange/simulate.hpp>
+#include <cpd/host/hadamard.hpp>
 #include <cpd/scaling/diagnostics.hpp>
 #include <cpd/scaling/scaling.hpp>
 
@@ -627,4 +628,116 @@ TEST_CASE("diagnostics: underflow, saturated, overflow, before and after scaling
   CHECK(sc.overflow_fraction() == doctest::Approx(2.0 / 7.0));
   auto fs = cpd::measure_quantization<F>(x, 7, cpd::float_scale::of(1.0f));
   CHECK(fs.underflow == 2);
+}
+
+TEST_CASE("rotation around the exchange: small integers sum exactly in the rotated domain and come back") {
+  using F = cpd::float_t<8, 23>;  // float32 itself: only the rotation could change a value
+  const int W = 3;
+  const std::size_t n = 64 + 5;  // four blocks of 16 and a tail that passes unrotated
+  std::vector<std::vector<float>> g(W, std::vector<float>(n));
+  std::vector<float> sum(n, 0.0f);
+  for (int r = 0; r < W; ++r)
+    for (std::size_t i = 0; i < n; ++i) {
+      g[r][i] = static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(r) * 13) % 41) - 20);
+      sum[i] += g[r][i];
+    }
+  const float* x[] = {g[0].data(), g[1].data(), g[2].data()};
+  for (auto alg : {cpd::allreduce_algorithm::ring, cpd::allreduce_algorithm::two_step}) {
+    cpd::allreduce_options opt;
+    opt.algorithm = alg;
+    opt.rotation = {16, {5, 9}, false};  // b = 16: H / 4 of integers gives quarters, exact in float
+    std::vector<float> out(n);
+    const auto res = cpd::simulate_allreduce<F>(x, out.data(), n, W, opt);
+    CHECK(res.nonfinite_out == 0);
+    CHECK(out == sum);
+  }
+}
+
+TEST_CASE("rotation around the exchange: the exchange of the rotated values, rotated back, for every rule") {
+  using F = cpd::float4_e2m1fn;
+  const int W = 4;
+  const std::size_t n = 16 * 40 + 3;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> g(W, std::vector<float>(n)), rotated(W, std::vector<float>(n));
+  for (auto& v : g)
+    for (float& y : v) y = normal(rng) * std::exp(normal(rng));  // heavy tails (N e^N)
+  cpd::hadamard_options rot{32, {1, 2}, false}, back = rot;
+  back.inverse = true;
+  for (int r = 0; r < W; ++r) cpd::hadamard_rotate(g[r].data(), rotated[r].data(), n, rot);
+  const float* x[] = {g[0].data(), g[1].data(), g[2].data(), g[3].data()};
+  const float* y[] = {rotated[0].data(), rotated[1].data(), rotated[2].data(), rotated[3].data()};
+  cpd::allreduce_options plain;
+  plain.mean = true;
+  cpd::allreduce_options opt = plain;
+  opt.rotation = rot;
+  std::vector<float> got(n), expect(n);
+  const auto same_bits = [&] {
+    std::size_t diff = 0;
+    for (std::size_t i = 0; i < n; ++i) diff += bits_of(got[i]) != bits_of(expect[i]);
+    return diff;
+  };
+  // a per-tensor rule (APS), MX-32 and NVFP4: the exchange of y, then the inverse rotation
+  cpd::simulate_allreduce<F>(x, got.data(), n, W, cpd::aps<F>(W), opt);
+  cpd::simulate_allreduce<F>(y, expect.data(), n, W, cpd::aps<F>(W), plain);
+  cpd::hadamard_rotate(expect.data(), expect.data(), n, back);
+  CHECK(same_bits() == 0);
+  constexpr auto S = cpd::overflow::saturate;
+  const auto mx = cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, S>(
+      x, got.data(), n, W, cpd::mx_block_scaling<F>(W), opt);
+  cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, S>(y, expect.data(), n, W,
+                                                                          cpd::mx_block_scaling<F>(W), plain);
+  cpd::hadamard_rotate(expect.data(), expect.data(), n, back);
+  CHECK(same_bits() == 0);
+  CHECK(mx.nonfinite_out == 0);
+  cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, S>(x, got.data(), n, W,
+                                                                          cpd::nvfp4_block_scaling<F>(W), opt);
+  cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, S>(y, expect.data(), n, W,
+                                                                          cpd::nvfp4_block_scaling<F>(W), plain);
+  cpd::hadamard_rotate(expect.data(), expect.data(), n, back);
+  CHECK(same_bits() == 0);
+  // on heavy tails, MX's power-of-two block scales gain from the rotation (docs/scaling.md)
+  std::vector<float> exact(n, 0.0f), unrotated(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int r = 0; r < W; ++r) s += g[r][i];
+    exact[i] = static_cast<float>(s / W);
+  }
+  cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, S>(x, unrotated.data(), n, W,
+                                                                          cpd::mx_block_scaling<F>(W), plain);
+  cpd::simulate_block_scaled_allreduce<F, cpd::rounding::nearest_even, S>(x, got.data(), n, W,
+                                                                          cpd::mx_block_scaling<F>(W), opt);
+  const auto error = [&](const std::vector<float>& v) {
+    double e = 0, norm = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      e += (double(v[i]) - exact[i]) * (double(v[i]) - exact[i]);
+      norm += double(exact[i]) * exact[i];
+    }
+    return std::sqrt(e / norm);
+  };
+  CAPTURE(error(unrotated));
+  CAPTURE(error(got));
+  CHECK(error(got) < 0.9 * error(unrotated));
+}
+
+TEST_CASE("rotation around the exchange: a NaN reaches its own rotation block only; bad rotations are refused") {
+  using F = cpd::float8_e4m3fn;
+  std::vector<float> a(48, 1.0f), b(48, 0.5f);
+  b[20] = qnan;
+  const float* x[] = {a.data(), b.data()};
+  std::vector<float> out(48);
+  cpd::allreduce_options opt;
+  opt.rotation.block = 16;
+  const auto res = cpd::simulate_allreduce<F>(x, out.data(), 48, 2, cpd::aps<F>(2), opt);
+  CHECK(res.scale.nonfinite);
+  CHECK(res.nonfinite_out == 16);
+  for (std::size_t i = 0; i < 48; ++i) CHECK(std::isnan(out[i]) == (i >= 16 && i < 32));
+  CHECK(std::fabs(out[0] - 1.5f) < 0.25f);  // (the rotated sums round in e4m3)
+  cpd::allreduce_options bad;
+  bad.rotation.block = 12;
+  CHECK_THROWS_AS(cpd::simulate_allreduce<F>(x, out.data(), 48, 2, bad), std::invalid_argument);
+  bad.rotation = {16, {}, true};
+  CHECK_THROWS_AS(cpd::simulate_allreduce<F>(x, out.data(), 48, 2, bad), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::simulate_block_scaled_allreduce<F>(x, out.data(), 48, 2, cpd::mx_block_scaling<F>(2), bad),
+                  std::invalid_argument);
 }

@@ -122,10 +122,12 @@ TEST_CASE("command line: --scaler names the scaling rules; --aps is its shorthan
   const run_output b = run("--scaler aps --aps on");
   CHECK(b.status == 2);
   CHECK(b.out.find("--aps and --scaler: give one") != std::string::npos);
-  const run_output c = run("--mpi --scaler mx32");
-  CHECK(c.status == 2);
-  CHECK(c.out.find("over MPI cpd-train runs aps, amax, amax-sqrtw, predivide, delayed, loss, none (the block "
-                   "scales run in the emulated exchange)") != std::string::npos);
+  const run_output r = run("--rotate 12");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("--rotate: the block must be 0 (none) or a power of two from 2 to 65536") != std::string::npos);
+  const run_output rc = run("--rotate 16 --grad-formats none --codec qsgd:4bit:512");
+  CHECK(rc.status == 2);
+  CHECK(rc.out.find("--rotate rotates the format runs' exchange") != std::string::npos);
   const run_output d = run("--scaler none,aps,none");
   CHECK(d.status == 2);
   CHECK(d.out.find("none twice") != std::string::npos);

@@ -8,8 +8,8 @@
 # with 1 and with 2 threads: a run's hash must depend on nothing but the run itself, not
 # on the runs before it (whose allocations moved its buffers), the thread count or the
 # transport. TRAIN is the main job's build (cpd-train: x86-64-v3, vector GEMMs with FMA).
-# Then, on 4 ranks, a --policy run and the float-scaled rules (amax, amax-sqrtw, predivide,
-# delayed) for e4m3 and e5m2. Each run is tiny: 1024 images, 8 steps of batch 128, one epoch.
+# Then, on 4 ranks, a --policy run, the float-scaled rules (amax, amax-sqrtw, predivide,
+# delayed) and the block-scaled ones (mx32, nvfp4) for e4m3 and e5m2, and a rotated exchange. Each run is tiny: 1024 images, 8 steps of batch 128, one epoch.
 # Prints "cpd-train-mpi: skipped" (ctest's SKIP_REGULAR_EXPRESSION) when the data set is not installed.
 
 if(NOT EXISTS "${DATA}/train-images-idx3-ubyte.gz" AND NOT EXISTS "${DATA}/train-images-idx3-ubyte")
@@ -83,26 +83,35 @@ file(WRITE "${policy_file}" "tensors -2..-1 e5m2 scaler none algorithm all_gathe
 # must be the emulation's too).
 set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
          --scaler aps,loss --grad-formats e3m0,fp32 --policy "@${policy_file}" --threads 1)
-set(policy_hashes "")
-foreach(way emulated mpi)
-  run_four(${way} --policy FALSE out ${args})
-  string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)|\n[a-z0-9]+\\+policy +(on|loss) +[0-9.]+|loss scaling: [^(]*" lines "${out}")
-  string(JOIN " | " joined ${lines})
-  string(REPLACE "\n" "" joined "${joined}")
-  message("policy, 4 workers, ${way}: ${joined}")
-  list(APPEND policy_hashes "${joined}")
+# A second policy whose choices name the block rules: NVFP4 for the last two tensors, MX-32
+# for all from step 4 (the block-scaled plans of several choices in one step).
+set(block_policy_file "${CMAKE_CURRENT_BINARY_DIR}/train_mpi_block_policy_${tag}.txt")
+file(WRITE "${block_policy_file}" "tensors -2..-1 e2m1 scaler nvfp4\nfrom step 4 e4m3 scaler mx32\n")
+set(block_args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
+               --scaler aps --grad-formats e5m2 --policy "@${block_policy_file}" --threads 1)
+foreach(policy args block_args)
+  set(policy_hashes "")
+  foreach(way emulated mpi)
+    run_four(${way} --policy FALSE out ${${policy}})
+    string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)|\n[a-z0-9]+\\+policy +(on|loss) +[0-9.]+|loss scaling: [^(]*" lines "${out}")
+    string(JOIN " | " joined ${lines})
+    string(REPLACE "\n" "" joined "${joined}")
+    message("policy (${policy}), 4 workers, ${way}: ${joined}")
+    list(APPEND policy_hashes "${joined}")
+  endforeach()
+  list(GET policy_hashes 0 emulated)
+  list(GET policy_hashes 1 mpi)
+  if(NOT emulated STREQUAL mpi)
+    string(APPEND failures "--policy (${policy}): MPI gave ${mpi}\n  but the emulation ${emulated}\n")
+  endif()
 endforeach()
-file(REMOVE "${policy_file}")
-list(GET policy_hashes 0 emulated)
-list(GET policy_hashes 1 mpi)
-if(NOT emulated STREQUAL mpi)
-  string(APPEND failures "--policy: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
-endif()
+file(REMOVE "${policy_file}" "${block_policy_file}")
 
 # The float-scaled rules and delayed scaling's per-tensor history: each rank's scalers (made as
-# the emulation makes them) select from the statistics combined over the ranks.
+# the emulation makes them) select from the statistics combined over the ranks; and the block
+# scales of mx32 and nvfp4, which the ranks combine before the sum (cpd::mpi::block_scaled_plan).
 set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
-         --scaler amax,amax-sqrtw,predivide,delayed --grad-formats e4m3,e5m2 --threads 1)
+         --scaler amax,amax-sqrtw,predivide,delayed,mx32,nvfp4 --grad-formats e4m3,e5m2 --threads 1)
 set(rule_hashes "")
 foreach(way emulated mpi)
   run_four(${way} --scaler TRUE out ${args})  # (runs diverge: both ways must report them alike)
@@ -111,25 +120,50 @@ foreach(way emulated mpi)
   # one hash: the table's losses, accuracies and flushed/overflowed/non-finite fractions
   # (all but the seconds) must agree too.
   string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)" lines "${out}")
-  string(REGEX MATCHALL "\n(e4m3|e5m2) +[a-z-]+ +[0-9.]+ +[0-9.a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+"
+  string(REGEX MATCHALL "\n(e4m3|e5m2) +[a-z0-9-]+ +[0-9.]+ +[0-9.a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+"
          rows "${out}")
   list(LENGTH lines n)
   list(LENGTH rows nr)
-  if(NOT n EQUAL 8 OR NOT nr EQUAL 8)
-    message(FATAL_ERROR "cpd-train --scaler (4 workers, ${way}) printed ${n} weights-hashes and ${nr} table rows, not 8:\n${out}")
+  if(NOT n EQUAL 12 OR NOT nr EQUAL 12)
+    message(FATAL_ERROR "cpd-train --scaler (4 workers, ${way}) printed ${n} weights-hashes and ${nr} table rows, not 12:\n${out}")
   endif()
   string(JOIN " | " joined ${lines} ${rows})
   string(REPLACE "\n" "" joined "${joined}")
-  message("float-scaled rules, 4 workers, ${way}: ${joined}")
+  message("float- and block-scaled rules, 4 workers, ${way}: ${joined}")
   list(APPEND rule_hashes "${joined}")
 endforeach()
 list(GET rule_hashes 0 emulated)
 list(GET rule_hashes 1 mpi)
 if(NOT emulated STREQUAL mpi)
-  string(APPEND failures "--scaler amax,amax-sqrtw,predivide,delayed: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
+  string(APPEND failures "--scaler amax,amax-sqrtw,predivide,delayed,mx32,nvfp4: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
+endif()
+
+# --rotate: a random Hadamard rotation around the exchange (every plan rotates each tensor's
+# values before its statistics and the sum back); the table's rows must agree too.
+set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
+         --scaler aps,nvfp4 --grad-formats e2m1 --rotate 16 --threads 1)
+set(rotate_hashes "")
+foreach(way emulated mpi)
+  run_four(${way} --rotate FALSE out ${args})
+  string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)" lines "${out}")
+  string(REGEX MATCHALL "\ne2m1 +[a-z0-9-]+ +[0-9.]+ +[0-9.a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+" rows "${out}")
+  list(LENGTH lines n)
+  list(LENGTH rows nr)
+  if(NOT n EQUAL 2 OR NOT nr EQUAL 2)
+    message(FATAL_ERROR "cpd-train --rotate (4 workers, ${way}) printed ${n} weights-hashes and ${nr} table rows, not 2:\n${out}")
+  endif()
+  string(JOIN " | " joined ${lines} ${rows})
+  string(REPLACE "\n" "" joined "${joined}")
+  message("--rotate 16, 4 workers, ${way}: ${joined}")
+  list(APPEND rotate_hashes "${joined}")
+endforeach()
+list(GET rotate_hashes 0 emulated)
+list(GET rotate_hashes 1 mpi)
+if(NOT emulated STREQUAL mpi)
+  string(APPEND failures "--rotate 16: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
 endif()
 
 if(failures)
   message(FATAL_ERROR "weights-hash differs between ways of running the same runs:\n${failures}")
 endif()
-message("identical for 3, 4 and 8 workers, MPI and emulated, both run orders; the policy; the float-scaled rules")
+message("identical for 3, 4 and 8 workers, MPI and emulated, both run orders; the policies; the float- and block-scaled rules; the rotation")

@@ -52,6 +52,7 @@ inline std::vector<agreed_option> agreement(const options& o) {
       {"--policy", k::text, 0, 0, o.policy ? policy : "none"},
       {"--kahan", k::integer, o.kahan ? 1u : 0u, 0, ""},
       {"--algorithm", k::text, 0, 0, cpd::to_string(o.algorithm)},
+      {"--rotate", k::integer, static_cast<std::uint64_t>(o.rotate), 0, ""},
       {"--workers", k::integer, static_cast<std::uint64_t>(o.workers), 0, ""},
       {"--epochs", k::integer, static_cast<std::uint64_t>(o.epochs), 0, ""},
       {"--batch", k::integer, static_cast<std::uint64_t>(o.batch), 0, ""},

@@ -44,14 +44,11 @@ inline bool wants_error_feedback(const cpd::codec& c, error_feedback mode) {
 inline constexpr const auto& train_algorithms = cpd::simulated_algorithms;
 
 /// The scaling rules --scaler takes (cpd::scaler_kind's names but fixed, whose scale is
-/// fixed in advance); over MPI only mpi_scalers.
+/// fixed in advance), emulated and over MPI alike.
 inline constexpr cpd::scaler_kind train_scalers[] = {
     cpd::scaler_kind::aps,     cpd::scaler_kind::amax, cpd::scaler_kind::amax_sqrtw, cpd::scaler_kind::predivide,
     cpd::scaler_kind::delayed, cpd::scaler_kind::mx32, cpd::scaler_kind::loss,       cpd::scaler_kind::none,
     cpd::scaler_kind::nvfp4};
-inline constexpr cpd::scaler_kind mpi_scalers[] = {
-    cpd::scaler_kind::aps,     cpd::scaler_kind::amax, cpd::scaler_kind::amax_sqrtw, cpd::scaler_kind::predivide,
-    cpd::scaler_kind::delayed, cpd::scaler_kind::loss, cpd::scaler_kind::none};
 
 /// The value of a command-line name among `accepted` (cpd::from_string), or a usage_error
 /// "FLAG: 'x' is not one of a, b, c".
@@ -66,17 +63,14 @@ inline cpd::allreduce_algorithm parse_algorithm(const std::string& v, const std:
   return parse_name(flag, v, train_algorithms);
 }
 
-/// The rule and algorithm of a --policy choice: a scaler the exchange can run (train_scalers;
-/// over MPI mpi_scalers) and an algorithm it can run (train_algorithms; over MPI
+/// The rule and algorithm of a --policy choice: a scaler the exchange can run (train_scalers)
+/// and an algorithm it can run (train_algorithms; over MPI
 /// cpd::rank_algorithms; with --kahan not two_step); usage_error else.
 inline void check_choice(const cpd::precision_choice& c, bool mpi, bool kahan) {
   if (c.scaler) {
     const char* name = cpd::to_string(*c.scaler);
     if (!cpd::is_one_of(*c.scaler, train_scalers))
       throw usage_error(std::string("--policy: scaler '") + name + "' is not one of " + cpd::names_of(train_scalers));
-    if (mpi && !cpd::is_one_of(*c.scaler, mpi_scalers))
-      throw usage_error(std::string("--policy: scaler ") + name + " with --mpi: over MPI cpd-train runs " +
-                        cpd::names_of(mpi_scalers));
   }
   if (c.algorithm) {
     const char* name = cpd::to_string(*c.algorithm);
@@ -102,6 +96,7 @@ struct options {
   std::vector<codec_spec> codecs;
   bool kahan = false;
   cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring;
+  std::size_t rotate = 0;  // --rotate B: a random Hadamard rotation in blocks of B around the format runs' exchange
   int workers = 8;
   int epochs = 3;
   int batch = 256;
@@ -129,6 +124,8 @@ struct options {
 
   /// The random key of the run's stochastic rounding and codecs: its seed and generator.
   [[nodiscard]] cpd::random_stream key() const { return {seed, 0, generator}; }
+  /// The rotation of --rotate (block 0: none): its signs from the run's seed, stream 0x0207A7E.
+  [[nodiscard]] cpd::hadamard_options rotation() const { return {rotate, {seed, 0x0207A7E, generator}, false}; }
 };
 
 inline std::vector<std::string> split(const std::string& s, char sep) {
@@ -290,6 +287,11 @@ inline bool parse_training_flag(const std::string& a, const flag_value& value, o
   }
   else if (a == "--lars") o.lars = true;
   else if (a == "--weight-decay") o.weight_decay = parse_float_in(a, value(), true);
+  else if (a == "--rotate") {
+    o.rotate = static_cast<std::size_t>(parse_int(a, value(), 0, 65536));
+    if (o.rotate == 1 || (o.rotate & (o.rotate - 1)) != 0)
+      throw usage_error("--rotate: the block must be 0 (none) or a power of two from 2 to 65536");
+  }
   else if (a == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, (1ll << 62)));
   else if (a == "--generator") {
     const std::string v = value();
@@ -359,9 +361,6 @@ inline void parse_scalers(const deferred_flags& d, options& o) {
       k = v == "on" ? cpd::scaler_kind::aps : cpd::scaler_kind::none;
     }
     if (std::find(o.scalers.begin(), o.scalers.end(), k) != o.scalers.end()) throw usage_error(flag + ": " + v + " twice");
-    if (d.scaler_list && o.mpi && !cpd::is_one_of(k, mpi_scalers))
-      throw usage_error("--scaler " + v + " with --mpi: over MPI cpd-train runs " + cpd::names_of(mpi_scalers) +
-                        " (the block scales run in the emulated exchange)");
     o.scalers.push_back(k);
   }
 }
@@ -403,6 +402,8 @@ inline void check_combinations(const options& o) {
     throw usage_error("--update-rounding needs --weights FORMAT (weights are fp32 otherwise)");
   if (o.kahan && o.algorithm == cpd::allreduce_algorithm::two_step)
     throw usage_error("--kahan with --algorithm two_step: two_step sums in float32 and rounds once (no Kahan)");
+  if (o.rotate != 0 && o.grad_formats.empty())
+    throw usage_error("--rotate rotates the format runs' exchange; this run has none (--grad-formats)");
   if (o.mpi && !cpd::is_one_of(o.algorithm, cpd::rank_algorithms))
     throw usage_error(std::string("--algorithm ") + cpd::to_string(o.algorithm) +
                       " with --mpi: over MPI cpd runs ring, pipelined_ring, two_step and all_gather");

@@ -77,6 +77,15 @@ class loss_scale_state {
   std::uint64_t skipped_ = 0;
 };
 
+/// The bits of a tensor of n values in format f under rule k: the values, and the block scales
+/// that mx32 (one e8m0 per 32 values) and nvfp4 (one e4m3 per 16 values and one fp32 amax per
+/// tensor) exchange besides them (their statistics allreduces).
+inline double exchange_bits(const cpd::format& f, cpd::scaler_kind k, std::size_t n) {
+  const bool nv = k == cpd::scaler_kind::nvfp4;
+  const double per_value = static_cast<double>(f.bits()) + (k == cpd::scaler_kind::mx32 ? 8.0 / 32.0 : nv ? 8.0 / 16.0 : 0.0);
+  return per_value * static_cast<double>(n) + (nv ? 32.0 : 0.0);
+}
+
 /// Sums the W workers' gradients tensor by tensor with cpd::simulate_allreduce in
 /// ring order, every addition rounded to the gradient format (fp32: float sums),
 /// scaled by the run's rule, and writes their mean. With a precision policy, each
@@ -88,11 +97,12 @@ class exchanger {
  public:
   exchanger(std::optional<cpd::format> fmt, cpd::scaler_kind scaler, bool kahan, int workers,
             std::vector<tensor_view> tensors, cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
-            std::optional<cpd::precision_policy> policy = std::nullopt)
+            std::optional<cpd::precision_policy> policy = std::nullopt, cpd::hadamard_options rotation = {0, {}, false})
       : tensors_(std::move(tensors)), workers_(workers), policy_(std::move(policy)) {
     opt_.kahan = kahan;
     opt_.mean = true;
     opt_.diagnostics = true;
+    opt_.rotation = rotation;  // (block 0: none)
     const cpd::format base = fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>();
     // one reducer per choice the run can make: the run's (format, rule, algorithm), or each of
     // the policy's, whose empty names stand for the run's (cli.hpp checked the names)
@@ -122,12 +132,7 @@ class exchanger {
       stats_.overflow += r.second;
       nonfinite += r.second;
       if (policy_) policy_->observe(i, step, r.first);
-      // mx32 sends one e8m0 scale per 32 values besides the values (its statistics allreduce),
-      // nvfp4 one e4m3 scale per 16 values and one fp32 amax per tensor
-      const bool nv = red.scaler == cpd::scaler_kind::nvfp4;
-      bits_ += (static_cast<double>(f.bits()) + (red.scaler == cpd::scaler_kind::mx32 ? 8.0 / 32.0 : nv ? 8.0 / 16.0 : 0.0)) *
-                   static_cast<double>(t.size()) +
-               (nv ? 32.0 : 0.0);
+      bits_ += exchange_bits(f, red.scaler, t.size());
       values_ += t.size();
     }
     return loss_.after_step(nonfinite);

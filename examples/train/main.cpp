@@ -164,7 +164,7 @@ std::unique_ptr<train::gradient_exchange> make_exchange(const options& o, const 
       return std::make_unique<train::mpi_worker_exchange<train::mpi_codec_exchanger>>(rank, *rc.codec, o.key(),
                                                                                       net.tensors(), net.size());
     return std::make_unique<train::mpi_worker_exchange<train::mpi_exchanger>>(
-        rank, rc.format.fmt, rc.scaler, o.kahan, net.tensors(), o.algorithm, policy(o, rc, net, tr));
+        rank, rc.format.fmt, rc.scaler, o.kahan, net.tensors(), o.algorithm, policy(o, rc, net, tr), o.rotation());
   }
 #else
   (void)rank;  // start_mpi refused --mpi
@@ -174,7 +174,8 @@ std::unique_ptr<train::gradient_exchange> make_exchange(const options& o, const 
     return std::make_unique<train::emulated_exchange<train::codec_exchanger>>(pool, W, *rc.codec, o.workers, o.key(),
                                                                               net.tensors(), net.size());
   return std::make_unique<train::emulated_exchange<train::exchanger>>(
-      pool, W, rc.format.fmt, rc.scaler, o.kahan, o.workers, net.tensors(), o.algorithm, policy(o, rc, net, tr));
+      pool, W, rc.format.fmt, rc.scaler, o.kahan, o.workers, net.tensors(), o.algorithm, policy(o, rc, net, tr),
+      o.rotation());
 }
 
 /// One run's training: the network, its weights, its exchange and the buffers of a step.

@@ -61,12 +61,14 @@ class mpi_exchanger {
  public:
   mpi_exchanger(std::optional<cpd::format> fmt, cpd::scaler_kind scaler, bool kahan, std::vector<tensor_view> tensors,
                 cpd::allreduce_algorithm algorithm = cpd::allreduce_algorithm::ring,
-                std::optional<cpd::precision_policy> policy = std::nullopt)
+                std::optional<cpd::precision_policy> policy = std::nullopt,
+                cpd::hadamard_options rotation = {0, {}, false})
       : fmt_(fmt ? *fmt : cpd::format::of<cpd::float_t<8, 23>>()),
         scaler_(scaler),
         opt_{algorithm, kahan, /*mean=*/true},
         tensors_(std::move(tensors)),
         policy_(std::move(policy)) {
+    opt_.rotation = rotation;  // (block 0: none; every plan rotates)
     for (const cpd::precision_choice& c :
          policy_ ? policy_->choices() : std::vector<cpd::precision_choice>{{fmt_, {}, {}}})
       loss_.used |= choice_scaler(c, scaler_) == cpd::scaler_kind::loss;
@@ -91,8 +93,16 @@ class mpi_exchanger {
         }
       std::vector<cpd::mpi::tensor> t;
       for (std::size_t j : members) t.push_back({local + tensors_[j].offset, mean + tensors_[j].offset, tensors_[j].size()});
+      const cpd::scaler_kind rule = choice_scaler(at[i], scaler_);
+      if (rule == cpd::scaler_kind::mx32 || rule == cpd::scaler_kind::nvfp4) {
+        // block scales: the library counts what quantization did to this rank's scaled values
+        const auto r = plan(at[i], members).block_scaled(t, rule, /*diagnostics=*/true);
+        bytes_ += r.bytes_sent();
+        for (std::size_t k = 0; k < members.size(); ++k) count(at[i], rule, members[k], r.scales[k].scaled, counts);
+        continue;
+      }
       std::vector<cpd::any_scale> scales;
-      if (choice_scaler(at[i], scaler_) == cpd::scaler_kind::loss) {
+      if (rule == cpd::scaler_kind::loss) {
         const auto r = plan(at[i], members)(t, cpd::fixed_scaling(cpd::pow2_scale{loss_.exponent()}));
         bytes_ += r.bytes_sent();
         scales.assign(r.scales.begin(), r.scales.end());
@@ -112,13 +122,15 @@ class mpi_exchanger {
         set_scale(o, scales[k]);
         o.stats = &st;
         scratch_.resize(tv.size());
-        cpd::quantize(at[i].fmt, cpd::rounding::nearest_even, cpd::overflow::infinity, local + tv.offset, scratch_.data(),
+        const float* values = local + tv.offset;  // (rotated where the exchange rotates: what it quantized)
+        if (opt_.rotation.block != 0) {
+          rotated_.resize(tv.size());
+          cpd::hadamard_rotate(values, rotated_.data(), tv.size(), opt_.rotation);
+          values = rotated_.data();
+        }
+        cpd::quantize(at[i].fmt, cpd::rounding::nearest_even, cpd::overflow::infinity, values, scratch_.data(),
                       tv.size(), o);
-        stats_ += st;
-        counts[2 * members[k]] = st.count;
-        counts[2 * members[k] + 1] = cpd::precision_policy::lost(st);
-        bits_ += static_cast<double>(at[i].fmt.bits()) * static_cast<double>(tv.size());
-        values_ += tv.size();
+        count(at[i], rule, members[k], st, counts);
       }
     }
     // Non-finite sums are the same on every rank: count them once, on rank 0.
@@ -141,7 +153,7 @@ class mpi_exchanger {
   /// The statistics of all ranks (collective).
   cpd::value_stats stats() const { return sum_over_ranks(stats_); }
 
-  /// Bytes this rank sent (statistics and packed codes).
+  /// Bytes this rank sent (statistics, block scales and packed codes).
   std::uint64_t bytes_sent() const { return bytes_; }
 
   /// Bits per gradient value the formats of the run took, averaged over every step.
@@ -149,6 +161,17 @@ class mpi_exchanger {
 
  private:
   using plan_type = cpd::mpi::dynamic_plan<cpd::exchange_formats, false>;
+
+  /// Notes what quantization did to this rank's values of tensor j (st) under choice c and
+  /// rule k: the run's counts, the policy's (counts[2j], counts[2j + 1]) and the bits sent.
+  void count(const cpd::precision_choice& c, cpd::scaler_kind k, std::size_t j, const cpd::value_stats& st,
+             std::vector<std::uint64_t>& counts) {
+    stats_ += st;
+    counts[2 * j] = st.count;
+    counts[2 * j + 1] = cpd::precision_policy::lost(st);
+    bits_ += exchange_bits(c.fmt, k, tensors_[j].size());
+    values_ += tensors_[j].size();
+  }
 
   /// The name of choice c: its format, rule and algorithm (a choice's empty rule or algorithm
   /// is the run's; cli.hpp allowed only the rules of mpi_scalers and the algorithms of the rank
@@ -196,7 +219,7 @@ class mpi_exchanger {
   std::map<std::string, std::unique_ptr<plan_type>> plans_;
   std::map<std::string, std::vector<cpd::any_scaler<>>> scalers_;  // per choice, one per tensor
   cpd::value_stats stats_;
-  std::vector<float> scratch_;
+  std::vector<float> scratch_, rotated_;
   std::uint64_t bytes_ = 0;
   double bits_ = 0;
   std::uint64_t values_ = 0;

@@ -17,11 +17,13 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/exchange/algorithm.hpp>
+#include <cpd/exchange/block_scaled.hpp>
 #include <cpd/exchange/partition.hpp>
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/exchange/scales.hpp>
 #include <cpd/host/detail/parallel_for.hpp>
 #include <cpd/host/detail/tuning.hpp>
+#include <cpd/host/hadamard.hpp>
 #include <cpd/host/execution.hpp>
 #include <cpd/reduce/reduce.hpp>
 #include <cpd/scaling/diagnostics.hpp>
@@ -55,6 +57,13 @@ struct allreduce_options {
   /// other format whose values are floats and whose significand has at most 22 bits rounds
   /// every addition to it (nearest-even), as a hardware accumulator of that format would.
   format accumulator = format::of<float_t<8, 23>>();
+  /// A random Hadamard rotation around the exchange (docs/scaling.md#random-hadamard-rotations):
+  /// each worker's values rotated by cpd::hadamard_rotate in blocks of rotation.block values
+  /// (its key's signs) before the scale's statistics, the sum rotated back once after it (a
+  /// rotation is linear: the sum runs in the rotated domain). rotation.block == 0: none (the
+  /// default); rotation.inverse must be false. With error feedback the residuals hold the
+  /// rotated domain's errors. A NaN or inf reaches every value of its rotation block.
+  hadamard_options rotation = {0, {}, false};
 };
 
 /// What simulate_allreduce did.
@@ -261,6 +270,36 @@ inline void check_allreduce_args(const float* const* x, const float* out, std::s
     if (x[r] == nullptr || (opt.residuals && opt.residuals[r] == nullptr))
       fail_invalid("cpd::simulate_allreduce: worker " + std::to_string(r) + " has a null pointer");
   check_exchange_arrays("cpd::simulate_allreduce", x, opt.residuals, out, n, world_size);
+  if (opt.rotation.block != 0) {
+    check_hadamard("cpd::simulate_allreduce: allreduce_options::rotation", opt.rotation);
+    if (opt.rotation.inverse) fail_invalid("cpd::simulate_allreduce: allreduce_options::rotation.inverse must be false");
+  }
+}
+
+/// run(x, o): an exchange of the W workers' values x with options o. With opt.rotation, x are
+/// the workers' values g rotated (in W * n floats of scratch) and o is opt without the
+/// rotation; out is then rotated back and its inf and NaN counted again (result.nonfinite_out).
+template <class Run>
+auto with_rotation(const float* const* g, float* out, std::size_t n, int world_size, const allreduce_options& opt,
+                   Run&& run) {
+  if (opt.rotation.block == 0) return run(g, opt);
+  allreduce_options o = opt;
+  o.rotation.block = 0;
+  if (n == 0) return run(g, o);
+  const std::size_t W = static_cast<std::size_t>(world_size);
+  std::vector<float> rotated(W * n);
+  std::vector<const float*> x(W);
+  for (std::size_t r = 0; r < W; ++r) {
+    x[r] = rotated.data() + r * n;
+    hadamard_rotate(g[r], rotated.data() + r * n, n, opt.rotation);
+  }
+  auto result = run(x.data(), o);
+  hadamard_options back = opt.rotation;
+  back.inverse = true;
+  hadamard_rotate(out, out, n, back);
+  result.nonfinite_out = 0;
+  for (std::size_t i = 0; i < n; ++i) result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
+  return result;
 }
 
 /// The policy of simulate_allreduce: opt.threads threads (0: all), each with at least
@@ -286,6 +325,10 @@ allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* 
                 "cpd::simulate_allreduce: the scale must be cpd::pow2_scale or cpd::float_scale");
   const detail::default_fp_env fp_env;
   detail::check_allreduce_args(x, out, n, world_size, opt);
+  if (opt.rotation.block != 0)
+    return detail::with_rotation(x, out, n, world_size, opt, [&](const float* const* y, const allreduce_options& o) {
+      return simulate_allreduce_scaled<F, R, O>(y, out, n, world_size, scale, o);
+    });
   allreduce_result<Scale> result;
   result.scale = scale;
   if (opt.diagnostics) {
@@ -301,16 +344,12 @@ allreduce_result<Scale> simulate_allreduce_scaled(const float* const* x, float* 
   return result;
 }
 
-/// The whole protocol for W workers, the first steps by exchange_scales (exchange/scales.hpp):
-/// with error feedback, x_r = g_r + residual_r (in float, into the residual arrays);
-/// st_r = scaler.statistic(x_r); st = combine over r = 0..W-1 in rank order;
-/// scale = scaler.select(st); then simulate_allreduce_scaled.
-template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scaler,
-          class = std::enable_if_t<!std::is_same_v<std::decay_t<Scaler>, allreduce_options>>>
-auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size, Scaler&& scaler,
-                        const allreduce_options& opt = {}) {
-  const detail::default_fp_env fp_env;
-  detail::check_allreduce_args(g, out, n, world_size, opt);
+namespace detail {
+
+/// simulate_allreduce on the values g as they are (rotated already where opt rotates).
+template <class F, rounding R, overflow O, class Scaler>
+auto simulate_scaled_exchange(const float* const* g, float* out, std::size_t n, int world_size, Scaler& scaler,
+                              const allreduce_options& opt) {
   std::vector<const float*> x(static_cast<std::size_t>(world_size));
   const auto scales = exchange_scales(
       x.size(), 1,
@@ -319,6 +358,24 @@ auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int wo
       },
       [&](std::size_t) -> auto& { return scaler; }, local_combine{}, x.data());
   return simulate_allreduce_scaled<F, R, O>(x.data(), out, n, world_size, scales[0], opt);
+}
+
+}  // namespace detail
+
+/// The whole protocol for W workers, the first steps by exchange_scales (exchange/scales.hpp):
+/// with error feedback, x_r = g_r + residual_r (in float, into the residual arrays);
+/// st_r = scaler.statistic(x_r); st = combine over r = 0..W-1 in rank order;
+/// scale = scaler.select(st); then simulate_allreduce_scaled. With opt.rotation, all of it
+/// on the rotated values, and the result rotated back.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity, class Scaler,
+          class = std::enable_if_t<!std::is_same_v<std::decay_t<Scaler>, allreduce_options>>>
+auto simulate_allreduce(const float* const* g, float* out, std::size_t n, int world_size, Scaler&& scaler,
+                        const allreduce_options& opt = {}) {
+  const detail::default_fp_env fp_env;
+  detail::check_allreduce_args(g, out, n, world_size, opt);
+  return detail::with_rotation(g, out, n, world_size, opt, [&](const float* const* y, const allreduce_options& o) {
+    return detail::simulate_scaled_exchange<F, R, O>(y, out, n, world_size, scaler, o);
+  });
 }
 
 /// simulate_allreduce without a scale (each value quantized as it is).
@@ -338,48 +395,43 @@ struct block_allreduce_result {
   float tensor_scale = 0.0f;        ///< NVFP4: the shared tensor scale s (MX: 0; codes are then E4M3)
 };
 
-/// The exchange of simulate_allreduce with one power-of-two scale per block (OCP MX's shared
-/// scales, cpd::mx_block_scaling): st_r = scaler.statistics(g_r) (one e8m0 code per block),
-/// combined by max over r in rank order; worker r's value g in a block with scale 2^-e is
-/// quantized as Q(g * 2^-e) (the product rounded to float first, exact unless it falls below
-/// 2^-126), the scaled values are summed in F in the order of opt.algorithm (the roundings,
-/// chunks and random bits of simulate_allreduce with scale 1), and the sum s gives
-/// out = s * 2^e rounded to float, divided by W in float for a mean (as simulate_allreduce
-/// unscales). A block holding
-/// inf or NaN gets e = 0 (its NaN propagates). No error feedback (opt.residuals: invalid).
-template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
-block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, float* out, std::size_t n,
-                                                       int world_size, const mx_block_scaling<F>& scaler,
-                                                       const allreduce_options& opt = {}) {
-  const detail::default_fp_env fp_env;
-  detail::check_allreduce_args(g, out, n, world_size, opt);
+namespace detail {
+
+/// simulate_block_scaled_allreduce with rule S: the steps of cpd/exchange/block_scaled.hpp for
+/// W workers, the scaled values summed by simulate_allreduce_scaled with scale 1.
+template <class F, rounding R, overflow O, class S>
+block_allreduce_result simulate_block_scaled(const float* const* g, float* out, std::size_t n, int world_size,
+                                             const S& scaler, const allreduce_options& opt) {
+  const default_fp_env fp_env;
+  check_allreduce_args(g, out, n, world_size, opt);
   if (opt.residuals)
-    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: block scales take no error feedback; "
-                         "set allreduce_options::residuals to nullptr");
+    fail_invalid("cpd::simulate_block_scaled_allreduce: block scales take no error feedback; "
+                 "set allreduce_options::residuals to nullptr");
   if (world_size != scaler.world_size())
-    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: the scaler is for " +
-                         std::to_string(scaler.world_size()) + " workers, the exchange has " +
-                         std::to_string(world_size));
-  const std::size_t W = static_cast<std::size_t>(world_size), nb = scaler.blocks(n), k = scaler.opts().block_size;
-  block_allreduce_result result;
-  result.codes.assign(nb, mx_block_scaling<F>::identity);
-  std::vector<std::uint8_t> mine(nb);
+    fail_invalid("cpd::simulate_block_scaled_allreduce: the scaler is for " + std::to_string(scaler.world_size()) +
+                 " workers, the exchange has " + std::to_string(world_size));
+  if (opt.rotation.block != 0)
+    return with_rotation(g, out, n, world_size, opt, [&](const float* const* y, const allreduce_options& o) {
+      return simulate_block_scaled<F, R, O>(y, out, n, world_size, scaler, o);
+    });
+  const std::size_t W = static_cast<std::size_t>(world_size);
+  block_scales<S> bs(scaler, n);
+  float amax = 0.0f;
+  for (std::size_t r = 0; r < W; ++r) amax = std::max(amax, bs.local_amax(g[r]));
+  std::vector<typename S::statistic_type> mine(bs.blocks());
   for (std::size_t r = 0; r < W; ++r) {
-    scaler.statistics(g[r], n, mine.data());
-    mx_block_scaling<F>::combine(result.codes.data(), mine.data(), nb);
+    bs.local_codes(g[r], amax, mine.data());
+    bs.combine(mine.data());
   }
+  block_allreduce_result result;
+  result.nonfinite = bs.nonfinite();
+  result.tensor_scale = bs.tensor_scale();
   std::vector<float> scaled(W * n);
   std::vector<const float*> x(W);
   for (std::size_t r = 0; r < W; ++r) {
     float* y = scaled.data() + r * n;
     x[r] = y;
-    for (std::size_t b = 0; b < nb; ++b) {
-      const pow2_scale sc = mx_block_scaling<F>::select(result.codes[b]);
-      result.nonfinite |= sc.nonfinite;
-      const double f = sc.factor();
-      for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i)
-        y[i] = static_cast<float>(static_cast<double>(g[r][i]) * f);
-    }
+    bs.scale(g[r], y);
     if (opt.diagnostics) {
       result.unscaled += measure_quantization<F, R, O>(g[r], n);
       result.scaled += measure_quantization<F, R, O>(y, n);
@@ -389,15 +441,28 @@ block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, fl
   o.mean = false;
   o.diagnostics = false;
   simulate_allreduce_scaled<F, R, O>(x.data(), out, n, world_size, pow2_scale{}, o);
-  const float w = opt.mean ? static_cast<float>(world_size) : 1.0f;
-  for (std::size_t b = 0; b < nb; ++b) {
-    const double f = mx_block_scaling<F>::select(result.codes[b]).inverse();
-    for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i) {
-      out[i] = static_cast<float>(static_cast<double>(out[i]) * f) / w;  // (simulate_allreduce's finish)
-      result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
-    }
-  }
+  result.nonfinite_out = bs.unscale(out, opt.mean ? static_cast<float>(world_size) : 1.0f);
+  result.codes = bs.code_vector();
   return result;
+}
+
+}  // namespace detail
+
+/// The exchange of simulate_allreduce with one power-of-two scale per block (OCP MX's shared
+/// scales, cpd::mx_block_scaling): st_r = scaler.statistics(g_r) (one e8m0 code per block),
+/// combined by max over r in rank order; worker r's value g in a block with scale 2^-e is
+/// quantized as Q(g * 2^-e) (the product rounded to float first, exact unless it falls below
+/// 2^-126), the scaled values are summed in F in the order of opt.algorithm (the roundings,
+/// chunks and random bits of simulate_allreduce with scale 1), and the sum s gives
+/// out = s * 2^e rounded to float, divided by W in float for a mean (as simulate_allreduce
+/// unscales). A block holding inf or NaN gets e = 0 (its NaN propagates). No error feedback
+/// (opt.residuals: invalid). The steps are cpd/exchange/block_scaled.hpp's, which
+/// cpd::mpi::block_scaled_plan runs on each rank: the same bits.
+template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
+block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, float* out, std::size_t n,
+                                                       int world_size, const mx_block_scaling<F>& scaler,
+                                                       const allreduce_options& opt = {}) {
+  return detail::simulate_block_scaled<F, R, O>(g, out, n, world_size, scaler, opt);
 }
 
 /// The exchange of simulate_allreduce with NVFP4's two scales (cpd::nvfp4_block_scaling<F>):
@@ -409,59 +474,12 @@ block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, fl
 /// by W in float for a mean. A block holding inf or NaN (on some worker) gets NaN (code 0x7F)
 /// and sets nonfinite. No error feedback (opt.residuals: invalid). With W = 1, no headroom,
 /// F = float4_e2m1fn and O = saturate, out is nvfp4_quantize<R>'s (R not stochastic).
+/// cpd::mpi::block_scaled_plan runs the same steps on each rank.
 template <class F, rounding R = rounding::nearest_even, overflow O = overflow::infinity>
 block_allreduce_result simulate_block_scaled_allreduce(const float* const* g, float* out, std::size_t n,
                                                        int world_size, const nvfp4_block_scaling<F>& scaler,
                                                        const allreduce_options& opt = {}) {
-  const detail::default_fp_env fp_env;
-  detail::check_allreduce_args(g, out, n, world_size, opt);
-  if (opt.residuals)
-    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: block scales take no error feedback; "
-                         "set allreduce_options::residuals to nullptr");
-  if (world_size != scaler.world_size())
-    detail::fail_invalid("cpd::simulate_block_scaled_allreduce: the scaler is for " +
-                         std::to_string(scaler.world_size()) + " workers, the exchange has " +
-                         std::to_string(world_size));
-  const std::size_t W = static_cast<std::size_t>(world_size), nb = scaler.blocks(n), k = scaler.block_size();
-  block_allreduce_result result;
-  float amax = 0.0f;
-  for (std::size_t r = 0; r < W; ++r) amax = std::max(amax, scaler.tensor_amax(g[r], n));
-  const float s = scaler.tensor_scale(amax);
-  result.tensor_scale = s;
-  result.codes.assign(nb, nvfp4_block_scaling<F>::identity);
-  std::vector<std::uint8_t> mine(nb);
-  for (std::size_t r = 0; r < W; ++r) {
-    scaler.statistics(g[r], n, s, mine.data());
-    nvfp4_block_scaling<F>::combine(result.codes.data(), mine.data(), nb);
-  }
-  std::vector<float> factor(nb);
-  for (std::size_t b = 0; b < nb; ++b) {
-    factor[b] = nvfp4_block_scaling<F>::factor(result.codes[b], s);
-    result.nonfinite |= result.codes[b] == nvfp4_nan_scale;
-  }
-  std::vector<float> scaled(W * n);
-  std::vector<const float*> x(W);
-  for (std::size_t r = 0; r < W; ++r) {
-    float* y = scaled.data() + r * n;
-    x[r] = y;
-    for (std::size_t b = 0; b < nb; ++b)
-      for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i) y[i] = g[r][i] / factor[b];
-    if (opt.diagnostics) {
-      result.unscaled += measure_quantization<F, R, O>(g[r], n);
-      result.scaled += measure_quantization<F, R, O>(y, n);
-    }
-  }
-  allreduce_options o = opt;
-  o.mean = false;
-  o.diagnostics = false;
-  simulate_allreduce_scaled<F, R, O>(x.data(), out, n, world_size, pow2_scale{}, o);
-  const float w = opt.mean ? static_cast<float>(world_size) : 1.0f;
-  for (std::size_t b = 0; b < nb; ++b)
-    for (std::size_t i = b * k, e = std::min(n, i + k); i < e; ++i) {
-      out[i] = out[i] * factor[b] / w;  // (simulate_allreduce's finish)
-      result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
-    }
-  return result;
+  return detail::simulate_block_scaled<F, R, O>(g, out, n, world_size, scaler, opt);
 }
 
 }  // namespace cpd

@@ -30,6 +30,10 @@ struct options {
   format accumulator = format::of<float_t<8, 23>>();
   /// pipelined_ring: the bytes of one segment of a step's message (at most 256 segments a step).
   std::size_t segment_bytes = std::size_t(1) << 18;
+  /// A random Hadamard rotation around the exchange, as allreduce_options::rotation: each
+  /// tensor's values rotated (cpd::hadamard_rotate) before the statistics, the sum rotated back.
+  /// block 0: none (the default).
+  hadamard_options rotation = {0, {}, false};
 };
 
 /// One tensor of a multi-tensor allreduce, as this rank sees it.

@@ -2,7 +2,9 @@
 #pragma once
 
 // <cpd/mpi/plan.hpp>: cpd::mpi::allreduce_plan, the low-precision gradient allreduce
-// over MPI (docs/mpi.md), and dynamic_plan, its twin for a format chosen at run time.
+// over MPI (docs/mpi.md). Its twin for a format chosen at run time, dynamic_plan, is in
+// cpd/mpi/dynamic_plan.hpp; the allreduce with block scales, block_scaled_plan, in
+// cpd/mpi/block_plan.hpp.
 //
 // Every rank holds the same list of tensors (a model's gradients). One call:
 //   1. with error feedback, x = g + residual (into the residual array);
@@ -31,6 +33,7 @@
 #include <cpd/exchange/protocol.hpp>
 #include <cpd/exchange/rank_exchange.hpp>
 #include <cpd/exchange/scales.hpp>
+#include <cpd/host/hadamard.hpp>
 #include <cpd/mpi/check.hpp>
 #include <cpd/mpi/native_op.hpp>
 #include <cpd/mpi/options.hpp>
@@ -56,6 +59,17 @@
 namespace cpd::mpi {
 
 namespace detail {
+
+/// The agreement field of a rotation: a fingerprint of its block and key, shown as the block.
+inline agreed rotation_field(const hadamard_options& r) {
+  fingerprint h;
+  h.add(r.block);
+  h.add(r.key.seed);
+  h.add(r.key.stream);
+  h.add(static_cast<std::uint64_t>(r.key.generator));
+  h.add(r.inverse ? 1u : 0u);
+  return {"the rotation (block and key)", h.h, r.block == 0 ? "none" : "block " + std::to_string(r.block)};
+}
 
 /// The agreement field of a format: a fingerprint of (E, M, encoding, bias), shown by name.
 inline agreed format_field(const format& f, const char* what = "the format") {
@@ -167,6 +181,10 @@ class allreduce_plan {
   void check_options() const {
     cpd::detail::check_one_of("cpd::mpi::allreduce_plan", "options::algo", opt_.algo, algorithms, "cpd::mpi runs");
     if (opt_.algo == allreduce_algorithm::two_step) cpd::detail::check_accumulator(opt_.accumulator, opt_.kahan);
+    if (opt_.rotation.block != 0) {
+      cpd::detail::check_hadamard("cpd::mpi::allreduce_plan: options::rotation", opt_.rotation);
+      if (opt_.rotation.inverse) cpd::detail::fail_invalid("cpd::mpi::allreduce_plan: options::rotation.inverse must be false");
+    }
   }
 
   [[nodiscard]] std::vector<detail::agreed> agreement() const {
@@ -188,7 +206,8 @@ class allreduce_plan {
             {"the algorithm", static_cast<std::uint64_t>(opt_.algo), cpd::detail::name_or_number(opt_.algo)},
             {"kahan", opt_.kahan ? 1u : 0u, ""},
             detail::format_field(opt_.accumulator, "the accumulator"),
-            {"mean", opt_.mean ? 1u : 0u, ""}};
+            {"mean", opt_.mean ? 1u : 0u, ""},
+            detail::rotation_field(opt_.rotation)};
   }
 
   void swap(allreduce_plan& o) noexcept {
@@ -200,6 +219,7 @@ class allreduce_plan {
     std::swap(bytes_sent_, o.bytes_sent_);
     std::swap(ws_, o.ws_);
     std::swap(exchanges_, o.exchanges_);
+    std::swap(rotated_, o.rotated_);
   }
 
   void release() noexcept {
@@ -282,8 +302,29 @@ class allreduce_plan {
     for (std::size_t i = 0; i < tn; ++i) std::memcpy(&st[i], &words[3 + i], 4);
   }
 
+  /// The call, with the plan's rotation around it: each tensor's in rotated into scratch, the
+  /// exchange of the rotated values, each out rotated back (a call that does not match the plan
+  /// goes through unrotated, to be refused on every rank).
   template <class ScalerOf>
   auto run(const tensor* t, std::size_t count, ScalerOf&& scaler_of) {
+    if (opt_.rotation.block == 0 || !matches(t, count)) return exchange_call(t, count, scaler_of);
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < count; ++i) total += t[i].size;
+    rotated_.resize(total);
+    std::vector<tensor> r(t, t + count);
+    for (std::size_t i = 0, off = 0; i < count; off += t[i].size, ++i) {
+      hadamard_rotate(t[i].in, rotated_.data() + off, t[i].size, opt_.rotation);
+      r[i].in = rotated_.data() + off;
+    }
+    auto res = exchange_call(r.data(), count, scaler_of);
+    hadamard_options back = opt_.rotation;
+    back.inverse = true;
+    for (std::size_t i = 0; i < count; ++i) hadamard_rotate(t[i].out, t[i].out, t[i].size, back);
+    return res;
+  }
+
+  template <class ScalerOf>
+  auto exchange_call(const tensor* t, std::size_t count, ScalerOf&& scaler_of) {
     using Scaler = std::decay_t<decltype(scaler_of(std::size_t(0)))>;
     using St = typename Scaler::statistic_type;
     using Scale = std::decay_t<decltype(scaler_of(std::size_t(0)).select(St{}))>;
@@ -374,160 +415,7 @@ class allreduce_plan {
   options opt_{};
   std::uint64_t bytes_sent_ = 0;
   detail::workspace<F> ws_;
-};
-
-/// An allreduce_plan for a format and rounding mode chosen at run time (a command line's
-/// "e4m3"): dispatches, once, to allreduce_plan<F, R> for the F of List equal to the format,
-/// R = nearest_even or stochastic, with APS (cpd::aps<F>(size(), margin)) or no scaling, or
-/// per call with a fixed_scaling or with run-time scalers (cpd::make_scaler), one per tensor.
-/// Each F of List is compiled in (twice with Stochastic): pass the formats a program offers.
-template <class List = compiled_formats, bool Stochastic = true>
-class dynamic_plan {
- public:
-  /// Collective, as allreduce_plan's constructor. First every rank checks, in one collective
-  /// that each enters whatever it found, that all ranks pass the same format, rounding and APS
-  /// settings and that the format and rounding are compiled in everywhere: else mismatch_error
-  /// on every rank. Then, when the format is not in List or the rounding is neither nearest_even
-  /// nor stochastic on every rank, std::invalid_argument on every rank.
-  dynamic_plan(MPI_Comm comm, const format& f, rounding r, std::vector<std::size_t> sizes, options opt = {},
-               bool use_aps = true, int aps_margin = 0) {
-    const bool offered = r == rounding::nearest_even || (Stochastic && r == rounding::stochastic);
-    bool compiled = false;
-    visit<List>(f, [&](auto tag) { compiled = decltype(tag)::fits_float; });
-    detail::agree(comm, "cpd::mpi::dynamic_plan",
-                  {detail::format_field(f),
-                   {"the rounding", static_cast<std::uint64_t>(r), to_string(r)},
-                   {"APS", use_aps ? 1u : 0u, ""},
-                   {"the APS margin", static_cast<std::uint64_t>(static_cast<std::int64_t>(aps_margin)), ""},
-                   {std::string("whether rounding ") + to_string(r) + " is offered", offered ? 1u : 0u, ""},
-                   {"whether format " + f.name() + " is compiled in", compiled ? 1u : 0u, ""}});
-    if (!offered)
-      cpd::detail::fail_invalid(std::string("cpd::mpi::dynamic_plan: rounding ") + to_string(r) +
-                                (Stochastic ? " is not offered (nearest_even or stochastic)"
-                                            : " is not offered (nearest_even)"));
-    if (!compiled)
-      cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: format " + f.name() +
-                                " is not among the formats compiled in (or its values are not floats)");
-    visit<List>(f, [&](auto tag) {
-      using F = decltype(tag);
-      if constexpr (F::fits_float) {
-        if constexpr (Stochastic) {
-          if (r == rounding::stochastic) {
-            impl_ = std::make_unique<impl<F, rounding::stochastic>>(comm, std::move(sizes), opt, use_aps, aps_margin);
-            return;
-          }
-        }
-        impl_ = std::make_unique<impl<F, rounding::nearest_even>>(comm, std::move(sizes), opt, use_aps, aps_margin);
-      }
-    });
-  }
-
-  /// The allreduce of the plan's tensors (collective); see allreduce_plan::operator().
-  result<pow2_scale> operator()(const tensor* t, std::size_t count) { return impl_->run(t, count); }
-  result<pow2_scale> operator()(const std::vector<tensor>& t) { return impl_->run(t.data(), t.size()); }
-  /// The same with a fixed power-of-two scale for this call instead of the plan's rule (a
-  /// loss scale, chosen alike on every rank: GradScaler's); fixed_scaling's statistic still
-  /// marks inf and NaN.
-  result<pow2_scale> operator()(const tensor* t, std::size_t count, fixed_scaling s) {
-    return impl_->run_fixed(t, count, s);
-  }
-  result<pow2_scale> operator()(const std::vector<tensor>& t, fixed_scaling s) {
-    return impl_->run_fixed(t.data(), t.size(), s);
-  }
-  /// The same with a scaler chosen at run time for each tensor: scalers[i] is tensor i's, made
-  /// by cpd::make_scaler for the plan's format (all of one rule: aps, amax, amax-sqrtw,
-  /// predivide, delayed, none or fixed; a stateful rule keeps its state there). Each tensor's
-  /// out is simulate_allreduce<F>'s with that scaler (allreduce_plan::per_tensor with the typed
-  /// scalers). A null scaler, rules that differ, another rule (loss: a fixed_scaling per call,
-  /// the overload above) or a scaler made for another format is std::invalid_argument on this
-  /// rank, which enters the call's collective as a bad call: mismatch_error on the others.
-  result<any_scale> operator()(const tensor* t, std::size_t count, any_scaler<List>* const* scalers) {
-    const std::string why = refusal(count, scalers);
-    if (!why.empty()) {
-      try {
-        (void)impl_->run(t, 0);  // (a call that does not match the plan: every rank throws, none waits)
-      } catch (const mismatch_error&) {
-      }
-      cpd::detail::fail_invalid("cpd::mpi::dynamic_plan: " + why);
-    }
-    return impl_->run_any(t, count, scalers);
-  }
-  /// Bytes sent by this rank over all calls so far.
-  [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return impl_->bytes_sent(); }
-
- private:
-  struct base {
-    virtual ~base() = default;
-    virtual result<pow2_scale> run(const tensor* t, std::size_t count) = 0;
-    virtual result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) = 0;
-    virtual result<any_scale> run_any(const tensor* t, std::size_t count, any_scaler<List>* const* s) = 0;
-    [[nodiscard]] virtual std::uint64_t bytes_sent() const noexcept = 0;
-    [[nodiscard]] virtual format fmt() const = 0;
-  };
-  /// Why scalers[0..count) cannot run in this plan ("" when they can).
-  std::string refusal(std::size_t count, any_scaler<List>* const* scalers) const {
-    constexpr scaler_kind runs[] = {scaler_kind::aps,       scaler_kind::amax,    scaler_kind::amax_sqrtw,
-                                    scaler_kind::predivide, scaler_kind::delayed, scaler_kind::none,
-                                    scaler_kind::fixed};
-    for (std::size_t i = 0; i < count; ++i) {
-      if (scalers == nullptr || scalers[i] == nullptr || scalers[i]->kind() != scalers[0]->kind())
-        return "one scaler per tensor, all of one rule";
-      if (!is_one_of(scalers[i]->kind(), runs))
-        return std::string("the rule ") + to_string(scalers[i]->kind()) +
-               " is not a per-tensor scaler the plan runs (" + names_of(runs) + "; loss: pass its fixed_scaling)";
-      const auto& bound = scalers[i]->bound_format();
-      if (bound && *bound != impl_->fmt())
-        return "a scaler was made for " + bound->name() + ", not the plan's " + impl_->fmt().name();
-    }
-    return "";
-  }
-  /// r with its scales as any_scale.
-  template <class Scale>
-  static result<any_scale> erase(result<Scale> r) {
-    result<any_scale> a;
-    a.scales.assign(r.scales.begin(), r.scales.end());
-    a.statistics_bytes = r.statistics_bytes;
-    a.payload_bytes = r.payload_bytes;
-    a.seconds = r.seconds;
-    a.seconds_codec = r.seconds_codec;
-    a.cpu_seconds_codec = r.cpu_seconds_codec;
-    return a;
-  }
-  template <class F, rounding R>
-  struct impl final : base {
-    impl(MPI_Comm comm, std::vector<std::size_t> sizes, options opt, bool use_aps, int margin)
-        : plan(comm, std::move(sizes), opt), scaler(plan.size(), margin), use_aps_(use_aps) {}
-    result<pow2_scale> run(const tensor* t, std::size_t count) override {
-      return use_aps_ ? plan(t, count, scaler) : plan(t, count);
-    }
-    result<pow2_scale> run_fixed(const tensor* t, std::size_t count, fixed_scaling s) override {
-      return plan(t, count, s);
-    }
-    /// (dynamic_plan::operator() checked the scalers: one rule that the switch takes, F's.)
-    result<any_scale> run_any(const tensor* t, std::size_t count, any_scaler<List>* const* s) override {
-      switch (count == 0 ? scaler_kind::none : s[0]->kind()) {
-        case scaler_kind::aps: return with<aps<F>>(t, count, s);
-        case scaler_kind::amax: return with<current_scaling<F>>(t, count, s);
-        case scaler_kind::amax_sqrtw: return with<amax_sqrtw_scaling<F>>(t, count, s);
-        case scaler_kind::delayed: return with<delayed_scaling<F>>(t, count, s);
-        case scaler_kind::predivide: return with<predivide_scaling>(t, count, s);
-        default: return count == 0 ? erase(plan(t, count)) : with<fixed_scaling>(t, count, s);  // none, fixed
-      }
-    }
-    /// The call with the typed scalers S of s[0..count).
-    template <class S>
-    result<any_scale> with(const tensor* t, std::size_t count, any_scaler<List>* const* s) {
-      std::vector<S*> typed(count);
-      for (std::size_t i = 0; i < count; ++i) typed[i] = s[i]->template get_if<S>();
-      return erase(plan.per_tensor(t, count, [&](std::size_t i) -> S& { return *typed[i]; }));
-    }
-    [[nodiscard]] format fmt() const override { return format::of<F>(); }
-    [[nodiscard]] std::uint64_t bytes_sent() const noexcept override { return plan.bytes_sent(); }
-    allreduce_plan<F, R> plan;
-    aps<F> scaler;
-    bool use_aps_;
-  };
-  std::unique_ptr<base> impl_;
+  std::vector<float> rotated_;  // the rotated inputs of a call (options::rotation)
 };
 
 /// A one-shot allreduce (builds a plan: a communicator duplicate and one more small allreduce;
