@@ -17,6 +17,7 @@
 
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/hadamard.hpp>
+#include <cpd/host/integer.hpp>
 #include <cpd/host/pack.hpp>
 
 #include <benchmark/benchmark.h>
@@ -112,6 +113,36 @@ void BM_hadamard(benchmark::State& st) {
   o.block = static_cast<std::size_t>(st.range(1));
   for (auto _ : st) {
     cpd::hadamard_rotate(b.in.get(), b.out.get(), n, o);
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, n, 8);
+}
+
+// --- integers with a float scale (docs/formats.md, "Integers") -----------------------
+
+/// cpd::int_fake_quantize, int8 symmetric, nearest_even (range(1) = 1) or stochastic (0), one
+/// scale for the whole array.
+void BM_int_fake_quantize(benchmark::State& st) {
+  const auto n = static_cast<std::size_t>(st.range(0));
+  auto& b = get(n);
+  const cpd::int_format f{8, true};
+  const cpd::int_params p = cpd::int_params_for(f, -32.0f, 32.0f);
+  const cpd::rounding r = st.range(1) != 0 ? cpd::rounding::nearest_even : cpd::rounding::stochastic;
+  for (auto _ : st) {
+    cpd::int_fake_quantize(cpd::execution::seq, f, p, r, b.in.get(), b.out.get(), n);
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, n, 8);
+}
+
+/// cpd::int_quantize in groups of range(1) values (each its own scale), int4 symmetric, nearest_even.
+void BM_int_quantize(benchmark::State& st) {
+  const auto n = static_cast<std::size_t>(st.range(0));
+  auto& b = get(n);
+  const auto group = static_cast<std::size_t>(st.range(1));
+  for (auto _ : st) {
+    cpd::int_quantize(cpd::execution::seq, cpd::int_format{4, true}, cpd::rounding::nearest_even, b.in.get(),
+                      b.out.get(), n, group);
     benchmark::ClobberMemory();
   }
   set_rates(st, n, 8);
@@ -419,6 +450,8 @@ constexpr std::int64_t best = -1;  // no ISA cap
 BENCHMARK(BM_memcpy)->Arg(n);
 BENCHMARK_TEMPLATE(BM_quantize, e4m3, rounding::nearest_even)->Args({n, best});
 BENCHMARK(BM_hadamard)->Args({n, 16})->Args({n, 64})->Args({n, 256});
+BENCHMARK(BM_int_fake_quantize)->Args({n, 1})->Args({n, 0});
+BENCHMARK(BM_int_quantize)->Args({n, n})->Args({n, 4096})->Args({n, 32});
 BENCHMARK_TEMPLATE(BM_quantize, e5m2, rounding::nearest_even)->Args({n, best});
 BENCHMARK_TEMPLATE(BM_quantize, bf16, rounding::nearest_even)->Args({n, best});
 BENCHMARK_TEMPLATE(BM_quantize, fp16, rounding::nearest_even)->Args({n, best});

@@ -42,6 +42,7 @@ set(CPD_HEADERS
   include/cpd/exchange/codec_allreduce.hpp
   include/cpd/exchange/codecs/dettmers.hpp
   include/cpd/exchange/codecs/float_codec.hpp
+  include/cpd/exchange/codecs/integer.hpp
   include/cpd/exchange/codecs/interface.hpp
   include/cpd/exchange/codecs/make_codec.hpp
   include/cpd/exchange/codecs/onebit.hpp

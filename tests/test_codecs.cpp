@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <set>
@@ -171,7 +173,11 @@ TEST_CASE("payload sizes are exact") {
     CHECK(cpd::float_codec<cpd::float4_e2m1fn>().payload_size(n) == 4 + (n + 1) / 2);
     CHECK(cpd::float_codec<cpd::float6_e3m2fn>().payload_size(n) == 4 + (6 * n + 7) / 8);
     CHECK(cpd::float_codec<cpd::bfloat16>().payload_size(n) == 4 + 2 * n);
+    CHECK(cpd::int_codec(8).payload_size(n) == 4 * one + n);
+    CHECK(cpd::int_codec(4, 512).payload_size(n) == 4 * b512 + (4 * n + 7) / 8);
+    CHECK(cpd::int_codec(2, 512).payload_size(n) == 4 * b512 + (2 * n + 7) / 8);
   }
+  CHECK(cpd::int_codec(4, 32).bits_per_value(32 * 100) == doctest::Approx(5.0));
   CHECK(cpd::qsgd_codec(4, 512).bits_per_value(512 * 100) == doctest::Approx(4.0625));
   CHECK(cpd::onebit_codec(512).bits_per_value(512 * 100) == doctest::Approx(1.125));
   CHECK(cpd::dynamic_tree_codec(2048).bits_per_value(2048 * 3) == doctest::Approx(8.015625));
@@ -344,9 +350,42 @@ TEST_CASE("simulate_codec_allreduce: rank-order float sum, the same bits for eve
   }
 }
 
+TEST_CASE("integer codec: decode(encode(x)) is int_quantize's per-block int8/int4/int2, nearest_even") {
+  const std::size_t n = 1000;
+  for (const auto& x : {wide_values(n, 5), normal_values(n, 6, 1e-3f)}) {
+    for (int bits : {2, 4, 8}) {
+      for (std::size_t block : {std::size_t(0), std::size_t(32), std::size_t(100)}) {
+        CAPTURE(bits);
+        CAPTURE(block);
+        const cpd::int_codec c(bits, block);
+        const std::vector<float> y = decode(c, encode(c, x), n);
+        std::vector<float> want(n);
+        std::vector<cpd::int_params> params((n + (block ? block : n) - 1) / (block ? block : n));
+        cpd::int_quantize(cpd::execution::seq, cpd::int_format{bits, true}, cpd::rounding::nearest_even, x.data(),
+                          want.data(), n, block ? block : n, params.data());
+        std::size_t diff = 0;
+        for (std::size_t i = 0; i < n; ++i) diff += std::memcmp(&y[i], &want[i], 4) != 0;
+        CHECK(diff == 0);
+        // the payload leads with those scales
+        const std::vector<std::uint8_t> p = encode(c, x);
+        float s0;
+        std::memcpy(&s0, p.data(), 4);
+        CHECK(s0 == params[0].scale);
+      }
+    }
+  }
+  // a block holding NaN or inf decodes to NaN everywhere, the others as they are
+  std::vector<float> x = normal_values(96, 8);
+  x[40] = std::numeric_limits<float>::infinity();
+  const cpd::int_codec c(4, 32);
+  const std::vector<float> y = decode(c, encode(c, x), 96);
+  for (std::size_t i = 0; i < 96; ++i) CHECK(std::isnan(y[i]) == (i >= 32 && i < 64));
+  CHECK_THROWS_AS(cpd::int_codec(3), std::invalid_argument);
+}
+
 TEST_CASE("make_codec: names round-trip, bad names are rejected") {
   for (const char* s : {"dyntree8", "dyntree8:4096", "linear8", "linear8:64", "qsgd:2bit:512", "qsgd:8bit:2048",
-                        "onebit:512", "fp:e4m3fn", "fp:e5m2", "fp:e4m3fn:sr"}) {
+                        "onebit:512", "int:8", "int:4:32", "int:2:16", "fp:e4m3fn", "fp:e5m2", "fp:e4m3fn:sr"}) {
     CAPTURE(s);
     CHECK(cpd::make_codec(s)->name() == s);
     CHECK(cpd::make_codec(cpd::make_codec(s)->name())->name() == s);
@@ -355,7 +394,8 @@ TEST_CASE("make_codec: names round-trip, bad names are rejected") {
   CHECK(cpd::make_codec("qsgd:4bit:512")->bits_per_value(5120) == doctest::Approx(4.0625));
   CHECK(cpd::make_codec("onebit")->name() == "onebit:512");
   for (const char* s :
-       {"qsgd:3bit", "qsgd:4bit:0", "onebit:x", "nope", "fp", "fp:e9m9", "dyntree8:1:2", "fp:e4m3fn:up"}) {
+       {"qsgd:3bit", "qsgd:4bit:0", "onebit:x", "nope", "fp", "fp:e9m9", "dyntree8:1:2", "fp:e4m3fn:up", "int:3",
+        "int:4:x", "int:4:32:1"}) {
     CAPTURE(s);
     CHECK_THROWS_AS((void)cpd::make_codec(s), std::invalid_argument);
   }
@@ -379,4 +419,29 @@ TEST_CASE("float codec: the APS scale puts amax in the top binade; half an ulp o
     else  // subnormal spacing 2^-9: half of it, unscaled
       CHECK(std::fabs(double(y[i]) - x[i]) <= std::ldexp(0x1p-10, -k));
   }
+}
+
+TEST_CASE("float codec: IEEE P3109 binary8p3se and binary8p4se, within half an ulp in the normal range") {
+  const std::size_t n = 2000;
+  const std::vector<float> x = normal_values(n, 32, 1e-3f);
+  for (const std::string name : {"fp:binary8p3se", "fp:binary8p4se"}) {
+    CAPTURE(name);
+    const auto c = cpd::make_codec(name);
+    CHECK(c->name() == name);
+    CHECK(c->payload_size(n) == 4 + n);
+    const std::vector<std::uint8_t> p = encode(*c, x);
+    const std::vector<float> y = decode(*c, p, n);
+    const auto k = static_cast<std::int32_t>(cpd::detail::load_le32(p.data()));
+    const int m = name[11] == '3' ? 2 : 3;                  // binary8p<P>: P - 1 mantissa bits
+    const double smallest_normal = m == 2 ? 0x1p-15 : 0x1p-7;  // 2^(1 - bias), bias 16 and 8
+    for (std::size_t i = 0; i < n; ++i) {
+      const double s = std::fabs(std::ldexp(double(x[i]), k));
+      if (s >= smallest_normal)
+        CHECK(std::fabs(double(y[i]) - x[i]) <= std::fabs(double(x[i])) * std::ldexp(1.0, -m - 1));
+    }
+  }
+  std::vector<float> bad = normal_values(8, 3);
+  bad[2] = std::numeric_limits<float>::quiet_NaN();
+  const auto c = cpd::make_codec("fp:binary8p3se");
+  for (float v : decode(*c, encode(*c, bad), 8)) CHECK(std::isnan(v));
 }

@@ -99,6 +99,61 @@ TEST_CASE("int_fake_quantize: every deterministic mode against the formulas, int
   }
 }
 
+TEST_CASE("int_fake_quantize, nearest_even: the one-pass path at its edges, its counts, any thread count") {
+  // x / scale near and beyond 2^22 .. 2^25 (where the rounding trick stops being exact and the
+  // clamp must take over), subnormal x, ties, both zeros, inf and NaN; counts from the formula
+  const float big[] = {4194303.5f, 4194304.5f, 8388607.5f, 8388609.0f, 16777215.0f, 33554436.0f, 1e30f, 3.4e38f};
+  for (int bits : {2, 8, 16}) {
+    for (bool symmetric : {true, false}) {
+      const cpd::int_format f{bits, symmetric};
+      for (const cpd::int_params p : {cpd::int_params{1.0f, 0}, cpd::int_params{0.01f, f.qmin()},
+                                      cpd::int_params{3.0f, f.qmax()}, cpd::int_params{1e-3f, (f.qmin() + f.qmax()) / 2}}) {
+        std::vector<float> in{0.0f, -0.0f, 1e-40f, -1e-45f, std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+        for (float b : big) {
+          in.push_back(b * p.scale);
+          in.push_back(-b * p.scale);
+        }
+        for (int k = -40; k <= 40; ++k) in.push_back((static_cast<float>(k) + 0.5f) * p.scale);
+        for (int k = -40; k <= 40; ++k) in.push_back(static_cast<float>(k) * 0.37f * p.scale);
+        std::vector<float> out(in.size()), par(in.size());
+        cpd::value_stats st, st_par;
+        cpd::bulk_options o;
+        o.stats = &st;
+        cpd::int_fake_quantize(cpd::execution::seq, f, p, rounding::nearest_even, in.data(), out.data(), in.size(), o);
+        o.stats = &st_par;
+        cpd::execution::parallel_policy three{3, 1};
+        cpd::int_fake_quantize(three, f, p, rounding::nearest_even, in.data(), par.data(), in.size(), o);
+        cpd::value_stats want;
+        for (std::size_t i = 0; i < in.size(); ++i) {
+          CAPTURE(bits);
+          CAPTURE(symmetric);
+          CAPTURE(p.scale);
+          CAPTURE(p.zero_point);
+          CAPTURE(in[i]);
+          CHECK(same(out[i], reference(in[i], f, p, rounding::nearest_even)));
+          CHECK(same(par[i], out[i]));
+          const float x = in[i];
+          const double k = std::nearbyint(x * (1.0f / p.scale)) + p.zero_point;
+          want.count += 1;
+          want.zeros += x == 0.0f;
+          want.nan_inputs += std::isnan(x);
+          want.inf_inputs += std::isinf(x);
+          want.underflow += std::isfinite(x) && x != 0.0f && k == p.zero_point;
+          const bool clamped = !std::isnan(x) && (k < f.qmin() || k > f.qmax());
+          want.saturated += clamped;
+          want.overflow += clamped && std::isfinite(x);
+        }
+        for (const auto& field : cpd::value_stats_fields) {
+          CAPTURE(field.name);
+          CHECK(st.*field.member == want.*field.member);
+          CHECK(st_par.*field.member == want.*field.member);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("int_quantize: groups, statistics, stochastic rounding, in place, errors") {
   const cpd::int_format f{4, true};
   std::vector<float> x{1.0f, -3.0f, 0.2f, 7.5f,                          // group 0: amax 7.5, scale 1

@@ -33,6 +33,7 @@ inline const std::vector<flag_variant>& flag_variants(const std::string& other_d
         {"--error-feedback", none, "off", {"--codec", "onebit"}},
         {"--kahan", none, "", {}},
         {"--algorithm", none, "two_step", {}},
+        {"--rotate", none, "16", {}},
         {"--workers", "2", "3", {}},
         {"--epochs", "1", "2", {}},
         {"--batch", "64", "32", {}},

@@ -107,61 +107,46 @@ foreach(policy args block_args)
 endforeach()
 file(REMOVE "${policy_file}" "${block_policy_file}")
 
+# runs_agree(what formats count ARGS...): cpd-train ARGS on 4 workers, emulated and over MPI,
+# must print the same weights-hashes and the same table rows (all but the seconds column: the
+# losses, accuracies and the flushed/overflowed/non-finite fractions) for `count` runs of the
+# formats matched by the regex `formats`; runs may diverge (both ways must report it alike).
+function(runs_agree what formats count)
+  set(results "")
+  foreach(way emulated mpi)
+    run_four(${way} "${what}" TRUE out ${ARGN})
+    string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)" lines "${out}")
+    string(REGEX MATCHALL "\n(${formats}) +[a-z0-9-]+ +[0-9.]+ +[0-9.a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+"
+           rows "${out}")
+    list(LENGTH lines n)
+    list(LENGTH rows nr)
+    if(NOT n EQUAL count OR NOT nr EQUAL count)
+      message(FATAL_ERROR "cpd-train ${what} (4 workers, ${way}) printed ${n} weights-hashes and ${nr} table rows, not ${count}:\n${out}")
+    endif()
+    string(JOIN " | " joined ${lines} ${rows})
+    string(REPLACE "\n" "" joined "${joined}")
+    message("${what}, 4 workers, ${way}: ${joined}")
+    list(APPEND results "${joined}")
+  endforeach()
+  list(GET results 0 emulated)
+  list(GET results 1 mpi)
+  if(NOT emulated STREQUAL mpi)
+    set(failures "${failures}${what}: MPI gave ${mpi}\n  but the emulation ${emulated}\n" PARENT_SCOPE)
+  endif()
+endfunction()
+
+set(tiny --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64 --threads 1)
 # The float-scaled rules and delayed scaling's per-tensor history: each rank's scalers (made as
 # the emulation makes them) select from the statistics combined over the ranks; and the block
 # scales of mx32 and nvfp4, which the ranks combine before the sum (cpd::mpi::block_scaled_plan).
-set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
-         --scaler amax,amax-sqrtw,predivide,delayed,mx32,nvfp4 --grad-formats e4m3,e5m2 --threads 1)
-set(rule_hashes "")
-foreach(way emulated mpi)
-  run_four(${way} --scaler TRUE out ${args})  # (runs diverge: both ways must report them alike)
-  # amax, amax-sqrtw and delayed diverge in this exchange (each worker's values fill the
-  # format's range, so their sums overflow: docs/scaling.md), which leaves NaN weights and
-  # one hash: the table's losses, accuracies and flushed/overflowed/non-finite fractions
-  # (all but the seconds) must agree too.
-  string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)" lines "${out}")
-  string(REGEX MATCHALL "\n(e4m3|e5m2) +[a-z0-9-]+ +[0-9.]+ +[0-9.a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+"
-         rows "${out}")
-  list(LENGTH lines n)
-  list(LENGTH rows nr)
-  if(NOT n EQUAL 12 OR NOT nr EQUAL 12)
-    message(FATAL_ERROR "cpd-train --scaler (4 workers, ${way}) printed ${n} weights-hashes and ${nr} table rows, not 12:\n${out}")
-  endif()
-  string(JOIN " | " joined ${lines} ${rows})
-  string(REPLACE "\n" "" joined "${joined}")
-  message("float- and block-scaled rules, 4 workers, ${way}: ${joined}")
-  list(APPEND rule_hashes "${joined}")
-endforeach()
-list(GET rule_hashes 0 emulated)
-list(GET rule_hashes 1 mpi)
-if(NOT emulated STREQUAL mpi)
-  string(APPEND failures "--scaler amax,amax-sqrtw,predivide,delayed,mx32,nvfp4: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
-endif()
-
+# amax, amax-sqrtw and delayed diverge in this exchange (each worker's values fill the format's
+# range, so their sums overflow: docs/scaling.md), which leaves NaN weights and one hash: the
+# table's rows must agree too.
+runs_agree("--scaler amax,amax-sqrtw,predivide,delayed,mx32,nvfp4" "e4m3|e5m2" 12 ${tiny}
+           --scaler amax,amax-sqrtw,predivide,delayed,mx32,nvfp4 --grad-formats e4m3,e5m2)
 # --rotate: a random Hadamard rotation around the exchange (every plan rotates each tensor's
-# values before its statistics and the sum back); the table's rows must agree too.
-set(args --no-progress --data "${DATA}" --workers 4 --epochs 1 --train-limit 1024 --batch 128 --hidden 64
-         --scaler aps,nvfp4 --grad-formats e2m1 --rotate 16 --threads 1)
-set(rotate_hashes "")
-foreach(way emulated mpi)
-  run_four(${way} --rotate FALSE out ${args})
-  string(REGEX MATCHALL "weights-hash: [0-9a-f]+  \\([^)]*\\)" lines "${out}")
-  string(REGEX MATCHALL "\ne2m1 +[a-z0-9-]+ +[0-9.]+ +[0-9.a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+" rows "${out}")
-  list(LENGTH lines n)
-  list(LENGTH rows nr)
-  if(NOT n EQUAL 2 OR NOT nr EQUAL 2)
-    message(FATAL_ERROR "cpd-train --rotate (4 workers, ${way}) printed ${n} weights-hashes and ${nr} table rows, not 2:\n${out}")
-  endif()
-  string(JOIN " | " joined ${lines} ${rows})
-  string(REPLACE "\n" "" joined "${joined}")
-  message("--rotate 16, 4 workers, ${way}: ${joined}")
-  list(APPEND rotate_hashes "${joined}")
-endforeach()
-list(GET rotate_hashes 0 emulated)
-list(GET rotate_hashes 1 mpi)
-if(NOT emulated STREQUAL mpi)
-  string(APPEND failures "--rotate 16: MPI gave ${mpi}\n  but the emulation ${emulated}\n")
-endif()
+# values before its statistics and the sum back).
+runs_agree("--rotate 16" "e2m1" 2 ${tiny} --scaler aps,nvfp4 --grad-formats e2m1 --rotate 16)
 
 if(failures)
   message(FATAL_ERROR "weights-hash differs between ways of running the same runs:\n${failures}")

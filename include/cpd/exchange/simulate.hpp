@@ -282,23 +282,25 @@ inline void check_allreduce_args(const float* const* x, const float* out, std::s
 template <class Run>
 auto with_rotation(const float* const* g, float* out, std::size_t n, int world_size, const allreduce_options& opt,
                    Run&& run) {
-  if (opt.rotation.block == 0) return run(g, opt);
+  // (one call of run: its body, inlined, is large)
+  const bool rotate = opt.rotation.block != 0 && n != 0;
   allreduce_options o = opt;
   o.rotation.block = 0;
-  if (n == 0) return run(g, o);
-  const std::size_t W = static_cast<std::size_t>(world_size);
+  const std::size_t W = rotate ? static_cast<std::size_t>(world_size) : 0;
   std::vector<float> rotated(W * n);
   std::vector<const float*> x(W);
   for (std::size_t r = 0; r < W; ++r) {
     x[r] = rotated.data() + r * n;
     hadamard_rotate(g[r], rotated.data() + r * n, n, opt.rotation);
   }
-  auto result = run(x.data(), o);
-  hadamard_options back = opt.rotation;
-  back.inverse = true;
-  hadamard_rotate(out, out, n, back);
-  result.nonfinite_out = 0;
-  for (std::size_t i = 0; i < n; ++i) result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
+  auto result = run(rotate ? x.data() : g, o);
+  if (rotate) {
+    hadamard_options back = opt.rotation;
+    back.inverse = true;
+    hadamard_rotate(out, out, n, back);
+    result.nonfinite_out = 0;
+    for (std::size_t i = 0; i < n; ++i) result.nonfinite_out += (out[i] - out[i] == 0) ? 0 : 1;
+  }
   return result;
 }
 

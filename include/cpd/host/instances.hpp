@@ -77,6 +77,7 @@
   CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, ieee) CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, fn) \
   CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, fnuz)                                                    \
   CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, finite)                                                  \
+  CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint8_t, p3109_se)                                                \
   CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint16_t, ieee)                                                   \
   CPD_DETAIL_TYPED_ENCODE_CALL(prefix, R, std::uint32_t, ieee)
 

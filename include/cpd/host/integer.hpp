@@ -33,6 +33,7 @@
 #include <cpd/core/stats.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/execution.hpp>
+#include <cpd/host/detail/parallel_for.hpp>
 #include <cpd/host/fixed_point.hpp>
 
 #include <algorithm>
@@ -43,6 +44,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace cpd {
 
@@ -80,15 +82,8 @@ inline void check_int_params(const int_format& f, const int_params& p, const cha
                                 std::to_string(f.qmin()) + ", " + std::to_string(f.qmax()) + "] of " + f.name());
 }
 
-}  // namespace detail
-
-/// The scale and zero point torch.ao's MinMaxObserver chooses for values in [lo, hi], in
-/// float32 arithmetic (see the header's comment); lo and hi must not be NaN.
-inline int_params int_params_for(const int_format& f, float lo, float hi) {
-  const detail::default_fp_env fp_env;  // (float arithmetic to nearest even, whatever the caller's)
-  detail::check_int_format(f, "cpd::int_params_for");
-  if (std::isnan(lo) || std::isnan(hi) || lo > hi)
-    detail::fail_invalid("cpd::int_params_for: the range [lo, hi] must be ordered and not NaN");
+/// int_params_for's arithmetic, in the caller's environment (int_params_for holds the default one).
+inline int_params int_params_of(const int_format& f, float lo, float hi) noexcept {
   const float neg = std::min(lo, 0.0f), pos = std::max(hi, 0.0f);
   const float eps = std::numeric_limits<float>::epsilon();
   int_params p;
@@ -101,6 +96,76 @@ inline int_params int_params_for(const int_format& f, float lo, float hi) {
   const long z = static_cast<long>(f.qmin()) - std::lrint(neg / p.scale);
   p.zero_point = static_cast<std::int32_t>(std::clamp<long>(z, f.qmin(), f.qmax()));
   return p;
+}
+
+/// The range [lo, hi] of in[0, n)'s finite values and 0 (int_quantize's groups).
+inline std::pair<float, float> finite_range(const float* in, std::size_t n) noexcept {
+  float lo = 0.0f, hi = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = in[i];
+    const float u = v - v == 0.0f ? v : 0.0f;  // (inf and NaN count as 0, which the range holds)
+    lo = u < lo ? u : lo;
+    hi = u > hi ? u : hi;
+  }
+  return {lo, hi};
+}
+
+/// y rounded to an integer, ties to even, in float arithmetic (the default environment held by
+/// the caller): (y + 1.5 * 2^23) - 1.5 * 2^23, exact for |y| < 2^23. A larger |y| comes back
+/// within 2 of itself, far beyond every b-bit range (within 2^16), which the callers clamp to;
+/// inf and NaN come back as they are.
+[[nodiscard]] inline float round_to_integer(float y) noexcept {
+  constexpr float magic = 12582912.0f;  // 1.5 * 2^23
+  return (y + magic) - magic;
+}
+
+/// int_fake_quantize in nearest_even over in[0, n) (the default floating-point environment
+/// held by the caller): y = x * (1 / scale) in float, k = round_to_integer(y), clamped to
+/// [qmin - zero_point, qmax - zero_point], times scale: one branch-free pass over the values,
+/// and, when `count`, a second pass for the counts. The values and counts of the generic path
+/// (the rounding core on the integer grid, then the clamp); the counts are zero without `count`.
+inline value_stats int_nearest_even(const int_format& f, const int_params& p, const float* in, float* out,
+                                    std::size_t n, bool count) noexcept {
+  const float inv = 1.0f / p.scale, scale = p.scale;
+  const float lo = static_cast<float>(f.qmin() - p.zero_point), hi = static_cast<float>(f.qmax() - p.zero_point);
+  value_stats st;
+  if (count) {  // (before the values: in may be out)
+    std::uint64_t zeros = 0, underflow = 0, clamped = 0, nans = 0, infs = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float x = in[i];
+      const float k = round_to_integer(x * inv);
+      zeros += x == 0.0f;
+      underflow += x != 0.0f && k == 0.0f;
+      clamped += k > hi || k < lo;
+      nans += x != x;
+      infs += x - x != 0.0f && x == x;
+    }
+    st.count = n;
+    st.zeros = zeros;
+    st.underflow = underflow;
+    st.saturated = clamped;  // (every infinite input is clamped)
+    st.overflow = clamped - infs;
+    st.nan_inputs = nans;
+    st.inf_inputs = infs;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const float k = round_to_integer(in[i] * inv);
+    const float c = k > hi ? hi : k;                // (NaN stays NaN: the comparisons are false)
+    out[i] = ((c < lo ? lo : c) + 0.0f) * scale;   // (an integer 0 is +0)
+  }
+  return st;
+}
+
+}  // namespace detail
+
+/// The scale and zero point torch.ao's MinMaxObserver chooses for values in [lo, hi], in
+/// float32 arithmetic (see the header's comment); lo and hi must not be NaN.
+inline int_params int_params_for(const int_format& f, float lo, float hi) {
+  const detail::default_fp_env fp_env;  // (float arithmetic to nearest even, whatever the caller's)
+  detail::check_int_format(f, "cpd::int_params_for");
+  if (std::isnan(lo) || std::isnan(hi) || lo > hi)
+    detail::fail_invalid("cpd::int_params_for: the range [lo, hi] must be ordered and not NaN");
+  return detail::int_params_of(f, lo, hi);
 }
 
 /// out[i] = (clamp(round(in[i] * (1 / p.scale)) + p.zero_point, qmin, qmax) - p.zero_point) *
@@ -117,6 +182,13 @@ void int_fake_quantize(Policy&& policy, const int_format& f, const int_params& p
     detail::fail_invalid(std::string(who) + ": the scale is int_params' (leave bulk_options' scales at their defaults)");
   detail::require_format_values(who, options, "integers round to their own grid");
   if (!detail::begin_call(who, in, out, n, options)) return;
+  if (r == rounding::nearest_even) {  // one fused pass (detail::int_nearest_even)
+    const value_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
+      return detail::int_nearest_even(f, p, in + b, out + b, e - b, options.stats != nullptr);
+    });
+    if (options.stats) *options.stats = st;
+    return;
+  }
   // round(x * (1 / scale)) on the integers: fixed point of float's width, 0 fraction bits; values
   // beyond 2^24 come back as +-its largest value, far outside every b-bit range.
   const format grid = fixed_point_grid<float>(fixed_point{24, 0, false}, 0, false);
@@ -157,17 +229,26 @@ void int_quantize(Policy&& policy, const int_format& f, rounding r, const float*
   if (group == 0) detail::fail_invalid(std::string(who) + ": group must be at least 1");
   detail::require_format_values(who, options, "integers round to their own grid");
   if (!detail::begin_call(who, in, out, n, options)) return;
+  if (r == rounding::nearest_even) {  // the groups in one parallel pass, each group's range then its values
+    const std::size_t groups = (n + group - 1) / group;
+    const value_stats st = detail::parallel_for(policy, groups, [&](std::size_t first, std::size_t last) {
+      value_stats s;
+      for (std::size_t b = first; b < last; ++b) {
+        const std::size_t g = b * group, m = std::min(group, n - g);
+        const auto [lo, hi] = detail::finite_range(in + g, m);
+        const int_params p = detail::int_params_of(f, lo, hi);
+        if (params) params[b] = p;
+        s += detail::int_nearest_even(f, p, in + g, out + g, m, options.stats != nullptr);
+      }
+      return s;
+    });
+    if (options.stats) *options.stats = st;
+    return;
+  }
   value_stats total;
   for (std::size_t g = 0, b = 0; g < n; g += group, ++b) {
     const std::size_t m = std::min(group, n - g);
-    float lo = 0.0f, hi = 0.0f;
-    for (std::size_t i = g; i < g + m; ++i) {
-      const float v = in[i];
-      if (std::isfinite(v)) {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-    }
+    const auto [lo, hi] = detail::finite_range(in + g, m);
     const int_params p = int_params_for(f, lo, hi);
     if (params) params[b] = p;
     value_stats st;

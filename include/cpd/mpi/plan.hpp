@@ -307,19 +307,24 @@ class allreduce_plan {
   /// goes through unrotated, to be refused on every rank).
   template <class ScalerOf>
   auto run(const tensor* t, std::size_t count, ScalerOf&& scaler_of) {
-    if (opt_.rotation.block == 0 || !matches(t, count)) return exchange_call(t, count, scaler_of);
-    std::size_t total = 0;
-    for (std::size_t i = 0; i < count; ++i) total += t[i].size;
-    rotated_.resize(total);
-    std::vector<tensor> r(t, t + count);
-    for (std::size_t i = 0, off = 0; i < count; off += t[i].size, ++i) {
-      hadamard_rotate(t[i].in, rotated_.data() + off, t[i].size, opt_.rotation);
-      r[i].in = rotated_.data() + off;
+    const bool rotate = opt_.rotation.block != 0 && matches(t, count);
+    std::vector<tensor> r;
+    if (rotate) {
+      std::size_t total = 0;
+      for (std::size_t i = 0; i < count; ++i) total += t[i].size;
+      rotated_.resize(total);
+      for (std::size_t i = 0; i < count; ++i) r.push_back(t[i]);  // (assign: a false -Wnonnull in GCC 12)
+      for (std::size_t i = 0, off = 0; i < count; off += t[i].size, ++i) {
+        hadamard_rotate(t[i].in, rotated_.data() + off, t[i].size, opt_.rotation);
+        r[i].in = rotated_.data() + off;
+      }
     }
-    auto res = exchange_call(r.data(), count, scaler_of);
-    hadamard_options back = opt_.rotation;
-    back.inverse = true;
-    for (std::size_t i = 0; i < count; ++i) hadamard_rotate(t[i].out, t[i].out, t[i].size, back);
+    auto res = exchange_call(rotate ? r.data() : t, count, scaler_of);  // (one call: it is large)
+    if (rotate) {
+      hadamard_options back = opt_.rotation;
+      back.inverse = true;
+      for (std::size_t i = 0; i < count; ++i) hadamard_rotate(t[i].out, t[i].out, t[i].size, back);
+    }
     return res;
   }
 

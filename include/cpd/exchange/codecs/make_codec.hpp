@@ -10,6 +10,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/exchange/codecs/dettmers.hpp>
 #include <cpd/exchange/codecs/float_codec.hpp>
+#include <cpd/exchange/codecs/integer.hpp>
 #include <cpd/exchange/codecs/interface.hpp>
 #include <cpd/exchange/codecs/onebit.hpp>
 #include <cpd/exchange/codecs/qsgd.hpp>
@@ -22,10 +23,11 @@
 
 namespace cpd {
 
-/// The float formats that make_codec("fp:<format>") accepts.
+/// The float formats that make_codec("fp:<format>") accepts (IEEE P3109's binary8p3se and
+/// binary8p4se among them).
 using codec_formats = format_list<float8_e4m3fn, float8_e4m3, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz,
                                   float8_e3m4, float6_e3m2fn, float6_e2m3fn, float4_e2m1fn, float16, bfloat16,
-                                  float_t<8, 23>>;
+                                  float_t<8, 23>, float_t<5, 2, p3109_se>, float_t<4, 3, p3109_se>>;
 
 namespace detail {
 
@@ -54,7 +56,8 @@ namespace detail {
 
 /// The codec named by spec: "dyntree8[:BLOCK]", "linear8[:BLOCK]" (BLOCK values per max-abs
 /// scale, default the whole tensor), "qsgd[:BITSbit[:BUCKET]]" (default qsgd:4bit:512),
-/// "onebit[:BUCKET]" (default 512), "fp:FORMAT[:sr]" (a format of cpd::codec_formats, e.g.
+/// "onebit[:BUCKET]" (default 512), "int[:BITS[:BLOCK]]" (symmetric integers of 2, 4 or 8 bits,
+/// default 8, with a float scale per BLOCK values, default the whole tensor), "fp:FORMAT[:sr]" (a format of cpd::codec_formats, e.g.
 /// fp:e4m3fn; ":sr" rounds stochastically). Throws std::invalid_argument naming what is wrong.
 [[nodiscard]] inline std::unique_ptr<codec> make_codec(std::string_view spec) {
   const std::vector<std::string> p = detail::split_codec_spec(spec);
@@ -83,6 +86,14 @@ namespace detail {
     if (bucket == 0) detail::fail_invalid("cpd::make_codec: '" + std::string(spec) + "': the bucket must be >= 1");
     return std::make_unique<onebit_codec>(bucket);
   }
+  if (kind == "int") {
+    at_most(3);
+    const std::size_t bits = p.size() > 1 ? detail::codec_number(p[1], "bit", spec) : 8;
+    const std::size_t block = p.size() > 2 ? detail::codec_number(p[2], "", spec) : 0;
+    if (bits != 2 && bits != 4 && bits != 8)
+      detail::fail_invalid("cpd::make_codec: '" + std::string(spec) + "': integer bits must be 2, 4 or 8");
+    return std::make_unique<int_codec>(static_cast<int>(bits), block);
+  }
   if (kind == "fp") {
     at_most(3);
     if (p.size() < 2) detail::fail_invalid("cpd::make_codec: 'fp' needs a format, e.g. fp:e4m3fn");
@@ -99,7 +110,7 @@ namespace detail {
     if (!c) detail::fail_invalid("cpd::make_codec: format " + f.name() + " is not in cpd::codec_formats");
     return c;
   }
-  detail::fail_invalid("cpd::make_codec: unknown codec '" + kind + "' (dyntree8, linear8, qsgd, onebit, fp)");
+  detail::fail_invalid("cpd::make_codec: unknown codec '" + kind + "' (dyntree8, linear8, qsgd, onebit, int, fp)");
 }
 
 }  // namespace cpd
