@@ -84,23 +84,11 @@ class block_scaled_plan {
                                             bool diagnostics = false) {
     // with the rotation: each tensor's in rotated into scratch, each out rotated back
     const bool rotate = rotation_.block != 0 && refusal(t, count, scaler.world_size()).empty();
-    std::vector<tensor> r;
-    if (rotate) {
-      std::size_t total = 0;
-      for (std::size_t i = 0; i < count; ++i) total += t[i].size;
-      rotated_.resize(total);
-      for (std::size_t i = 0; i < count; ++i) r.push_back(t[i]);  // (assign: a false -Wnonnull in GCC 12)
-      for (std::size_t i = 0, off = 0; i < count; off += t[i].size, ++i) {
-        hadamard_rotate(t[i].in, rotated_.data() + off, t[i].size, rotation_);
-        r[i].in = rotated_.data() + off;
-      }
-    }
+    const std::vector<tensor> r = rotate ? detail::rotate_inputs(t, count, rotation_, rotated_) : std::vector<tensor>{};
     auto res = exchange_call(rotate ? r.data() : t, count, scaler, diagnostics);  // (one call: it is large)
     if (rotate) {
-      hadamard_options back = rotation_;
-      back.inverse = true;
-      for (std::size_t i = 0; i < count; ++i) {
-        hadamard_rotate(t[i].out, t[i].out, t[i].size, back);
+      detail::rotate_outputs_back(t, count, rotation_);
+      for (std::size_t i = 0; i < count; ++i) {  // (a NaN now fills its rotation block)
         std::uint64_t& bad = res.scales[i].nonfinite_out;
         bad = 0;
         for (std::size_t j = 0; j < t[i].size; ++j) bad += (t[i].out[j] - t[i].out[j] == 0) ? 0 : 1;

@@ -60,6 +60,28 @@ namespace cpd::mpi {
 
 namespace detail {
 
+/// A call's tensors with each in rotated by r into scratch (options::rotation; the outs are
+/// the caller's).
+inline std::vector<tensor> rotate_inputs(const tensor* t, std::size_t count, const hadamard_options& r,
+                                         std::vector<float>& scratch) {
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < count; ++i) total += t[i].size;
+  scratch.resize(total);
+  std::vector<tensor> rotated;
+  for (std::size_t i = 0, off = 0; i < count; off += t[i].size, ++i) {
+    rotated.push_back(t[i]);  // (not assign(t, t + count): a false -Wnonnull in GCC 12)
+    hadamard_rotate(t[i].in, scratch.data() + off, t[i].size, r);
+    rotated.back().in = scratch.data() + off;
+  }
+  return rotated;
+}
+
+/// Each tensor's out rotated back by the inverse of r.
+inline void rotate_outputs_back(const tensor* t, std::size_t count, hadamard_options r) {
+  r.inverse = true;
+  for (std::size_t i = 0; i < count; ++i) hadamard_rotate(t[i].out, t[i].out, t[i].size, r);
+}
+
 /// The agreement field of a rotation: a fingerprint of its block and key, shown as the block.
 inline agreed rotation_field(const hadamard_options& r) {
   fingerprint h;
@@ -308,23 +330,9 @@ class allreduce_plan {
   template <class ScalerOf>
   auto run(const tensor* t, std::size_t count, ScalerOf&& scaler_of) {
     const bool rotate = opt_.rotation.block != 0 && matches(t, count);
-    std::vector<tensor> r;
-    if (rotate) {
-      std::size_t total = 0;
-      for (std::size_t i = 0; i < count; ++i) total += t[i].size;
-      rotated_.resize(total);
-      for (std::size_t i = 0; i < count; ++i) r.push_back(t[i]);  // (assign: a false -Wnonnull in GCC 12)
-      for (std::size_t i = 0, off = 0; i < count; off += t[i].size, ++i) {
-        hadamard_rotate(t[i].in, rotated_.data() + off, t[i].size, opt_.rotation);
-        r[i].in = rotated_.data() + off;
-      }
-    }
+    const std::vector<tensor> r = rotate ? detail::rotate_inputs(t, count, opt_.rotation, rotated_) : std::vector<tensor>{};
     auto res = exchange_call(rotate ? r.data() : t, count, scaler_of);  // (one call: it is large)
-    if (rotate) {
-      hadamard_options back = opt_.rotation;
-      back.inverse = true;
-      for (std::size_t i = 0; i < count; ++i) hadamard_rotate(t[i].out, t[i].out, t[i].size, back);
-    }
+    if (rotate) detail::rotate_outputs_back(t, count, opt_.rotation);
     return res;
   }
 
