@@ -143,6 +143,14 @@ inline const char* to_string(isa i) noexcept {
   return i == isa::avx512 ? "avx512" : i == isa::avx2 ? "avx2" : "baseline";
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+/// A function whose calls are all inlined into it (a reference's conversion function, which
+/// the compiler keeps out of line, then folds for the constant arguments of each call).
+#define CPD_TEST_FLATTEN __attribute__((flatten))
+#else
+#define CPD_TEST_FLATTEN
+#endif
+
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define CPD_TEST_ISA_VARIANTS 1
 #define CPD_TEST_ALWAYS_INLINE inline __attribute__((always_inline))

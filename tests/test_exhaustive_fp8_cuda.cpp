@@ -210,6 +210,20 @@ void check_decode(const char* name, const format_desc& d, const std::vector<std:
                               nan_differs);
 }
 
+/// The toolkit's codes for the inputs [begin, begin + block_size): its conversion functions,
+/// which GCC keeps out of line, inlined and folded for each call's constant arguments (about
+/// three times faster; the toolkit's code is unchanged).
+template <class RefSat, class RefNoSat>
+CPD_TEST_FLATTEN void ref_codes(std::uint32_t begin, ref_block& ref, const RefSat& ref_sat, const RefNoSat& ref_nosat) {
+  for (std::uint32_t i = 0; i < block_size; ++i) {
+    const float x = float_of(begin + i);
+    ref.code[0][i] = ref_sat(x);
+    // One reference for both modes (FP6, FP4): call it once.
+    if constexpr (std::is_same_v<RefSat, RefNoSat>) ref.code[1][i] = ref.code[0][i];
+    else ref.code[1][i] = ref_nosat(x);
+  }
+}
+
 /// Runs the exhaustive comparison of F in both overflow modes against
 /// ref_sat(x) (saturate) and ref_nosat(x) (infinity); pass the same function
 /// object twice when the toolkit has one mode only.
@@ -224,13 +238,7 @@ void check_all_floats(const char* name, const format_desc& d, const std::vector<
         r.begin = begin;
         cpd_test::isa_variants<cpd_side<F>>::run(r);
         ref_block ref;
-        for (std::uint32_t i = 0; i < block_size; ++i) {
-          const float x = float_of(begin + i);
-          ref.code[0][i] = ref_sat(x);
-          // One reference for both modes (FP6, FP4): call it once.
-          if constexpr (std::is_same_v<RefSat, RefNoSat>) ref.code[1][i] = ref.code[0][i];
-          else ref.code[1][i] = ref_nosat(x);
-        }
+        ref_codes(begin, ref, ref_sat, ref_nosat);
         std::uint8_t look[block_size];
         cpd_test::isa_variants<needs_look>::run(r, ref, values, look);
         for (std::uint32_t i = 0; i < block_size; ++i) {

@@ -52,6 +52,15 @@ inline void set_scale(cpd::bulk_options& o, const cpd::any_scale& s) {
   std::visit([&o](const auto& x) { set_scale(o, x); }, s);
 }
 
+/// The plan of cpd-train's MPI exchange: every format of cpd::exchange_formats, nearest_even.
+using mpi_plan = cpd::mpi::dynamic_plan<cpd::exchange_formats, false>;
+
+/// A plan over MPI_COMM_WORLD for format f (APS off: the scalers come with each call).
+/// Defined in mpi_plan.cpp, the one translation unit that instantiates the plans of every
+/// format (about two thirds of cpd-train's compile time), so that it compiles beside main.cpp.
+std::unique_ptr<mpi_plan> make_mpi_plan(const cpd::format& f, std::vector<std::size_t> sizes,
+                                        const cpd::mpi::options& o);
+
 /// The gradient exchange of one rank over MPI. With a precision policy, the tensors of a
 /// step go in one plan per choice (the format, and the rule and algorithm a rule names), and
 /// the policy observes every rank's counts summed by one allreduce of two integers per tensor:
@@ -160,7 +169,7 @@ class mpi_exchanger {
   double bits_per_value() const { return values_ ? bits_ / static_cast<double>(values_) : 0.0; }
 
  private:
-  using plan_type = cpd::mpi::dynamic_plan<cpd::exchange_formats, false>;
+  using plan_type = mpi_plan;
 
   /// Notes what quantization did to this rank's values of tensor j (st) under choice c and
   /// rule k: the run's counts, the policy's (counts[2j], counts[2j + 1]) and the bits sent.
@@ -191,7 +200,7 @@ class mpi_exchanger {
       for (std::size_t j : members) sizes.push_back(tensors_[j].size());
       cpd::mpi::options o = opt_;
       o.algo = choice_algorithm(c, opt_.algo);
-      p = std::make_unique<plan_type>(MPI_COMM_WORLD, c.fmt, cpd::rounding::nearest_even, sizes, o, false);
+      p = make_mpi_plan(c.fmt, std::move(sizes), o);
     }
     return *p;
   }
