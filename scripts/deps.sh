@@ -62,4 +62,6 @@ fi
 echo "deps.sh: installing ${missing[*]:-${packages[*]}}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}"
+# --force-unsafe-io: dpkg skips its fsync calls while unpacking (a fresh CI machine installs
+# everything on every run); what it risks is a crash in the middle of the install.
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-unsafe-io "${packages[@]}"
