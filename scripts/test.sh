@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # cpd's full test run, as CI does it:
-#   ci     Release at -O2 (cpd-train's code at -O3, the flags of its documented
-#          weights-hashes), -Wall -Wextra -Wpedantic -Werror, every label but cuda;
+#   ci     Release at -O2, the host code of .cu files too (cpd-train's model code at -O3,
+#          the flags of its documented weights-hashes), -Wall -Wextra -Wpedantic -Werror, every label but cuda;
 #          the Python package without its CUDA module (CPD_TEST_PYTHON_CUDA=OFF: no
 #          GPU runs it here, and nvcc's units held up every python test)
 #   asan   clang++ -O1 -g1 (line tables, all a sanitizer report needs) with
