@@ -46,6 +46,7 @@ set(CPD_HEADERS
   include/cpd/exchange/codecs/interface.hpp
   include/cpd/exchange/codecs/make_codec.hpp
   include/cpd/exchange/codecs/onebit.hpp
+  include/cpd/exchange/codecs/posit_codec.hpp
   include/cpd/exchange/codecs/qsgd.hpp
   include/cpd/exchange/codes.hpp
   include/cpd/exchange/elements.hpp

@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -189,7 +190,7 @@ TEST_CASE("deterministic codecs: encoding the decoded values gives the same payl
   x[100] = -2.0f;  // a negative maximum: its code is 0x80 (1.0) under a negative scale
   std::vector<std::unique_ptr<cpd::codec>> cs;
   for (const char* s : {"dyntree8", "dyntree8:256", "linear8", "linear8:300", "onebit", "onebit:100", "fp:e4m3fn",
-                        "fp:e2m1fn", "fp:e3m2fn", "fp:bf16"})
+                        "fp:e2m1fn", "fp:e3m2fn", "fp:bf16", "posit:8", "posit:16:1"})
     cs.push_back(cpd::make_codec(s));
   for (const auto& c : cs) {
     CAPTURE(c->name());
@@ -329,7 +330,7 @@ TEST_CASE("simulate_codec_allreduce: rank-order float sum, the same bits for eve
       CHECK(out[i] == s / static_cast<float>(w));
     }
   }
-  for (const char* name : {"qsgd:2bit:512", "qsgd:8bit:128", "fp:e4m3fn:sr", "onebit", "dyntree8:2048"}) {
+  for (const char* name : {"qsgd:2bit:512", "qsgd:8bit:128", "fp:e4m3fn:sr", "onebit", "dyntree8:2048", "posit:8:2:sr"}) {
     CAPTURE(name);
     const auto c = cpd::make_codec(name);
     std::vector<float> ref(n), out(n);
@@ -383,9 +384,60 @@ TEST_CASE("integer codec: decode(encode(x)) is int_quantize's per-block int8/int
   CHECK_THROWS_AS(cpd::int_codec(3), std::invalid_argument);
 }
 
+/// log2 of posit<n, es>'s maxpos, from the standard's definition: (n - 2) 2^es.
+static int posit_top(int n, int es) { return (n - 2) << es; }
+
+TEST_CASE("posit codec: decode(encode(x)) is posit_quantize of x 2^k, k putting amax in (1/2, 1]") {
+  const std::size_t n = 1000;
+  for (const auto& x : {wide_values(n, 5), normal_values(n, 6, 1e-3f), normal_values(n, 7, 3e4f)}) {
+    for (auto [bits, es] : {std::pair{8, 2}, std::pair{8, 0}, std::pair{16, 1}, std::pair{16, 3}}) {
+      CAPTURE(bits);
+      CAPTURE(es);
+      const cpd::posit_codec c(bits, es);
+      const std::vector<std::uint8_t> p = encode(c, x);
+      CHECK(p.size() == 4 + n * static_cast<std::size_t>(bits) / 8);
+      const auto k = static_cast<std::int32_t>(cpd::detail::load_le32(p.data()));
+      const double m = amax(x, 0, n);
+      CHECK(k == c.scale_exponent(static_cast<float>(m)));
+      const int top = posit_top(bits, es);  // maxpos = 2^top
+      if (k > top - 127 && k < 126 - top) {  // not clamped
+        CHECK(std::ldexp(m, k) <= 1.0);
+        CHECK(std::ldexp(m, k) > 0.5);
+      }
+      // posit_quantize (proven against SoftPosit and an MPFR reference) of the scaled values, in double
+      std::vector<double> scaled(n), want(n);
+      for (std::size_t i = 0; i < n; ++i) scaled[i] = std::ldexp(double(x[i]), k);
+      const cpd::posit_format f(bits, es);
+      cpd::posit_quantize(f, cpd::rounding::nearest_even, scaled.data(), want.data(), n);
+      const std::vector<float> y = decode(c, p, n);
+      std::size_t diff = 0, zeros = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        diff += double(y[i]) != std::ldexp(want[i], -k);
+        zeros += x[i] != 0.0f && y[i] == 0.0f;
+      }
+      CHECK(diff == 0);
+      CHECK(zeros == 0);  // a posit rounds no non-zero value to zero
+    }
+  }
+  // A power of two scales to 1 exactly; zeros give k = 0; inf or NaN anywhere: NaN everywhere.
+  const cpd::posit_codec c(8, 2);
+  CHECK(c.scale_exponent(0.25f) == 2);
+  CHECK(c.scale_exponent(0.3f) == 1);
+  CHECK(c.scale_exponent(0.0f) == 0);
+  CHECK(c.scale_exponent(1e-38f) == 126 - 24);  // clamped: minpos 2^-24 times 2^-k stays a normal float
+  std::vector<float> x(64, 0.0f);
+  CHECK(decode(c, encode(c, x), 64) == x);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  for (float v : decode(c, encode(c, x), 64)) CHECK(std::isnan(v));
+  CHECK_THROWS_AS(cpd::posit_codec(12, 2), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::posit_codec(8, 4), std::invalid_argument);
+  CHECK_THROWS_AS(cpd::posit_codec(8, 2, cpd::rounding::upward), std::invalid_argument);
+}
+
 TEST_CASE("make_codec: names round-trip, bad names are rejected") {
   for (const char* s : {"dyntree8", "dyntree8:4096", "linear8", "linear8:64", "qsgd:2bit:512", "qsgd:8bit:2048",
-                        "onebit:512", "int:8", "int:4:32", "int:2:16", "fp:e4m3fn", "fp:e5m2", "fp:e4m3fn:sr"}) {
+                        "onebit:512", "int:8", "int:4:32", "int:2:16", "fp:e4m3fn", "fp:e5m2", "fp:e4m3fn:sr",
+                        "posit:8:2", "posit:16:1", "posit:8:0:sr", "posit:16:3"}) {
     CAPTURE(s);
     CHECK(cpd::make_codec(s)->name() == s);
     CHECK(cpd::make_codec(cpd::make_codec(s)->name())->name() == s);
@@ -393,9 +445,12 @@ TEST_CASE("make_codec: names round-trip, bad names are rejected") {
   CHECK(cpd::make_codec("qsgd")->name() == "qsgd:4bit:512");
   CHECK(cpd::make_codec("qsgd:4bit:512")->bits_per_value(5120) == doctest::Approx(4.0625));
   CHECK(cpd::make_codec("onebit")->name() == "onebit:512");
+  CHECK(cpd::make_codec("posit:8")->name() == "posit:8:2");  // the standard's es = 2
+  CHECK(cpd::make_codec("posit:16:sr")->name() == "posit:16:2:sr");
   for (const char* s :
        {"qsgd:3bit", "qsgd:4bit:0", "onebit:x", "nope", "fp", "fp:e9m9", "dyntree8:1:2", "fp:e4m3fn:up", "int:3",
-        "int:4:x", "int:4:32:1"}) {
+        "int:4:x", "int:4:32:1", "posit", "posit:9", "posit:32", "posit:8:4", "posit:8:x", "posit:8:2:up",
+        "posit:8:2:sr:1", "posit:99999999999999"}) {
     CAPTURE(s);
     CHECK_THROWS_AS((void)cpd::make_codec(s), std::invalid_argument);
   }

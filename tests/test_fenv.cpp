@@ -424,7 +424,7 @@ void run_exchange(const inputs& in, record& rec) {
   rec.put("allreduce.scales", scales);
   // Codecs: every kind, encode and decode, and the simulated exchange.
   for (const char* name : {"dyntree8", "dyntree8:256", "linear8:512", "qsgd:4bit:512", "qsgd:2bit:64", "onebit:512",
-                           "fp:e4m3fn", "fp:bf16:sr", "fp:e2m1fn"}) {
+                           "fp:e4m3fn", "fp:bf16:sr", "fp:e2m1fn", "posit:8:2:sr"}) {
     const auto c = cpd::make_codec(name);
     blob payload(c->payload_size(n));
     rec.call(std::string("codec.") + name, [&] {

@@ -302,11 +302,11 @@ TEST_CASE("codecs: a block holding inf or NaN decodes to NaN, the other blocks a
   };
   const bad_case cases[] = {{3, nan_f}, {600, -nan_f}, {1050, inf_f}, {1099, -inf_f}};
   for (const char* name : {"dyntree8:512", "linear8:512", "qsgd:4bit:512", "qsgd:8bit:512", "onebit:512",
-                           "fp:e2m1fn", "fp:e3m2fn", "fp:e4m3fn", "fp:bf16"}) {
+                           "fp:e2m1fn", "fp:e3m2fn", "fp:e4m3fn", "fp:bf16", "posit:8"}) {
     const std::string codec_name = name;
     CAPTURE(codec_name);
     const auto c = cpd::make_codec(name);
-    const bool whole = codec_name.rfind("fp:", 0) == 0;  // a float format's payload is one block
+    const bool whole = codec_name.rfind("fp:", 0) == 0 || codec_name.rfind("posit:", 0) == 0;  // one block
     std::vector<std::uint8_t> p(c->payload_size(n));
     std::vector<float> ref(n), out(n);
     c->encode(clean.data(), n, p.data(), {9, 9});

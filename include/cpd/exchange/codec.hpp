@@ -13,4 +13,5 @@
 #include <cpd/exchange/codecs/interface.hpp>
 #include <cpd/exchange/codecs/make_codec.hpp>
 #include <cpd/exchange/codecs/onebit.hpp>
+#include <cpd/exchange/codecs/posit_codec.hpp>
 #include <cpd/exchange/codecs/qsgd.hpp>

@@ -13,6 +13,7 @@
 #include <cpd/exchange/codecs/integer.hpp>
 #include <cpd/exchange/codecs/interface.hpp>
 #include <cpd/exchange/codecs/onebit.hpp>
+#include <cpd/exchange/codecs/posit_codec.hpp>
 #include <cpd/exchange/codecs/qsgd.hpp>
 
 #include <cstddef>
@@ -58,7 +59,9 @@ namespace detail {
 /// scale, default the whole tensor), "qsgd[:BITSbit[:BUCKET]]" (default qsgd:4bit:512),
 /// "onebit[:BUCKET]" (default 512), "int[:BITS[:BLOCK]]" (symmetric integers of 2, 4 or 8 bits,
 /// default 8, with a float scale per BLOCK values, default the whole tensor), "fp:FORMAT[:sr]" (a format of cpd::codec_formats, e.g.
-/// fp:e4m3fn; ":sr" rounds stochastically). Throws std::invalid_argument naming what is wrong.
+/// fp:e4m3fn; ":sr" rounds stochastically), "posit:N[:ES][:sr]" (posit<N, ES>, N = 8 or 16, ES 0 to 3,
+/// default 2 as in the posit standard of 2022, with a power-of-two scale per tensor). Throws
+/// std::invalid_argument naming what is wrong.
 [[nodiscard]] inline std::unique_ptr<codec> make_codec(std::string_view spec) {
   const std::vector<std::string> p = detail::split_codec_spec(spec);
   const std::string& kind = p[0];
@@ -110,7 +113,19 @@ namespace detail {
     if (!c) detail::fail_invalid("cpd::make_codec: format " + f.name() + " is not in cpd::codec_formats");
     return c;
   }
-  detail::fail_invalid("cpd::make_codec: unknown codec '" + kind + "' (dyntree8, linear8, qsgd, onebit, int, fp)");
+  if (kind == "posit") {
+    at_most(4);
+    if (p.size() < 2) detail::fail_invalid("cpd::make_codec: 'posit' needs the bits, e.g. posit:8 or posit:16:1");
+    const bool sr = p.back() == "sr" && p.size() > 2;
+    const std::size_t params = p.size() - (sr ? 1 : 0);
+    if (params > 3) detail::fail_invalid("cpd::make_codec: '" + std::string(spec) + "': expected posit:N[:ES][:sr]");
+    const std::size_t n = detail::codec_number(p[1], "", spec);
+    const std::size_t es = params > 2 ? detail::codec_number(p[2], "", spec) : 2;
+    if (n > 64 || es > 64) detail::fail_invalid("cpd::make_codec: '" + std::string(spec) + "': posit bits 8 or 16, es 0 to 3");
+    return std::make_unique<posit_codec>(static_cast<int>(n), static_cast<int>(es),
+                                         sr ? rounding::stochastic : rounding::nearest_even);
+  }
+  detail::fail_invalid("cpd::make_codec: unknown codec '" + kind + "' (dyntree8, linear8, qsgd, onebit, int, fp, posit)");
 }
 
 }  // namespace cpd
