@@ -22,8 +22,13 @@ Stochastic rounding draws the random bits of tensor `position` of bucket `bucket
 `step` from the key (seed, tensor_stream(step, bucket, position, W)); the simulation of the
 same tensor with that seed and stream gives the same bits.
 
+rotation=B (all_reduce, comm_hook, emulate_allreduce; CPU tensors): a random Hadamard rotation
+in blocks of B values (cpd.hadamard, keyed by (seed, ROTATION_STREAM), as cpd-train --rotate
+keys it) of every worker's tensors before the statistics and the quantization, and of the sum
+back once (cpd::allreduce_options::rotation: docs/scaling.md).
+
 Before any value moves, the ranks check that they agree on the call (format, scaler,
-algorithm, rounding, kahan, mean, seed, tensor sizes, streams) with one all_reduce of a few
+algorithm, rounding, kahan, mean, seed, rotation, tensor sizes, streams) with one all_reduce of a few
 int64: a disagreement raises MismatchError on every rank; a rank that never arrives raises
 AgreementError on the others after `timeout`.
 """
@@ -46,6 +51,7 @@ __all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_str
            "MismatchError", "AgreementError", "QuantSpec", "quantize_ste", "Quantizer"]
 
 _HOOK_ALGORITHMS = _cpd.rank_algorithms  # (cpd::rank_algorithms: ring, pipelined_ring, two_step, all_gather)
+ROTATION_STREAM = 0x0207A7E  # the random stream of the rotation's signs (cpd-train --rotate's)
 _HOOK_ROUNDINGS = ("nearest_even", "stochastic")
 _SCALERS = ("aps", "none")
 
@@ -89,6 +95,29 @@ def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_
         raise ValueError(f"{who}: algorithm {algorithm!r} is not one of " + ", ".join(algorithms))
     if rounding not in _HOOK_ROUNDINGS:
         raise ValueError(f"{who}: rounding {rounding!r} is not one of " + ", ".join(_HOOK_ROUNDINGS))
+
+
+def _rotation(who, rotation):
+    """0 or None (no rotation), or a power-of-two block of 2 .. 65536 values."""
+    if rotation is None:
+        return 0
+    block = _cpd_pkg._int(who, "rotation", rotation, 0, 65536)
+    if block == 1 or block & (block - 1):
+        raise ValueError(f"{who}: rotation must be 0 (none) or a power of two from 2 to 65536, not {block}")
+    return block
+
+
+def _rotate(flat, sizes, block, seed, generator, inverse):
+    """Each tensor of the float32 CPU tensor `flat` (sizes back to back) rotated in blocks of
+    `block` (cpd.hadamard keyed by (seed, ROTATION_STREAM)), into a new tensor."""
+    out = _torch.empty_like(flat)
+    src, dst = flat.numpy(), out.numpy()
+    at = 0
+    for n in sizes:
+        _cpd_pkg.hadamard(src[at:at + n], block, seed, inverse, out=dst[at:at + n], stream=ROTATION_STREAM,
+                          generator=generator)
+        at += n
+    return out
 
 
 def _timeout(who, timeout):
@@ -138,6 +167,7 @@ def _agreement(o, sizes):
             ("mean", int(bool(o["mean"])), None),
             ("the seed", int(o["seed"]), None),
             ("the generator", _cpd_pkg.generators.index(o["generator"]), _cpd_pkg.generators),
+            ("the rotation block", int(o.get("rotation", 0)), None),
             ("the tensor count", len(sizes), None),
             ("total elements", sum(sizes), None),
             ("the sizes", _digest(sizes), _listed(sizes)),
@@ -278,15 +308,23 @@ class _HostExchange:
         return self._x.out_nonfinite
 
 
-def _exchange(who, flat, sizes, out, o, transport, timeout):
+def _exchange(who, flat, sizes, out, o, transport, timeout, agreed=False):
     """The exchange of the tensors held back to back in the float32 tensor `flat` into `out`
     (on the CPU, or on a GPU: the device exchange, cpd/_torch_cuda.py), with the options o
-    (format, scaler, algorithm, rounding, kahan, mean, seed, generator, streams), after the ranks agreed
-    on them; returns (scales, statistics bytes, payload bytes sent, nonfinite values in out)."""
+    (format, scaler, algorithm, rounding, kahan, mean, seed, generator, streams, rotation), after the ranks
+    agreed on them (agreed: they have); returns (scales, statistics bytes, payload bytes sent, nonfinite
+    values in out)."""
     w, r = transport.world, transport.rank
     sb = 0
-    if w > 1:
+    if w > 1 and not agreed:
         sb += _agree(who, _agreement(o, sizes), transport, timeout)
+    block = o.get("rotation", 0)
+    if block:  # rotated values in, the rotated sum rotated back (cpd::allreduce_options::rotation)
+        rotated_out = _torch.empty_like(out)
+        scales, sb2, sent, _ = _exchange(who, _rotate(flat, sizes, block, o["seed"], o["generator"], False), sizes,
+                                         rotated_out, dict(o, rotation=0), transport, timeout, agreed=True)
+        out.copy_(_rotate(rotated_out, sizes, block, o["seed"], o["generator"], True))
+        return scales, sb + sb2, sent, int((~_torch.isfinite(out)).sum())  # (a NaN fills its rotation block)
     sc = _cpd.make_scaler(o["scaler"], o["format"], world_size=w)  # aps, or none
     # each tensor's statistic, their MAX over the ranks, the scales: cpd::exchange_scales, as
     # cpd::mpi's (on a GPU from [max|x|], which has x's statistic)
@@ -306,7 +344,7 @@ def _exchange(who, flat, sizes, out, o, transport, timeout):
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,
-               seed=0, streams=None, group=None, timeout=None, generator=None):
+               seed=0, streams=None, group=None, timeout=None, generator=None, rotation=0):
     """Sums (mean=True: averages) the float32 tensors of every rank of `group` in `format`, in
     place (CPU tensors, or CUDA tensors of one device: on the device, with the CUDA module),
     tensor by tensor with the chunks, order and roundings of
@@ -315,10 +353,12 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
     rounding stream of each tensor (default 8 W^2 * index). First the ranks check that they
     agree on every option and size (MismatchError on every rank when not); timeout (seconds or
     a timedelta; None: the group's own) bounds the wait for a rank that does not come
-    (AgreementError). Returns a dict: scales, statistics_bytes (the agreement check's and the
+    (AgreementError). rotation=B: every tensor rotated in blocks of B before (the module's
+    doc; CPU tensors). Returns a dict: scales, statistics_bytes (the agreement check's and the
     statistics') and payload_bytes this rank sent, out_nonfinite."""
     who = "cpd.torch.all_reduce"
     _check_options(who, format, scaler, algorithm, rounding, kahan)
+    rotation = _rotation(who, rotation)
     timeout = _timeout(who, timeout)
     seed = _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1)
     generator = _cpd_pkg._generator(who, generator)
@@ -340,11 +380,13 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
         raise ValueError(f"{who}: streams must be a list of one stream per tensor ({len(tensors)})")
     streams = [_cpd_pkg._int(who, "a stream", s, 0, 2**64 - 1) for s in streams]
     sizes = [t.numel() for t in tensors]
+    if rotation and device.type != "cpu":
+        raise ValueError(f"{who}: rotation runs on CPU tensors only (these are on {device})")
     here = device if _device.takes(tensors[0], algorithm) else _torch.device("cpu")
     flat = _torch.cat([t.detach().reshape(-1).to(here) for t in tensors])
     out = _torch.empty_like(flat)
     o = {"format": format, "scaler": scaler or "none", "algorithm": algorithm, "rounding": rounding, "kahan": kahan,
-         "mean": mean, "seed": seed, "generator": generator, "streams": streams}
+         "mean": mean, "seed": seed, "generator": generator, "streams": streams, "rotation": rotation}
     scales, sb, pb, bad = _exchange(who, flat, sizes, out, o, _Transport(group, device), timeout)
     at = 0
     for t, n in zip(tensors, sizes):
@@ -368,13 +410,15 @@ class CommHook:
     __qualname__) is cpd_comm_hook_<format>_<algorithm>; a wrapper must carry its own.
     Every bucket starts with all_reduce's agreement check (the bucket's sizes and streams,
     the hook's options): MismatchError on every rank when they differ, AgreementError after
-    `timeout` when some rank does not come."""
+    `timeout` when some rank does not come. rotation=B rotates every gradient tensor in blocks
+    of B before the exchange and the sum back (CPU buckets; the module's doc)."""
 
     def __init__(self, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-                 process_group=None, record=False, diagnostics=False, timeout=None, generator=None):
+                 process_group=None, record=False, diagnostics=False, timeout=None, generator=None, rotation=0):
         who = "cpd.torch.comm_hook"
         self.generator = _cpd_pkg._generator(who, generator)
         _check_options(who, format, scaler, algorithm, rounding, kahan)
+        self.rotation = _rotation(who, rotation)
         self.timeout = _timeout(who, timeout)
         self.diagnostics = bool(diagnostics)
         self.stats = {}
@@ -409,20 +453,23 @@ class CommHook:
         w = _dist.get_world_size(group)
         index = bucket.index()
         streams = [tensor_stream(self.steps, index, p, w) for p in range(len(sizes))]
+        if self.rotation and buf.device.type != "cpu":
+            raise ValueError(f"cpd.torch.comm_hook: rotation runs on CPU buckets only (this one is on {buf.device})")
         # a CUDA bucket stays on its device (with the CUDA module); else the exchange runs on the host
         here = buf.device if _device.takes(buf, self.algorithm) else _torch.device("cpu")
         flat = buf.detach().to(here).contiguous()
         out = _torch.empty_like(flat)
         o = {"format": self.format, "scaler": self.scaler, "algorithm": self.algorithm, "rounding": self.rounding,
              "kahan": self.kahan, "mean": True, "seed": self.seed, "generator": self.generator,
-             "streams": streams}
+             "streams": streams, "rotation": self.rotation}
         scales, sb, pb, bad = _exchange("cpd.torch.comm_hook", flat, sizes, out, o, _Transport(group, buf.device),
                                         self.timeout)
         if self.record:
             self.records.append({"step": self.steps, "bucket": index, "sizes": sizes, "streams": streams,
                                  "scales": [s.exponent for s in scales]})
-        if self.diagnostics:
-            self._count(flat.cpu().numpy(), sizes, scales)
+        if self.diagnostics:  # (the values quantized: rotated where the exchange rotates)
+            x = _rotate(flat, sizes, self.rotation, self.seed, self.generator, False) if self.rotation else flat
+            self._count(x.cpu().numpy(), sizes, scales)
         self.values += buf.numel()
         self.bytes_sent += sb + pb
         self.out_nonfinite += bad
@@ -453,24 +500,27 @@ class CommHook:
 
 
 def comm_hook(format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-              process_group=None, record=False, diagnostics=False, timeout=None, generator=None):
+              process_group=None, record=False, diagnostics=False, timeout=None, generator=None, rotation=0):
     """A DDP communication hook that exchanges gradients in `format` (see CommHook):
 
         model = DistributedDataParallel(net)
         model.register_comm_hook(None, cpd.torch.comm_hook("e4m3fn", scaler="aps"))
     """
     return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record, diagnostics, timeout,
-                    generator)
+                    generator, rotation)
 
 
 def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
-                      mean=True, seed=0, step=0, threads=None, generator=None):
+                      mean=True, seed=0, step=0, threads=None, generator=None, rotation=0):
     """worker_tensors[w][t]: tensor t of worker w (W lists of float32 CPU tensors of the
     same shapes). Returns the list of tensors t summed (mean=True: averaged) over the W
     workers by cpd.simulate_allreduce, tensor t with the stream tensor_stream(step, 0, t, W),
-    and the list of each tensor's info (scale, nonfinite_out)."""
+    and the list of each tensor's info (scale, nonfinite_out). rotation=B: each worker's tensor
+    rotated in blocks of B first, the sum rotated back (the module's doc)."""
     who = "cpd.torch.emulate_allreduce"
     _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
+    rotation = _rotation(who, rotation)
+    g = _cpd_pkg._generator(who, generator)
     w = len(worker_tensors)
     if w < 1:
         raise ValueError(f"{who}: no workers")
@@ -480,10 +530,17 @@ def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", ro
     results, infos = [], []
     for t in range(count):
         xs = [worker_tensors[r][t].detach().contiguous() for r in range(w)]
+        if rotation:
+            if any(x.device.type != "cpu" for x in xs):
+                raise ValueError(f"{who}: rotation runs on CPU tensors only")
+            xs = [_rotate(x.reshape(-1), [x.numel()], rotation, seed, g, False).view_as(x) for x in xs]
         res, info = _cpd_pkg.simulate_allreduce(xs, format, scaler=scaler or "none", algorithm=algorithm,
                                                 rounding=rounding, kahan=kahan, mean=mean, seed=seed,
                                                 stream=tensor_stream(step, t // 1024, t % 1024, w), threads=threads,
                                                 generator=generator)
+        if rotation:  # (a NaN fills its rotation block)
+            res = _rotate(res.reshape(-1), [res.numel()], rotation, seed, g, True).view_as(res)
+            info["nonfinite_out"] = int((~_torch.isfinite(res)).sum())
         results.append(res)
         infos.append(info)
     return results, infos

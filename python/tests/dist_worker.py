@@ -63,6 +63,7 @@ AGREE_CASES = [
     ("algorithm", lambda r, w: {"algorithm": "all_gather" if last(r, w) else "ring"}, {"the algorithm"}),
     ("kahan", lambda r, w: {"kahan": last(r, w)}, {"kahan"}),
     ("streams", lambda r, w: {"streams": [int(last(r, w)), 8]}, {"the streams"}),
+    ("rotation", lambda r, w: {"rotation": 32 if last(r, w) else 16}, {"the rotation block"}),
     ("several", lambda r, w: {"format": "e5m2", "mean": False, "sizes": [60, 41]} if last(r, w) else {},
      {"the format", "mean", "total elements", "the sizes"}),
 ]
@@ -75,6 +76,7 @@ HOOK_CASES = [
     ("generator", lambda r, w: {"generator": "v1" if last(r, w) else "v2"}, {"the generator"}),
     ("algorithm", lambda r, w: {"algorithm": "all_gather" if last(r, w) else "ring"}, {"the algorithm"}),
     ("kahan", lambda r, w: {"kahan": last(r, w)}, {"kahan"}),
+    ("rotation", lambda r, w: {"rotation": 0 if last(r, w) else 16}, {"the rotation block"}),
 ]
 
 
@@ -132,6 +134,7 @@ def main():
     p.add_argument("--rounding", default="nearest_even")
     p.add_argument("--scaler", default="aps")
     p.add_argument("--kahan", action="store_true")
+    p.add_argument("--rotation", type=int, default=0)
     p.add_argument("--backend", default="gloo")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", required=True)
@@ -152,7 +155,7 @@ def main():
         ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.05,
                                                         device_ids=None if dev.type == "cpu" else [dev])
         hook = ct.comm_hook(a.format, scaler=a.scaler, algorithm=a.algorithm, rounding=a.rounding, kahan=a.kahan,
-                            seed=5, record=True, diagnostics=True)
+                            seed=5, record=True, diagnostics=True, rotation=a.rotation)
         buckets = []
 
         def recording_hook(state, bucket):  # each bucket's buffer before and after the hook
@@ -175,7 +178,7 @@ def main():
     else:
         ts = [t.to(dev) for t in tensors(a.rank, a.world)]
         info = ct.all_reduce(ts, a.format, scaler=a.scaler, algorithm=a.algorithm, rounding=a.rounding,
-                             kahan=a.kahan, seed=5)
+                             kahan=a.kahan, seed=5, rotation=a.rotation)
         result["tensors"] = [t.cpu().numpy().copy() for t in ts]
         result["scales"] = [(s.exponent, s.nonfinite) for s in info["scales"]]
         result["out_nonfinite"] = info["out_nonfinite"]

@@ -29,7 +29,7 @@ def free_port():
 
 
 def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_even", scaler="aps", kahan=False,
-              backend="gloo", device="cpu"):
+              backend="gloo", device="cpu", rotation=0):
     port = free_port()
     procs, outs = [], []
     for r in range(world):
@@ -38,7 +38,7 @@ def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_ev
         cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "dist_worker.py"), "--world", str(world),
                "--rank", str(r), "--port", str(port), "--mode", mode, "--format", fmt, "--algorithm", algorithm,
                "--rounding", rounding, "--scaler", scaler, "--backend", backend, "--device", device,
-               "--out", str(out)] + (["--kahan"] if kahan else [])
+               "--rotation", str(rotation), "--out", str(out)] + (["--kahan"] if kahan else [])
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     logs = []
     try:
@@ -63,6 +63,11 @@ def same(a, b):
     return np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
 
 
+def rotated(x, block, inverse=False):
+    """x rotated as cpd.torch rotates with rotation=block and seed 5 (a NumPy array)."""
+    return cpd.hadamard(np.asarray(x, np.float32), block, 5, inverse, stream=ct.ROTATION_STREAM)
+
+
 CASES = [
     (2, "e4m3fn", "ring", "nearest_even", False),
     (3, "e5m2", "ring", "stochastic", False),
@@ -75,11 +80,13 @@ CASES = [
     (4, "e5m2", "two_step", "stochastic", False),
     (3, "e4m3fn", "all_gather", "nearest_even", True),
 ]
+# with a Hadamard rotation of every gradient tensor (rotation=B): the rotated simulation, rotated back
+ROTATED_CASES = [(3, "e2m1fn", "ring", "nearest_even", False, 16), (2, "e4m3fn", "all_gather", "stochastic", False, 8)]
 
 
-@pytest.mark.parametrize("world,fmt,algorithm,rounding,kahan", CASES)
-def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, kahan):
-    res = run_ranks(tmp_path, world, "ddp", fmt, algorithm, rounding, kahan=kahan)
+@pytest.mark.parametrize("world,fmt,algorithm,rounding,kahan,rotation", [c + (0,) for c in CASES] + ROTATED_CASES)
+def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, kahan, rotation):
+    res = run_ranks(tmp_path, world, "ddp", fmt, algorithm, rounding, kahan=kahan, rotation=rotation)
     net = dist_worker.make_model()
     params = list(net.parameters())
     assert res[0]["steps"] == dist_worker.STEPS
@@ -101,9 +108,13 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
         assert sum(len(v) for v in by_size.values()) == len(params)
         for i in reversed(range(len(params))):
             stream = by_size[params[i].numel()].pop(0)
-            sim, info = cpd.simulate_allreduce([local[r][i].contiguous() for r in range(world)], fmt,
-                                               algorithm=algorithm, rounding=rounding, kahan=kahan, mean=True, seed=5,
-                                               stream=stream, diagnostics=True)
+            xs = [local[r][i].contiguous() for r in range(world)]
+            if rotation:
+                xs = [rotated(x, rotation) for x in xs]
+            sim, info = cpd.simulate_allreduce(xs, fmt, algorithm=algorithm, rounding=rounding, kahan=kahan, mean=True,
+                                               seed=5, stream=stream, diagnostics=True)
+            if rotation:
+                sim = rotated(sim, rotation, inverse=True)
             for r in range(world):
                 assert same(sim, res[r][f"step{step}"][i]), (step, i, r)
             for k, v in info["scaled"].items():
@@ -172,6 +183,44 @@ def test_all_reduce_with_nan_and_tiny_tensors(tmp_path, world, fmt, algorithm, r
     assert all(r["out_nonfinite"] == nonfinite for r in res)
 
 
+@pytest.mark.parametrize("world,fmt,algorithm,rounding,block", [(3, "e2m1fn", "ring", "nearest_even", 16),
+                                                                (2, "e4m3fn", "two_step", "stochastic", 64)])
+def test_all_reduce_with_a_rotation(tmp_path, world, fmt, algorithm, rounding, block):
+    """rotation=B: the simulation of every rank's rotated tensors, rotated back; the last rank's
+    NaN fills its block of the result, counted; without the rotation the bits differ."""
+    res = run_ranks(tmp_path, world, "allreduce", fmt, algorithm, rounding, rotation=block)
+    plain = run_ranks(tmp_path, world, "allreduce", fmt, algorithm, rounding)
+    local = [dist_worker.tensors(r, world) for r in range(world)]
+    nonfinite = 0
+    for i in range(len(local[0])):
+        sim, info = cpd.simulate_allreduce([rotated(local[r][i], block) for r in range(world)], fmt,
+                                           algorithm=algorithm, rounding=rounding, mean=True, seed=5,
+                                           stream=8 * world * world * i)
+        sim = rotated(sim, block, inverse=True)
+        nonfinite += int((~np.isfinite(sim)).sum())
+        for r in range(world):
+            assert same(sim, res[r]["tensors"][i]), (i, r)
+            assert res[r]["scales"][i] == (info["scale"].exponent, info["scale"].nonfinite)
+    assert all(r["out_nonfinite"] == nonfinite for r in res)
+    nan_block = np.isnan(res[0]["tensors"][4])
+    assert nan_block.sum() == block and nan_block[100 // block * block:(100 // block + 1) * block].all()
+    assert not same(res[0]["tensors"][3], plain[0]["tensors"][3])
+
+
+def test_rotation_options_are_checked():
+    for bad in (3, 1, -16, 131072):
+        with pytest.raises(ValueError, match="rotation"):
+            ct.emulate_allreduce([[torch.ones(4)]], "e4m3fn", rotation=bad)
+    with pytest.raises(TypeError):
+        ct.comm_hook("e4m3fn", rotation="16")
+    # the emulation rotates too: a NaN of one worker fills its block of the sum
+    x = [[torch.arange(40, dtype=torch.float32) * (r + 1) / 40] for r in range(3)]
+    x[1][0][21] = float("nan")
+    res, infos = ct.emulate_allreduce(x, "e4m3fn", rotation=8)
+    assert np.isnan(res[0][16:24].numpy()).all() and infos[0]["nonfinite_out"] == 8
+    assert np.isfinite(res[0][:16].numpy()).all() and np.isfinite(res[0][24:].numpy()).all()
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_ranks_that_disagree_raise_the_same_error_everywhere(tmp_path, world):
     """One case per field of the call (dist_worker.AGREE_CASES, HOOK_CASES), all in one process
@@ -188,7 +237,8 @@ def test_ranks_that_disagree_raise_the_same_error_everywhere(tmp_path, world):
             assert {r[name][0] for r in res} == {"MismatchError"}, (name, [r[name][:2] for r in res])
             msgs = [r[name][1] for r in res]
         named = {f for f in ("the format", "the scaler", "the algorithm", "the rounding", "kahan", "mean", "the seed",
-                             "the generator", "the tensor count", "total elements", "the sizes", "the streams")
+                             "the generator", "the tensor count", "total elements", "the sizes", "the streams",
+                             "the rotation block")
                  if f + " (" in msgs[0]}
         assert named == fields, (name, msgs[0])
         without_this_rank = {re.sub(r"\(this rank: [^)]*\)", "", m) for m in msgs}
