@@ -47,7 +47,7 @@ class posit_codec final : public codec {
     return detail::payload_bytes("cpd::posit_codec::payload_size", 1, 4, n, static_cast<std::size_t>(p_.bits()));
   }
   [[nodiscard]] bool stochastic() const noexcept override { return r_ == rounding::stochastic; }
-  [[nodiscard]] const posit_format& format() const noexcept { return p_; }
+  [[nodiscard]] const posit_format& posit() const noexcept { return p_; }
 
   /// The scale word of a payload whose input held inf or NaN.
   static constexpr std::uint32_t nonfinite_scale = 0x80000000u;
