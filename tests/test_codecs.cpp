@@ -390,7 +390,8 @@ static int posit_top(int n, int es) { return (n - 2) << es; }
 TEST_CASE("posit codec: decode(encode(x)) is posit_quantize of x 2^k, k putting amax in (1/2, 1]") {
   const std::size_t n = 1000;
   for (const auto& x : {wide_values(n, 5), normal_values(n, 6, 1e-3f), normal_values(n, 7, 3e4f)}) {
-    for (auto [bits, es] : {std::pair{8, 2}, std::pair{8, 0}, std::pair{16, 1}, std::pair{16, 3}}) {
+    for (const auto& posit : {std::pair{8, 2}, std::pair{8, 0}, std::pair{16, 1}, std::pair{16, 3}}) {
+      const int bits = posit.first, es = posit.second;  // (not a structured binding: CAPTURE's lambda takes it)
       CAPTURE(bits);
       CAPTURE(es);
       const cpd::posit_codec c(bits, es);
