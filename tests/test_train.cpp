@@ -291,7 +291,7 @@ TEST_CASE("command line: bad codec names and parameters give one clear line") {
     const char* message;
   };
   const bad cases[] = {
-      {"--codec nope", "cpd-train: --codec: unknown codec 'nope' (dyntree8, linear8, qsgd, onebit, int, fp)\n"},
+      {"--codec nope", "cpd-train: --codec: unknown codec 'nope' (dyntree8, linear8, qsgd, onebit, int, fp, posit)\n"},
       {"--codec onebit,qsgd:3bit", "cpd-train: --codec: 'qsgd:3bit': QSGD bits must be 2, 4 or 8\n"},
       {"--codec qsgd:4bit:0", "cpd-train: --codec: 'qsgd:4bit:0': the bucket must be >= 1\n"},
       {"--codec dyntree8:1:2", "cpd-train: --codec: 'dyntree8:1:2': too many parameters\n"},
