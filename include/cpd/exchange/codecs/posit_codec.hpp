@@ -20,6 +20,7 @@
 #include <cpd/core/posit.hpp>
 #include <cpd/exchange/codecs/interface.hpp>
 #include <cpd/host/posit_bulk.hpp>
+#include <cpd/scaling/nvfp4.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -67,19 +68,13 @@ class posit_codec final : public codec {
 
   void encode(const float* in, std::size_t n, std::uint8_t* payload, const random_stream& key = {}) const override {
     const detail::default_fp_env fp_env;  // (docs/reliability.md)
-    float amax = 0.0f;
-    bool finite = true;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float a = std::fabs(in[i]);
-      finite &= a <= 3.4028234663852886e38f;  // (false for inf and NaN)
-      amax = std::max(amax, finite ? a : 0.0f);
-    }
-    if (!finite) {  // marked: decodes to NaN
+    const std::uint32_t amax_bits = detail::nvfp4_block_amax_bits(in, n);  // (inf, NaN: 0x7F800000 and up)
+    if (amax_bits >= 0x7F800000u) {  // marked: decodes to NaN
       detail::store_le32(payload, nonfinite_scale);
       std::fill(payload + 4, payload + payload_size(n), std::uint8_t(0));
       return;
     }
-    const int k = scale_exponent(amax);
+    const int k = scale_exponent(detail::bit_cast<float>(amax_bits));
     detail::store_le32(payload, static_cast<std::uint32_t>(k));
     std::vector<double> scaled(n);  // x 2^k, exact in double
     for (std::size_t i = 0; i < n; ++i) scaled[i] = std::ldexp(static_cast<double>(in[i]), k);
