@@ -135,14 +135,15 @@ void BM_int_fake_quantize(benchmark::State& st) {
   set_rates(st, n, 8);
 }
 
-/// cpd::int_quantize in groups of range(1) values (each its own scale), int4 symmetric, nearest_even.
+/// cpd::int_quantize in groups of range(1) values (each its own scale), int4 symmetric,
+/// nearest_even (range(2) = 1) or stochastic (0).
 void BM_int_quantize(benchmark::State& st) {
   const auto n = static_cast<std::size_t>(st.range(0));
   auto& b = get(n);
   const auto group = static_cast<std::size_t>(st.range(1));
+  const cpd::rounding r = st.range(2) != 0 ? cpd::rounding::nearest_even : cpd::rounding::stochastic;
   for (auto _ : st) {
-    cpd::int_quantize(cpd::execution::seq, cpd::int_format{4, true}, cpd::rounding::nearest_even, b.in.get(),
-                      b.out.get(), n, group);
+    cpd::int_quantize(cpd::execution::seq, cpd::int_format{4, true}, r, b.in.get(), b.out.get(), n, group);
     benchmark::ClobberMemory();
   }
   set_rates(st, n, 8);
@@ -451,7 +452,7 @@ BENCHMARK(BM_memcpy)->Arg(n);
 BENCHMARK_TEMPLATE(BM_quantize, e4m3, rounding::nearest_even)->Args({n, best});
 BENCHMARK(BM_hadamard)->Args({n, 16})->Args({n, 64})->Args({n, 256});
 BENCHMARK(BM_int_fake_quantize)->Args({n, 1})->Args({n, 0});
-BENCHMARK(BM_int_quantize)->Args({n, n})->Args({n, 4096})->Args({n, 32});
+BENCHMARK(BM_int_quantize)->Args({n, n, 1})->Args({n, 4096, 1})->Args({n, 32, 1})->Args({n, 32, 0});
 BENCHMARK_TEMPLATE(BM_quantize, e5m2, rounding::nearest_even)->Args({n, best});
 BENCHMARK_TEMPLATE(BM_quantize, bf16, rounding::nearest_even)->Args({n, best});
 BENCHMARK_TEMPLATE(BM_quantize, fp16, rounding::nearest_even)->Args({n, best});

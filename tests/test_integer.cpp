@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -133,19 +134,19 @@ TEST_CASE("int_fake_quantize, nearest_even: the one-pass path at its edges, its 
           CAPTURE(in[i]);
           CHECK(same(out[i], reference(in[i], f, p, rounding::nearest_even)));
           CHECK(same(par[i], out[i]));
-          const float x = in[i];
-          const double k = std::nearbyint(x * (1.0f / p.scale)) + p.zero_point;
+          const float y = in[i] * (1.0f / p.scale);  // (counted after the scale, as every call)
+          const double k = std::nearbyint(y) + p.zero_point;
           want.count += 1;
-          want.zeros += x == 0.0f;
-          want.nan_inputs += std::isnan(x);
-          want.inf_inputs += std::isinf(x);
-          want.underflow += std::isfinite(x) && x != 0.0f && k == p.zero_point;
-          const bool clamped = !std::isnan(x) && (k < f.qmin() || k > f.qmax());
+          want.zeros += y == 0.0f;
+          want.nan_inputs += std::isnan(y);
+          want.inf_inputs += std::isinf(y);
+          want.underflow += std::isfinite(y) && y != 0.0f && k == p.zero_point;
+          const bool clamped = !std::isnan(y) && (k < f.qmin() || k > f.qmax());
           want.saturated += clamped;
-          want.overflow += clamped && std::isfinite(x);
+          want.overflow += clamped && std::isfinite(y);
         }
         for (const auto& field : cpd::value_stats_fields) {
-          CAPTURE(field.name);
+          CAPTURE(std::string(field.name));
           CHECK(st.*field.member == want.*field.member);
           CHECK(st_par.*field.member == want.*field.member);
         }
@@ -210,4 +211,175 @@ TEST_CASE("int_quantize: groups, statistics, stochastic rounding, in place, erro
   CHECK_THROWS_AS(cpd::int_fake_quantize(cpd::execution::seq, f, cpd::int_params{1.0f, 9}, rounding::nearest_even,
                                          x.data(), y.data(), 8),
                   std::invalid_argument);
+}
+
+namespace {
+
+/// Inputs for the one-pass loops: both zeros, subnormals, inf, NaN, ties and near-ties of the
+/// integer grid, |x / scale| near 2^22 .. 2^25 and beyond, and random values of many magnitudes.
+std::vector<float> edge_inputs(float scale, std::uint32_t seed) {
+  std::vector<float> in{0.0f, -0.0f, 1e-40f, -1e-45f, std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::max(),
+                        -std::numeric_limits<float>::denorm_min()};
+  for (float b : {4194303.5f, 4194304.5f, 8388607.5f, 8388609.0f, 16777215.0f, 33554436.0f, 1e30f}) {
+    in.push_back(b * scale);
+    in.push_back(-b * scale);
+  }
+  for (int k = -40; k <= 40; ++k) {
+    in.push_back((static_cast<float>(k) + 0.5f) * scale);
+    in.push_back(std::nextafter((static_cast<float>(k) + 0.5f) * scale, 0.0f));
+    in.push_back(static_cast<float>(k) * 0.37f * scale);
+  }
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-30, 20);
+  while (in.size() < 1237) in.push_back(std::ldexp(mant(gen), ex(gen)) * scale);  // (not a multiple of 16)
+  return in;
+}
+
+/// The generic path of int_fake_quantize, restated: the rounding core (cpd::quantize, proven
+/// against MPFR) on the grid of the integers with the scale 1 / scale, then the clamp and the
+/// product; its counts as the generic path makes them.
+void generic(const cpd::int_format& f, const cpd::int_params& p, rounding r, const std::vector<float>& in,
+             std::vector<float>& out, cpd::value_stats& st, cpd::bulk_options o) {
+  const cpd::format grid = cpd::fixed_point_grid<float>(cpd::fixed_point{24, 0, false}, 0, false);
+  out.resize(in.size());
+  o.scale = 1.0f / p.scale;
+  o.scale_inverse = 1.0f;
+  o.stats = &st;
+  cpd::quantize(cpd::execution::seq, grid, r, cpd::overflow::saturate, in.data(), out.data(), in.size(), o);
+  const float lo = static_cast<float>(f.qmin() - p.zero_point), hi = static_cast<float>(f.qmax() - p.zero_point);
+  std::uint64_t clamped = 0;
+  for (float& k : out) {
+    if (k > hi || k < lo) {
+      clamped += 1;
+      k = k > hi ? hi : lo;
+    }
+    k = (k + 0.0f) * p.scale;
+  }
+  st.saturated = clamped;
+  st.overflow = clamped - st.inf_inputs;
+}
+
+}  // namespace
+
+TEST_CASE("int_fake_quantize: the one-pass loop is the rounding core on the integer grid, every instruction set") {
+  // nearest_even and stochastic (32 random bits, variant a) take detail::int_round_loop; each
+  // instruction set's loop gives the core's bits and counts, whole or in three threads, and
+  // across a 2^32 boundary of the random counters
+  std::vector<cpd::detail::isa> isas{cpd::detail::isa::baseline};
+  if (cpd::detail::cpu_isa() >= cpd::detail::isa::avx2) isas.push_back(cpd::detail::isa::avx2);
+  if (cpd::detail::cpu_isa() >= cpd::detail::isa::avx512) isas.push_back(cpd::detail::isa::avx512);
+  std::uint32_t seed = 1;
+  for (int bits : {2, 4, 8, 16}) {
+    for (bool symmetric : {true, false}) {
+      const cpd::int_format f{bits, symmetric};
+      for (const cpd::int_params p : {cpd::int_params{1.0f, 0}, cpd::int_params{0.01f, f.qmin()},
+                                      cpd::int_params{3.0f, f.qmax()}, cpd::int_params{1e-3f, (f.qmin() + f.qmax()) / 2},
+                                      cpd::int_params{1e-30f, 0}}) {
+        const std::vector<float> in = edge_inputs(p.scale, seed++);
+        for (rounding r : {rounding::nearest_even, rounding::stochastic}) {
+          for (std::uint64_t offset : {std::uint64_t(0), (std::uint64_t(1) << 32) - 700}) {
+            cpd::bulk_options o;
+            o.seed = seed;
+            o.stream = 5;
+            o.offset = offset;
+            std::vector<float> want;
+            cpd::value_stats want_st;
+            generic(f, p, r, in, want, want_st, o);
+            for (cpd::detail::isa i : isas) {
+              cpd::detail::set_isa_override(i);
+              std::vector<float> out(in.size()), par(in.size()), inplace = in;
+              cpd::value_stats st, st_par;
+              o.stats = &st;
+              cpd::int_fake_quantize(cpd::execution::seq, f, p, r, in.data(), out.data(), in.size(), o);
+              o.stats = &st_par;
+              cpd::int_fake_quantize(cpd::execution::parallel_policy{3, 1}, f, p, r, in.data(), par.data(),
+                                     in.size(), o);
+              o.stats = nullptr;
+              cpd::int_fake_quantize(cpd::execution::seq, f, p, r, inplace.data(), inplace.data(), in.size(), o);
+              cpd::detail::set_isa_override(-1);
+              CAPTURE(std::string(cpd::detail::to_string(i)));
+              CAPTURE(bits);
+              CAPTURE(symmetric);
+              CAPTURE(p.scale);
+              CAPTURE(p.zero_point);
+              CAPTURE(std::string(cpd::to_string(r)));
+              CAPTURE(offset);
+              std::size_t wrong = 0;
+              for (std::size_t j = 0; j < in.size(); ++j) {
+                const bool ok = same(out[j], want[j]) && same(par[j], want[j]) && same(inplace[j], want[j]);
+                if (!ok && wrong++ < 5) {
+                  CAPTURE(j);
+                  CAPTURE(in[j]);
+                  CHECK(out[j] == want[j]);
+                }
+              }
+              CHECK(wrong == 0);
+              for (const auto& field : cpd::value_stats_fields) {
+                CAPTURE(std::string(field.name));
+                CHECK(st.*field.member == want_st.*field.member);
+                CHECK(st_par.*field.member == want_st.*field.member);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int_quantize: the groups' ranges and values on every instruction set, stochastic as one call") {
+  // each group's scale from its finite values (inf, NaN and both zeros among them), then the
+  // group as int_fake_quantize with the counters of one call over the whole array
+  std::vector<float> in = edge_inputs(0.25f, 99);
+  in[40] = std::numeric_limits<float>::infinity();  // (groups of 33: one with an inf, one all NaN)
+  for (std::size_t j = 66; j < 99; ++j) in[j] = std::numeric_limits<float>::quiet_NaN();
+  const cpd::int_format f{4, false};
+  for (rounding r : {rounding::nearest_even, rounding::stochastic})
+  for (std::size_t group : {std::size_t(33), std::size_t(700), std::size_t(2500)}) {  // (2500: a group beyond a block of words)
+    cpd::bulk_options o;
+    o.seed = 3;
+    o.offset = 17;
+    const std::size_t groups = (in.size() + group - 1) / group;
+    std::vector<float> want(in.size());
+    std::vector<cpd::int_params> want_p(groups);
+    cpd::value_stats want_st;
+    for (std::size_t b = 0; b < groups; ++b) {
+      const std::size_t g = b * group, m = std::min(group, in.size() - g);
+      float lo = 0.0f, hi = 0.0f;
+      for (std::size_t j = g; j < g + m; ++j)
+        if (std::isfinite(in[j])) lo = std::min(lo, in[j]), hi = std::max(hi, in[j]);
+      want_p[b] = cpd::int_params_for(f, lo, hi);
+      std::vector<float> part(in.begin() + static_cast<long>(g), in.begin() + static_cast<long>(g + m)), out;
+      cpd::value_stats st;
+      cpd::bulk_options og = o;
+      og.offset = o.offset + g;
+      generic(f, want_p[b], r, part, out, st, og);
+      std::copy(out.begin(), out.end(), want.begin() + static_cast<long>(g));
+      want_st += st;
+    }
+    for (int cap : {0, 1, 2}) {
+      cpd::detail::set_isa_override(cap);
+      std::vector<float> out(in.size());
+      std::vector<cpd::int_params> p(groups);
+      cpd::value_stats st;
+      o.stats = &st;
+      cpd::int_quantize(cpd::execution::par(3), f, r, in.data(), out.data(), in.size(), group, p.data(), o);
+      cpd::detail::set_isa_override(-1);
+      CAPTURE(cap);
+      CAPTURE(group);
+      CAPTURE(std::string(cpd::to_string(r)));
+      for (std::size_t b = 0; b < groups; ++b) {
+        CHECK(p[b].scale == want_p[b].scale);
+        CHECK(p[b].zero_point == want_p[b].zero_point);
+      }
+      for (std::size_t j = 0; j < in.size(); ++j) CHECK(same(out[j], want[j]));
+      for (const auto& field : cpd::value_stats_fields) {
+        CAPTURE(std::string(field.name));
+        CHECK(st.*field.member == want_st.*field.member);
+      }
+    }
+  }
 }

@@ -22,17 +22,26 @@
 // finite values.
 //
 // NaN stays NaN; +-inf becomes the end of the range (saturated); a zero result is +0 (q -
-// zero_point is an integer, as in torch). Statistics: zeros,
-// underflow (nonzero inputs that became 0), nan_inputs, inf_inputs as every call; overflow
-// counts finite inputs beyond [qmin, qmax], saturated those and the infinities.
+// zero_point is an integer, as in torch). Statistics, of the scaled inputs x * (1 / scale) as
+// every bulk call counts them after its scale (docs/bulk.md): zeros, underflow (nonzero inputs
+// that became 0), nan_inputs, inf_inputs (x * (1 / scale) may overflow to inf); overflow
+// counts finite ones beyond [qmin, qmax], saturated those and the infinities.
+//
+// nearest_even, and stochastic with 32 random bits of variant a, run in one vector pass per
+// instruction set (detail::int_round_loop); the other modes and variants take the rounding
+// core on the integer grid, then the clamp: the same bits (tests/test_integer.cpp).
 
+#include <cpd/core/detail/bits.hpp>
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/detail/fenv.hpp>
 #include <cpd/core/options.hpp>
+#include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
 #include <cpd/core/stats.hpp>
 #include <cpd/host/bulk.hpp>
 #include <cpd/host/execution.hpp>
+#include <cpd/host/detail/isa.hpp>
+#include <cpd/host/detail/lanes.hpp>
 #include <cpd/host/detail/parallel_for.hpp>
 #include <cpd/host/fixed_point.hpp>
 
@@ -98,63 +107,271 @@ inline int_params int_params_of(const int_format& f, float lo, float hi) noexcep
   return p;
 }
 
-/// The range [lo, hi] of in[0, n)'s finite values and 0 (int_quantize's groups).
-inline std::pair<float, float> finite_range(const float* in, std::size_t n) noexcept {
-  float lo = 0.0f, hi = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = in[i];
-    const float u = v - v == 0.0f ? v : 0.0f;  // (inf and NaN count as 0, which the range holds)
-    lo = u < lo ? u : lo;
-    hi = u > hi ? u : hi;
+/// Counts of the integer loops: zeros, nonzero inputs whose integer is 0, integers beyond
+/// [lo, hi] (the infinities among them), NaN and infinite inputs.
+struct int_counts {
+  std::uint64_t zeros = 0, underflow = 0, clamped = 0, nans = 0, infs = 0;
+
+  int_counts& operator+=(const int_counts& d) noexcept {
+    zeros += d.zeros, underflow += d.underflow, clamped += d.clamped, nans += d.nans, infs += d.infs;
+    return *this;
   }
-  return {lo, hi};
-}
+  /// The statistics of n values with these counts (every infinite input is clamped).
+  [[nodiscard]] value_stats stats(std::size_t n) const noexcept {
+    value_stats st;
+    st.count = n;
+    st.zeros = zeros;
+    st.underflow = underflow;
+    st.saturated = clamped;
+    st.overflow = clamped - infs;
+    st.nan_inputs = nans;
+    st.inf_inputs = infs;
+    return st;
+  }
+};
 
 /// y rounded to an integer, ties to even, in float arithmetic (the default environment held by
 /// the caller): (y + 1.5 * 2^23) - 1.5 * 2^23, exact for |y| < 2^23. A larger |y| comes back
 /// within 2 of itself, far beyond every b-bit range (within 2^16), which the callers clamp to;
 /// inf and NaN come back as they are.
-[[nodiscard]] inline float round_to_integer(float y) noexcept {
+[[nodiscard]] CPD_ALWAYS_INLINE float round_to_integer(float y) noexcept {
   constexpr float magic = 12582912.0f;  // 1.5 * 2^23
   return (y + magic) - magic;
 }
 
-/// int_fake_quantize in nearest_even over in[0, n) (the default floating-point environment
-/// held by the caller): y = x * (1 / scale) in float, k = round_to_integer(y), clamped to
-/// [qmin - zero_point, qmax - zero_point], times scale: one branch-free pass over the values,
-/// and, when `count`, a second pass for the counts. The values and counts of the generic path
-/// (the rounding core on the integer grid, then the clamp); the counts are zero without `count`.
-inline value_stats int_nearest_even(const int_format& f, const int_params& p, const float* in, float* out,
-                                    std::size_t n, bool count) noexcept {
+/// y rounded stochastically to an integer as the rounding core's variant a with 32 random bits
+/// r (cpd/core/detail/round.hpp, on the grid of step 1): |y| truncated, plus 1 when
+/// floor(f * 2^32) + r >= 2^32 for its fraction f (exact: f is a float below 1, f * 2^32 a
+/// float), y's sign. |y| >= 2^23 is an integer already; inf and NaN come back as they are.
+[[nodiscard]] CPD_ALWAYS_INLINE float stochastic_integer(float y, std::uint32_t r) noexcept {
+  const std::uint32_t yb = bit_cast<std::uint32_t>(y);
+  const float a = bit_cast<float>(yb & 0x7FFFFFFFu);
+  const bool small = a < 8388608.0f;  // 2^23 (false for NaN)
+  const float as = small ? a : 0.0f;
+  const float t = static_cast<float>(static_cast<std::int32_t>(as));
+  const auto remk = static_cast<std::uint32_t>((as - t) * 4294967296.0f);  // (below 2^32)
+  const float k = small ? t + static_cast<float>(remk > ~r) : a;
+  return bit_cast<float>(bit_cast<std::uint32_t>(k) | (yb & 0x80000000u));
+}
+
+/// The counts of one scaled input y = x * (1 / scale) whose integer is k (counted after the
+/// scale, as every bulk call counts: docs/bulk.md).
+CPD_ALWAYS_INLINE void count_integer(int_counts& c, float y, float k, float lo, float hi) noexcept {
+  c.zeros += y == 0.0f;
+  c.underflow += y != 0.0f && k == 0.0f;
+  c.clamped += k > hi || k < lo;
+  c.nans += y != y;
+  c.infs += y - y != 0.0f && y == y;
+}
+
+/// The integer k clamped to [lo, hi], times scale (NaN stays NaN: the comparisons are false; an
+/// integer 0 is +0).
+[[nodiscard]] CPD_ALWAYS_INLINE float integer_value(float k, float lo, float hi, float scale) noexcept {
+  const float c = k > hi ? hi : k;
+  return ((c < lo ? lo : c) + 0.0f) * scale;
+}
+
+/// out[j] = integer_value(k_j) for k_j = round_to_integer(in[j] * inv) (nearest_even), or
+/// stochastic_integer(in[j] * inv, rnd[j]) when rnd is not null; the counts when `count`
+/// (in may be out). One branch-free body compiled per instruction set (lanes.hpp); the AVX-512
+/// body in intrinsics, one pass for values and counts at any optimization level.
+struct int_round_loop {
+  static CPD_ALWAYS_INLINE int_counts run(const float* in, const std::uint32_t* rnd, float inv, float lo, float hi,
+                                          float scale, float* out, std::size_t n, bool count) noexcept {
+    int_counts c;
+    if (count) {  // (before the values: in may be out)
+      for (std::size_t j = 0; j < n; ++j) {
+        const float y = in[j] * inv;
+        count_integer(c, y, rnd ? stochastic_integer(y, rnd[j]) : round_to_integer(y), lo, hi);
+      }
+    }
+    if (rnd) {
+      for (std::size_t j = 0; j < n; ++j) out[j] = integer_value(stochastic_integer(in[j] * inv, rnd[j]), lo, hi, scale);
+    } else {
+      for (std::size_t j = 0; j < n; ++j) out[j] = integer_value(round_to_integer(in[j] * inv), lo, hi, scale);
+    }
+    return c;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int_counts run_avx512(const float* in, const std::uint32_t* rnd,
+                                                                   float inv, float lo, float hi, float scale,
+                                                                   float* out, std::size_t n, bool count) noexcept {
+    const __m512 vinv = _mm512_set1_ps(inv), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi),
+                 vscale = _mm512_set1_ps(scale), magic = _mm512_set1_ps(12582912.0f),
+                 two23 = _mm512_set1_ps(8388608.0f), two32 = _mm512_set1_ps(4294967296.0f),
+                 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), sign = _mm512_set1_epi32(static_cast<int>(0x80000000u)),
+                  inf = _mm512_set1_epi32(0x7F800000);
+    std::uint64_t zeros = 0, underflow = 0, clamped = 0, nans = 0, infs = 0;
+    for (std::size_t j = 0; j < n; j += 16) {
+      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __m512 x = _mm512_maskz_loadu_ps(m, in + j);
+      const __m512 y = _mm512_mul_ps(x, vinv);
+      __m512 k;
+      if (rnd) {
+        const __m512i yb = _mm512_castps_si512(y);
+        const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(yb, abs));
+        const __mmask16 small = _mm512_cmp_ps_mask(a, two23, _CMP_LT_OQ);
+        const __m512 t = _mm512_maskz_roundscale_ps(small, a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __m512i remk = _mm512_maskz_cvttps_epu32(small, _mm512_mul_ps(_mm512_sub_ps(a, t), two32));
+        const __m512i r = _mm512_maskz_loadu_epi32(m, rnd + j);
+        const __mmask16 up = _mm512_cmpgt_epu32_mask(remk, _mm512_xor_si512(r, _mm512_set1_epi32(-1)));
+        const __m512 ks = _mm512_mask_mov_ps(a, small, _mm512_mask_add_ps(t, up, t, one));
+        k = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(ks), _mm512_and_si512(yb, sign)));
+      } else {
+        k = _mm512_sub_ps(_mm512_add_ps(y, magic), magic);
+      }
+      const __mmask16 above = _mm512_cmp_ps_mask(k, vhi, _CMP_GT_OQ), below = _mm512_cmp_ps_mask(k, vlo, _CMP_LT_OQ);
+      const __m512 c = _mm512_mask_mov_ps(_mm512_mask_mov_ps(k, above, vhi), below, vlo);
+      _mm512_mask_storeu_ps(out + j, m, _mm512_mul_ps(_mm512_add_ps(c, zero), vscale));
+      if (count) {
+        const __mmask16 yzero = _mm512_cmp_ps_mask(y, zero, _CMP_EQ_OQ) & m;
+        const __mmask16 kzero = _mm512_cmp_ps_mask(k, zero, _CMP_EQ_OQ);
+        const __m512i ya = _mm512_and_si512(_mm512_castps_si512(y), abs);
+        zeros += static_cast<unsigned>(__builtin_popcount(yzero));
+        underflow += static_cast<unsigned>(__builtin_popcount(kzero & ~yzero & m));
+        clamped += static_cast<unsigned>(__builtin_popcount((above | below) & m));
+        nans += static_cast<unsigned>(__builtin_popcount(_mm512_cmpgt_epu32_mask(ya, inf) & m));
+        infs += static_cast<unsigned>(__builtin_popcount(_mm512_cmpeq_epu32_mask(ya, inf) & m));
+      }
+    }
+    return {zeros, underflow, clamped, nans, infs};
+  }
+#endif
+};
+
+/// The range [lo, hi] of in[0, n)'s finite values and 0 (int_quantize's groups; inf and NaN
+/// count as 0, which the range holds).
+struct finite_range_loop {
+  static CPD_ALWAYS_INLINE std::pair<float, float> run(const float* in, std::size_t n) noexcept {
+    float lo = 0.0f, hi = 0.0f;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = in[i];
+      const float u = v - v == 0.0f ? v : 0.0f;
+      lo = u < lo ? u : lo;
+      hi = u > hi ? u : hi;
+    }
+    return {lo, hi};
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE std::pair<float, float> run_avx512(const float* in,
+                                                                                std::size_t n) noexcept {
+    // (min_ps(u, lo) is u < lo ? u : lo, as above: a lane holds +0 or what is below it, so the
+    // order of the reductions cannot meet a -0)
+    __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m512 v0 = _mm512_loadu_ps(in + i), v1 = _mm512_loadu_ps(in + i + 16);
+      const __mmask16 f0 = _mm512_cmp_ps_mask(_mm512_sub_ps(v0, v0), _mm512_setzero_ps(), _CMP_EQ_OQ);
+      const __mmask16 f1 = _mm512_cmp_ps_mask(_mm512_sub_ps(v1, v1), _mm512_setzero_ps(), _CMP_EQ_OQ);
+      const __m512 u0 = _mm512_maskz_mov_ps(f0, v0), u1 = _mm512_maskz_mov_ps(f1, v1);
+      lo0 = _mm512_min_ps(u0, lo0), hi0 = _mm512_max_ps(u0, hi0);
+      lo1 = _mm512_min_ps(u1, lo1), hi1 = _mm512_max_ps(u1, hi1);
+    }
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+      const __m512 v = _mm512_maskz_loadu_ps(m, in + i);
+      const __mmask16 f = _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_EQ_OQ);
+      const __m512 u = _mm512_maskz_mov_ps(f, v);
+      lo0 = _mm512_min_ps(u, lo0), hi0 = _mm512_max_ps(u, hi0);
+    }
+    return {_mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1)), _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1))};
+  }
+#endif
+};
+
+/// The range [lo, hi] of in[0, n)'s finite values and 0, by the loop of instruction set `where`.
+inline std::pair<float, float> finite_range(isa where, const float* in, std::size_t n) noexcept {
+  return lanes<finite_range_loop>(where, in, n);
+}
+
+/// Whether int_fake_quantize takes its one-pass loop (int_round_loop) in mode r with these
+/// options: nearest_even, or stochastic with 32 random bits of variant a (the loop's rule).
+[[nodiscard]] inline bool int_fast_path(rounding r, const bulk_options& o) noexcept {
+  return r == rounding::nearest_even ||
+         (r == rounding::stochastic && o.random_bits == 32 && o.variant == stochastic_variant::a);
+}
+
+/// The random words of the integer loops, drawn this many at a time.
+inline constexpr std::size_t int_random_block = 2048;
+
+/// rnd[j] = the word of counter first + j of o's stream, j < m (a key per 2^32 counters), by
+/// the generator's loop of instruction set `where`.
+inline void int_random(isa where, const bulk_options& o, std::uint64_t first, std::size_t m,
+                       std::uint32_t* rnd) noexcept {
+  for (std::size_t j = 0; j < m;) {
+    const std::uint64_t counter = first + j;
+    const auto lo32 = static_cast<std::uint32_t>(counter);
+    const auto k = static_cast<std::uint32_t>(std::min<std::uint64_t>(m - j, (std::uint64_t(1) << 32) - lo32));
+    const random_key key = make_random_key(o.seed, o.stream, static_cast<std::uint32_t>(counter >> 32), o.generator);
+    with_generator(key.generator,
+                   [&](auto g) { lanes<random_fill_loop<decltype(g)::value>>(where, key, lo32, k, rnd + j); });
+    j += k;
+  }
+}
+
+/// int_fake_quantize over in[0, n) by int_round_loop (int_fast_path's cases; the default
+/// floating-point environment held by the caller): y = x * (1 / scale) in float, its integer
+/// (stochastic: element j drawing counter `first` + j of o's stream), clamped to [qmin -
+/// zero_point, qmax - zero_point], times scale. The values and counts of the generic path (the
+/// rounding core on the integer grid, then the clamp); the counts are zero without `count`.
+inline value_stats int_fast(isa where, const int_format& f, const int_params& p, rounding r, const float* in,
+                            float* out, std::size_t n, bool count, const bulk_options& o,
+                            std::uint64_t first) noexcept {
   const float inv = 1.0f / p.scale, scale = p.scale;
   const float lo = static_cast<float>(f.qmin() - p.zero_point), hi = static_cast<float>(f.qmax() - p.zero_point);
-  value_stats st;
-  if (count) {  // (before the values: in may be out)
-    std::uint64_t zeros = 0, underflow = 0, clamped = 0, nans = 0, infs = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float x = in[i];
-      const float k = round_to_integer(x * inv);
-      zeros += x == 0.0f;
-      underflow += x != 0.0f && k == 0.0f;
-      clamped += k > hi || k < lo;
-      nans += x != x;
-      infs += x - x != 0.0f && x == x;
+  int_counts c;
+  if (r == rounding::stochastic) {
+    std::uint32_t rnd[int_random_block];
+    for (std::size_t j = 0; j < n; j += int_random_block) {
+      const std::size_t m = std::min(n - j, int_random_block);
+      int_random(where, o, first + j, m, rnd);
+      c += lanes<int_round_loop>(where, in + j, static_cast<const std::uint32_t*>(rnd), inv, lo, hi, scale, out + j,
+                                 m, count);
     }
-    st.count = n;
-    st.zeros = zeros;
-    st.underflow = underflow;
-    st.saturated = clamped;  // (every infinite input is clamped)
-    st.overflow = clamped - infs;
-    st.nan_inputs = nans;
-    st.inf_inputs = infs;
+  } else {
+    c = lanes<int_round_loop>(where, in, static_cast<const std::uint32_t*>(nullptr), inv, lo, hi, scale, out, n,
+                              count);
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    const float k = round_to_integer(in[i] * inv);
-    const float c = k > hi ? hi : k;                // (NaN stays NaN: the comparisons are false)
-    out[i] = ((c < lo ? lo : c) + 0.0f) * scale;   // (an integer 0 is +0)
-  }
-  return st;
+  return count ? c.stats(n) : value_stats{};
 }
+
+/// int_quantize over in[0, n) in groups of `group` (the last may be shorter): each group's
+/// range, its int_params_of (into params[b] when params is not null), its values by
+/// int_round_loop (nearest_even, or stochastic with the words rnd[0, n) when rnd is not null),
+/// all in one function per instruction set (no call per group).
+struct int_groups_loop {
+  static CPD_ALWAYS_INLINE int_counts run(const float* in, const std::uint32_t* rnd, float* out, std::size_t n,
+                                          std::size_t group, int_format f, int_params* params, bool count) noexcept {
+    int_counts c;
+    for (std::size_t g = 0, b = 0; g < n; g += group, ++b) {
+      const std::size_t m = std::min(group, n - g);
+      const auto [mn, mx] = finite_range_loop::run(in + g, m);
+      const int_params p = int_params_of(f, mn, mx);
+      if (params) params[b] = p;
+      c += int_round_loop::run(in + g, rnd ? rnd + g : nullptr, 1.0f / p.scale, static_cast<float>(f.qmin() - p.zero_point),
+                               static_cast<float>(f.qmax() - p.zero_point), p.scale, out + g, m, count);
+    }
+    return c;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int_counts run_avx512(const float* in, const std::uint32_t* rnd,
+                                                                   float* out, std::size_t n, std::size_t group,
+                                                                   int_format f, int_params* params,
+                                                                   bool count) noexcept {
+    int_counts c;
+    for (std::size_t g = 0, b = 0; g < n; g += group, ++b) {
+      const std::size_t m = std::min(group, n - g);
+      const auto [mn, mx] = finite_range_loop::run_avx512(in + g, m);
+      const int_params p = int_params_of(f, mn, mx);
+      if (params) params[b] = p;
+      c += int_round_loop::run_avx512(in + g, rnd ? rnd + g : nullptr, 1.0f / p.scale, static_cast<float>(f.qmin() - p.zero_point),
+                                      static_cast<float>(f.qmax() - p.zero_point), p.scale, out + g, m, count);
+    }
+    return c;
+  }
+#endif
+};
 
 }  // namespace detail
 
@@ -182,9 +399,11 @@ void int_fake_quantize(Policy&& policy, const int_format& f, const int_params& p
     detail::fail_invalid(std::string(who) + ": the scale is int_params' (leave bulk_options' scales at their defaults)");
   detail::require_format_values(who, options, "integers round to their own grid");
   if (!detail::begin_call(who, in, out, n, options)) return;
-  if (r == rounding::nearest_even) {  // one fused pass (detail::int_nearest_even)
+  if (detail::int_fast_path(r, options)) {  // one pass (detail::int_round_loop)
+    const detail::isa where = detail::active_isa();
     const value_stats st = detail::parallel_for(policy, n, [&](std::size_t b, std::size_t e) {
-      return detail::int_nearest_even(f, p, in + b, out + b, e - b, options.stats != nullptr);
+      return detail::int_fast(where, f, p, r, in + b, out + b, e - b, options.stats != nullptr, options,
+                              options.offset + b);
     });
     if (options.stats) *options.stats = st;
     return;
@@ -229,16 +448,36 @@ void int_quantize(Policy&& policy, const int_format& f, rounding r, const float*
   if (group == 0) detail::fail_invalid(std::string(who) + ": group must be at least 1");
   detail::require_format_values(who, options, "integers round to their own grid");
   if (!detail::begin_call(who, in, out, n, options)) return;
-  if (r == rounding::nearest_even) {  // the groups in one parallel pass, each group's range then its values
+  if (detail::int_fast_path(r, options)) {  // the groups in one parallel pass, each group's range then its values
+    const detail::isa where = detail::active_isa();
     const std::size_t groups = (n + group - 1) / group;
+    const bool count = options.stats != nullptr;
     const value_stats st = detail::parallel_for(policy, groups, [&](std::size_t first, std::size_t last) {
+      const std::size_t g0 = first * group, g1 = std::min(n, last * group);
+      if (r == rounding::nearest_even)
+        return detail::lanes<detail::int_groups_loop>(where, in + g0, static_cast<const std::uint32_t*>(nullptr),
+                                                      out + g0, g1 - g0, group, f, params ? params + first : nullptr,
+                                                      count)
+            .stats(g1 - g0);
+      detail::int_counts c;
+      if (group <= detail::int_random_block) {  // whole groups, the words of as many as fit in a block
+        std::uint32_t rnd[detail::int_random_block];
+        const std::size_t per = detail::int_random_block / group * group;
+        for (std::size_t g = g0; g < g1; g += per) {
+          const std::size_t m = std::min(per, g1 - g);
+          detail::int_random(where, options, options.offset + g, m, rnd);
+          c += detail::lanes<detail::int_groups_loop>(where, in + g, static_cast<const std::uint32_t*>(rnd), out + g,
+                                                      m, group, f, params ? params + g / group : nullptr, count);
+        }
+        return c.stats(g1 - g0);
+      }
       value_stats s;
       for (std::size_t b = first; b < last; ++b) {
         const std::size_t g = b * group, m = std::min(group, n - g);
-        const auto [lo, hi] = detail::finite_range(in + g, m);
+        const auto [lo, hi] = detail::finite_range(where, in + g, m);
         const int_params p = detail::int_params_of(f, lo, hi);
         if (params) params[b] = p;
-        s += detail::int_nearest_even(f, p, in + g, out + g, m, options.stats != nullptr);
+        s += detail::int_fast(where, f, p, r, in + g, out + g, m, count, options, options.offset + g);
       }
       return s;
     });
@@ -248,7 +487,7 @@ void int_quantize(Policy&& policy, const int_format& f, rounding r, const float*
   value_stats total;
   for (std::size_t g = 0, b = 0; g < n; g += group, ++b) {
     const std::size_t m = std::min(group, n - g);
-    const auto [lo, hi] = detail::finite_range(in + g, m);
+    const auto [lo, hi] = detail::finite_range(detail::active_isa(), in + g, m);
     const int_params p = int_params_for(f, lo, hi);
     if (params) params[b] = p;
     value_stats st;

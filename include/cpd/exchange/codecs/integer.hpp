@@ -52,13 +52,14 @@ class int_codec final : public codec {
     const float lo_code = static_cast<float>(f.qmin()), hi_code = static_cast<float>(f.qmax());
     const unsigned mask = (1u << bits_) - 1u;
     std::vector<std::uint8_t> codes(n, 0);
+    const detail::isa where = detail::active_isa();
     for (std::size_t b = 0; b < blocks; ++b) {
       const std::size_t lo = b * k, hi = std::min(n, lo + k);
       if (detail::block_nonfinite(in, lo, hi)) {
         detail::store_le32(payload + 4 * b, detail::nonfinite_block_bits);
         continue;
       }
-      const auto [mn, mx] = detail::finite_range(in + lo, hi - lo);
+      const auto [mn, mx] = detail::finite_range(where, in + lo, hi - lo);
       const int_params p = detail::int_params_of(f, mn, mx);
       detail::store_f32(payload + 4 * b, p.scale);
       const float inv = 1.0f / p.scale;
