@@ -4,8 +4,9 @@
 // thread; n = 2^22 floats (16 MiB, beyond the last-level cache of a small machine) and
 // 2^14 (64 KiB, in cache). The ratio is each line's bytes_per_second over BM_memcpy's.
 
+#include <cpd/host/mx.hpp>
 #include <cpd/scaling/mx.hpp>
-#include <cpd/scaling/nvfp4.hpp>
+#include <cpd/host/nvfp4.hpp>
 
 #include <benchmark/benchmark.h>
 

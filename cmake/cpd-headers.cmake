@@ -18,7 +18,9 @@ set(CPD_HEADERS
   include/cpd/core/format.hpp
   include/cpd/core/io.hpp
   include/cpd/core/limits.hpp
+  include/cpd/core/mx.hpp
   include/cpd/core/names.hpp
+  include/cpd/core/nvfp4.hpp
   include/cpd/core/options.hpp
   include/cpd/core/posit.hpp
   include/cpd/core/random.hpp
@@ -79,6 +81,8 @@ set(CPD_HEADERS
   include/cpd/host/hadamard.hpp
   include/cpd/host/instances.hpp
   include/cpd/host/integer.hpp
+  include/cpd/host/mx.hpp
+  include/cpd/host/nvfp4.hpp
   include/cpd/host/posit_bulk.hpp
   include/cpd/host/pack.hpp
   include/cpd/mpi.hpp

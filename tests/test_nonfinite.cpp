@@ -10,6 +10,7 @@
 #include <cpd/exchange/simulate.hpp>
 #include <cpd/exchange/codec.hpp>
 #include <cpd/cpd.hpp>
+#include <cpd/host/mx.hpp>
 #include <cpd/scaling/mx.hpp>
 #include <cpd/host/pack.hpp>
 #include <cpd/reduce/reduce.hpp>

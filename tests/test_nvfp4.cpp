@@ -4,6 +4,7 @@
 // with cpd's rounding core.
 
 #include <cpd/exchange/simulate.hpp>
+#include <cpd/host/nvfp4.hpp>
 #include <cpd/scaling/nvfp4.hpp>
 
 #include <doctest/doctest.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <random>
@@ -396,4 +398,191 @@ TEST_CASE("nvfp4: the exchange rule shares the scales of the largest worker and 
   CHECK(out[0] == 1.5f * f0 / 2.0f);
   CHECK(std::isnan(out[47]));
   CHECK(std::fabs(out[20] - 6.5f) <= 0.75f);  // (1 + 12) / 2, block factor 4/7 * 7 = 4: 12 -> 3 * 4
+}
+
+namespace {
+
+std::vector<cpd::detail::isa> every_isa() {
+  std::vector<cpd::detail::isa> v{cpd::detail::isa::baseline};
+  if (cpd::detail::cpu_isa() >= cpd::detail::isa::avx2) v.push_back(cpd::detail::isa::avx2);
+  if (cpd::detail::cpu_isa() >= cpd::detail::isa::avx512) v.push_back(cpd::detail::isa::avx512);
+  return v;
+}
+
+// nvfp4_count's rules, restated: the class of x, and what it became (y).
+void count_element(cpd::value_stats& st, float x, float y) {
+  ++st.count;
+  if (std::isnan(x)) ++st.nan_inputs;
+  else if (std::isinf(x)) ++st.inf_inputs;
+  else if (x == 0.0f) ++st.zeros;
+  else if (std::isnan(y)) ++st.nan;
+  else if (y == 0.0f) ++st.underflow;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("nvfp4: the array calls are the scalar functions element by element, on every instruction set",
+                          Mode, nvfp4_array_modes) {
+  // The chunked vector calls (host/nvfp4.hpp) against the format's scalar functions
+  // (core/nvfp4.hpp: nvfp4_scale_code, nvfp4_block_factor, nvfp4_element_code through the
+  // rounding core): codes, scales, values and counts, with NaN and inf blocks, subnormals,
+  // zeros of both signs, lengths around the chunk and the block, a first_index.
+  constexpr cpd::rounding R = Mode::value;
+  std::mt19937 gen(77);
+  for (std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(17), std::size_t(2047), std::size_t(2048),
+                        std::size_t(2049), std::size_t(5003)}) {
+    std::vector<float> x(n);
+    std::lognormal_distribution<float> mag(0.0f, 3.0f);
+    for (float& v : x) v = (gen() & 1 ? -1.0f : 1.0f) * mag(gen);
+    for (std::size_t i = 0; i < n; i += 97) x[i] = (i / 97) % 2 ? -0.0f : 1e-42f;
+    if (n > 40) {
+      x[33] = std::numeric_limits<float>::infinity();
+      x[n - 2] = std::numeric_limits<float>::quiet_NaN();
+    }
+    cpd::nvfp4_options opt;
+    opt.key = {11, 4};
+    opt.first_index = 1000;
+    // the definition, element by element
+    const float s = cpd::nvfp4_tensor_scale([&] {
+      float a = 0.0f;
+      for (float v : x)
+        if (std::isfinite(v)) a = std::max(a, std::fabs(v));
+      return a;
+    }());
+    std::vector<std::uint8_t> want_scales(cpd::nvfp4_scale_count(n)), want_codes(n);
+    std::vector<float> want_q(n);
+    cpd::value_stats want_st, want_enc_st;
+    for (std::size_t b = 0; b * 16 < n; ++b) {
+      const std::size_t lo = b * 16, hi = std::min(n, lo + 16);
+      float amax = 0.0f;
+      bool nonfinite = false;
+      for (std::size_t i = lo; i < hi; ++i) {
+        nonfinite |= !std::isfinite(x[i]);
+        amax = std::max(amax, std::fabs(x[i]));
+      }
+      const std::uint8_t code = cpd::nvfp4_scale_code(nonfinite ? std::numeric_limits<float>::quiet_NaN() : amax, s);
+      want_scales[b] = code;
+      const float factor = cpd::nvfp4_block_factor(code, s);
+      for (std::size_t i = lo; i < hi; ++i) {
+        const std::uint32_t rnd = R == cpd::rounding::stochastic ? opt.key.bits(0, opt.first_index + i) : 0u;
+        const std::uint8_t q = code == cpd::nvfp4_nan_scale ? 0 : cpd::nvfp4_element_code<R>(x[i], factor, rnd);
+        want_codes[i] = q;
+        const float v = (q & 8 ? -e2m1_mag[q & 7] : e2m1_mag[q & 7]);
+        want_q[i] = code == cpd::nvfp4_nan_scale ? std::numeric_limits<float>::quiet_NaN() : v * factor;
+        count_element(want_st, x[i], want_q[i]);
+        count_element(want_enc_st, x[i], code == cpd::nvfp4_nan_scale ? std::numeric_limits<float>::quiet_NaN() : v);
+      }
+    }
+    for (cpd::detail::isa where : every_isa()) {
+      cpd::detail::set_isa_override(where);
+      std::vector<std::uint8_t> packed(cpd::nvfp4_packed_size(n), 0xAB), scales(cpd::nvfp4_scale_count(n));
+      std::vector<float> q(n), dec(n), inplace = x;
+      float got_s = 0.0f;
+      const cpd::value_stats enc_st =
+          cpd::nvfp4_encode<R>(x.data(), n, packed.data(), scales.data(), &got_s, opt);
+      const cpd::value_stats q_st = cpd::nvfp4_quantize<R>(x.data(), q.data(), n, opt);
+      cpd::nvfp4_quantize<R>(inplace.data(), inplace.data(), n, opt);
+      cpd::nvfp4_decode(packed.data(), scales.data(), got_s, n, dec.data());
+      cpd::detail::set_isa_override(-1);
+      CAPTURE(std::string(cpd::detail::to_string(where)));
+      CAPTURE(n);
+      REQUIRE(bits_of(got_s) == bits_of(s));
+      CHECK(scales == want_scales);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool ok = nibble(packed, i) == want_codes[i] &&
+                        (std::isnan(want_q[i]) ? bits_of(q[i]) == 0x7FC00000u && bits_of(dec[i]) == 0x7FC00000u
+                                               : bits_of(q[i]) == bits_of(want_q[i]) &&
+                                                     bits_of(dec[i]) == bits_of(want_q[i])) &&
+                        bits_of(inplace[i]) == bits_of(q[i]);
+        if (!ok && wrong++ < 4) {
+          CAPTURE(i);
+          CAPTURE(x[i]);
+          CHECK(int(nibble(packed, i)) == int(want_codes[i]));
+          CHECK(q[i] == want_q[i]);
+          CHECK(dec[i] == want_q[i]);
+        }
+      }
+      CHECK(wrong == 0);
+      if (n % 2) CHECK((packed.back() >> 4) == 0);  // (a last odd byte's high nibble)
+      for (const auto& field : cpd::value_stats_fields) {
+        CAPTURE(std::string(field.name));
+        CHECK(q_st.*field.member == want_st.*field.member);
+        CHECK(enc_st.*field.member == want_enc_st.*field.member);
+      }
+    }
+  }
+}
+TEST_CASE_TEMPLATE_APPLY(nvfp4_array_modes,
+                         std::tuple<mode<cpd::rounding::nearest_even>, mode<cpd::rounding::stochastic>,
+                                    mode<cpd::rounding::toward_zero>, mode<cpd::rounding::odd>>);
+
+TEST_CASE("nvfp4: every block scale code, ties and clamps, on every instruction set") {
+  // the block codes of the vector loop (the integer method on b's bits) against
+  // nvfp4_scale_code (the rounding core): every E4M3 value, the midpoints between neighbours
+  // and their float neighbours, the clamps at 2^-6 and 448, and random amaxes, with s = 1
+  std::vector<float> b;
+  for (std::size_t c = 1; c + 1 < e4m3_mag.size(); ++c) {
+    const float mid = (e4m3_mag[c] + e4m3_mag[c + 1]) / 2.0f;
+    for (float v : {e4m3_mag[c], mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) b.push_back(v);
+  }
+  for (float v : {0.0f, 1e-45f, 1e-40f, 0.0078125f, 0.015625f, 447.9f, 448.0f, 464.0f, 480.0f, 1e30f, 3.4e38f})
+    b.push_back(v);
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> e(-10.0f, 10.0f);
+  while (b.size() < 20000) b.push_back(std::exp2(e(gen)));
+  std::vector<float> x(16 * b.size(), 0.0f);
+  for (std::size_t k = 0; k < b.size(); ++k) x[16 * k + k % 16] = (k % 3 ? 6.0f : -6.0f) * b[k];  // amax = 6 b
+  cpd::nvfp4_options opt;
+  opt.tensor_scale = 1.0f;
+  for (cpd::detail::isa where : every_isa()) {
+    cpd::detail::set_isa_override(where);
+    std::vector<std::uint8_t> packed(x.size() / 2), scales(b.size());
+    float s = 0.0f;
+    cpd::nvfp4_encode(x.data(), x.size(), packed.data(), scales.data(), &s, opt);
+    cpd::detail::set_isa_override(-1);
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      const std::uint8_t want = cpd::nvfp4_scale_code(std::fabs(x[16 * k + k % 16]), 1.0f);
+      if (scales[k] != want && wrong++ < 4) {
+        CAPTURE(std::string(cpd::detail::to_string(where)));
+        CAPTURE(b[k]);
+        CHECK(int(scales[k]) == int(want));
+      }
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("nvfp4: decode reads every byte under every scale code, on every instruction set") {
+  // all 256 code pairs in blocks of 8 bytes, under each of the 128 scale codes (0x7F: NaN) and
+  // two tensor scales, against nvfp4_decoded of the table's values
+  std::vector<std::uint8_t> packed(256), scales(256 / 8 * 128);
+  for (std::size_t j = 0; j < packed.size(); ++j) packed[j] = static_cast<std::uint8_t>(j);
+  std::vector<std::uint8_t> all(packed.size() * 128);
+  for (std::size_t c = 0; c < 128; ++c) {
+    std::copy(packed.begin(), packed.end(), all.begin() + static_cast<std::ptrdiff_t>(c * 256));
+    for (std::size_t k = 0; k < 32; ++k) scales[c * 32 + k] = static_cast<std::uint8_t>(c);
+  }
+  const std::size_t n = all.size() * 2 - 1;  // (an odd length: the last high nibble is not read)
+  for (float s : {1.0f, 3.0e36f}) {
+    for (cpd::detail::isa where : every_isa()) {
+      cpd::detail::set_isa_override(where);
+      std::vector<float> out(n);
+      cpd::nvfp4_decode(all.data(), scales.data(), s, n, out.data());
+      cpd::detail::set_isa_override(-1);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint8_t q = static_cast<std::uint8_t>((all[i / 2] >> (i % 2 ? 4 : 0)) & 0xF);
+        const float v = q & 8 ? -e2m1_mag[q & 7] : e2m1_mag[q & 7];
+        const float want = cpd::nvfp4_decoded(v, cpd::nvfp4_block_factor(scales[i / 16], s));
+        if (bits_of(out[i]) != bits_of(want) && wrong++ < 4) {
+          CAPTURE(std::string(cpd::detail::to_string(where)));
+          CAPTURE(i);
+          CHECK(out[i] == want);
+        }
+      }
+      CHECK(wrong == 0);
+    }
+  }
 }

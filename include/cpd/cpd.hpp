@@ -16,7 +16,9 @@
 #include <cpd/core/float.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/core/io.hpp>
+#include <cpd/core/mx.hpp>
 #include <cpd/core/names.hpp>
+#include <cpd/core/nvfp4.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/posit.hpp>
 #include <cpd/core/random.hpp>
@@ -27,6 +29,8 @@
 #include <cpd/host/fixed_point.hpp>
 #include <cpd/host/hadamard.hpp>
 #include <cpd/host/integer.hpp>
+#include <cpd/host/mx.hpp>
+#include <cpd/host/nvfp4.hpp>
 #include <cpd/host/pack.hpp>
 #include <cpd/host/posit_bulk.hpp>
 

@@ -8,7 +8,9 @@
 #include <cpd/core/detail/bits.hpp>
 #include <cpd/core/format.hpp>
 #include <cpd/exchange/scales.hpp>
+#include <cpd/host/mx.hpp>
 #include <cpd/scaling/mx.hpp>
+#include <cpd/host/nvfp4.hpp>
 #include <cpd/scaling/nvfp4.hpp>
 #include <cpd/scaling/registry.hpp>
 

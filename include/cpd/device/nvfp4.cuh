@@ -14,7 +14,7 @@
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/bits.hpp>
 #include <cpd/core/rounding.hpp>
-#include <cpd/scaling/nvfp4.hpp>
+#include <cpd/core/nvfp4.hpp>
 
 #include <cuda_runtime.h>
 

@@ -92,27 +92,6 @@ inline bool any_nonfinite(const float* g, std::size_t n) noexcept {
 /// True when an amax statistic (a non-negative float) is inf or NaN.
 inline bool amax_nonfinite(float amax) noexcept { return (bit_cast<std::uint32_t>(amax) & 0x7FFFFFFFu) >= 0x7F800000u; }
 
-/// ceil(log2(v)) for a finite v > 0, exactly.
-inline int ceil_log2(double v) noexcept {
-  const auto b = bit_cast<std::uint64_t>(v);
-  int field = static_cast<int>(b >> 52);
-  std::uint64_t frac = b & ((std::uint64_t(1) << 52) - 1);
-  if (field == 0) {  // subnormal double: normalize
-    const int lz = countl_zero(frac) - 11;
-    frac = (frac << lz) & ((std::uint64_t(1) << 52) - 1);
-    field = 1 - lz;
-  }
-  return field - 1023 + (frac != 0 ? 1 : 0);
-}
-
-/// floor(log2(v)) for a finite v > 0, exactly.
-inline int floor_log2(double v) noexcept {
-  const auto b = bit_cast<std::uint64_t>(v);
-  const int field = static_cast<int>(b >> 52);
-  if (field == 0) return -1011 - countl_zero(b & ((std::uint64_t(1) << 52) - 1));  // subnormal
-  return field - 1023;
-}
-
 }  // namespace detail
 
 /// The multi-tensor form of the protocol, written once: a scaler derives from

@@ -176,4 +176,25 @@ CPD_HOST_DEVICE constexpr double widen(float x) noexcept { return bit_cast<doubl
 /// The double x rounded to float, to nearest even, whatever the environment (exact for a float).
 CPD_HOST_DEVICE constexpr float narrow(double x) noexcept { return bit_cast<float>(narrow_bits(bit_cast<std::uint64_t>(x))); }
 
+/// ceil(log2(v)) for a finite v > 0, exactly.
+inline int ceil_log2(double v) noexcept {
+  const auto b = bit_cast<std::uint64_t>(v);
+  int field = static_cast<int>(b >> 52);
+  std::uint64_t frac = b & ((std::uint64_t(1) << 52) - 1);
+  if (field == 0) {  // subnormal double: normalize
+    const int lz = countl_zero(frac) - 11;
+    frac = (frac << lz) & ((std::uint64_t(1) << 52) - 1);
+    field = 1 - lz;
+  }
+  return field - 1023 + (frac != 0 ? 1 : 0);
+}
+
+/// floor(log2(v)) for a finite v > 0, exactly.
+inline int floor_log2(double v) noexcept {
+  const auto b = bit_cast<std::uint64_t>(v);
+  const int field = static_cast<int>(b >> 52);
+  if (field == 0) return -1011 - countl_zero(b & ((std::uint64_t(1) << 52) - 1));  // subnormal
+  return field - 1023;
+}
+
 }  // namespace cpd::detail

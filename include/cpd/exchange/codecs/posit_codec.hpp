@@ -20,7 +20,7 @@
 #include <cpd/core/posit.hpp>
 #include <cpd/exchange/codecs/interface.hpp>
 #include <cpd/host/posit_bulk.hpp>
-#include <cpd/scaling/nvfp4.hpp>
+#include <cpd/core/nvfp4.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// OCP MX's array calls on the host (docs/scaling.md): mx_encode, mx_decode and mx_quantize,
+// with the format's facts of <cpd/core/mx.hpp>. The definition, element by element: each
+// block's code sc = mx_scale_code<Elem>(amax, rule) (X = 2^e, e = sc - 127), each element
+// rounded as the double V * 2^-e to Elem in mode R, saturating (element i draws
+// key.bits(0, i)), its value times 2^e narrowed to float.
+//
+// Encode and quantize run in chunks of detail::mx_chunk values (whole blocks where a block
+// fits): (1) each block's amax and code, and y = x * 2^-e in float, in one loop per
+// instruction set; (2) the rounding of y by the bulk kernels (cpd::quantize / cpd::encode:
+// the core's bits in every mode, the call's key); (3) quantize: y * 2^e. Every product is
+// exact, so these are the definition's bits, except where some non-zero x * 2^-e falls below
+// float's normal range (a block spanning more than ~2^100): such a block is rounded from
+// double, element by element, as the definition. tests/test_mx.cpp holds every instruction
+// set to the definition. The calls run in the default floating-point environment
+// (cpd/core/detail/fenv.hpp).
+
+#include <cpd/core/config.hpp>
+#include <cpd/core/detail/bits.hpp>
+#include <cpd/core/detail/checks.hpp>
+#include <cpd/core/detail/fenv.hpp>
+#include <cpd/core/float.hpp>
+#include <cpd/core/mx.hpp>
+#include <cpd/core/options.hpp>
+#include <cpd/core/rounding.hpp>
+#include <cpd/host/bulk.hpp>
+#include <cpd/host/detail/isa.hpp>
+#include <cpd/host/detail/lanes.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+// GCC 12's own AVX-512 intrinsics warn once inlined (GCC bug 105593; see avx512.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace cpd {
+namespace detail {
+
+/// Values per chunk of the array calls (a block longer than this is split into chunks).
+inline constexpr std::size_t mx_chunk = 2048;
+
+/// 2^e of a block's code sc (e = sc - 127 in [-127, 127]) as a float: exact (2^-127 is a
+/// subnormal float).
+[[nodiscard]] inline float mx_pow2f(int e) noexcept { return pow2<float>(e); }
+
+/// Step 1 over the m values x[0, m) of one block (or a piece of one): y[i] = x[i] * inv in
+/// float (inv = 2^-e); non-zero when some product is not exact (x != 0 and |y| below float's
+/// smallest normal).
+struct mx_scale_loop {
+  static CPD_ALWAYS_INLINE std::size_t run(const float* x, float inv, float* y, std::size_t m) noexcept {
+    std::size_t inexact = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const float v = x[i] * inv;
+      const std::uint32_t a = bit_cast<std::uint32_t>(v) & 0x7FFFFFFFu;
+      inexact += (a < 0x00800000u) & ((bit_cast<std::uint32_t>(x[i]) & 0x7FFFFFFFu) != 0);
+      y[i] = v;
+    }
+    return inexact;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE std::size_t run_avx512(const float* x, float inv, float* y,
+                                                                    std::size_t m) noexcept {
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), tiny = _mm512_set1_epi32(0x00800000);
+    __mmask16 bad = 0;
+    for (std::size_t i = 0; i < m; i += 16) {
+      const __mmask16 k = m - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (m - i)) - 1u);
+      const __m512 xv = _mm512_maskz_loadu_ps(k, x + i);
+      const __m512 v = _mm512_mul_ps(xv, vinv);
+      bad |= _mm512_cmplt_epu32_mask(_mm512_and_si512(_mm512_castps_si512(v), abs), tiny) &
+             _mm512_test_epi32_mask(_mm512_castps_si512(xv), abs);
+      _mm512_mask_storeu_ps(y + i, k, v);
+    }
+    return bad;
+  }
+#endif
+};
+
+/// The blocks' amax bits (NaN's above inf's) of x[0, m) in blocks of k: amax[b], b < ceil(m / k).
+struct mx_amax_loop {
+  static CPD_ALWAYS_INLINE int run(const float* x, std::size_t m, std::size_t k, std::uint32_t* amax) noexcept {
+    for (std::size_t lo = 0, b = 0; lo < m; lo += k, ++b) {
+      const std::size_t hi = lo + k < m ? lo + k : m;
+      std::uint32_t a = 0;
+      for (std::size_t i = lo; i < hi; ++i) {
+        const std::uint32_t v = bit_cast<std::uint32_t>(x[i]) & 0x7FFFFFFFu;
+        a = v > a ? v : a;
+      }
+      amax[b] = a;
+    }
+    return 0;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t m, std::size_t k,
+                                                            std::uint32_t* amax) noexcept {
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF);
+    for (std::size_t lo = 0, b = 0; lo < m; lo += k, ++b) {
+      const std::size_t hi = lo + k < m ? lo + k : m;
+      __m512i a = _mm512_setzero_si512();
+      for (std::size_t i = lo; i < hi; i += 16) {
+        const __mmask16 mk = hi - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hi - i)) - 1u);
+        a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, x + i), abs));
+      }
+      amax[b] = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(a));
+    }
+    return 0;
+  }
+#endif
+};
+
+/// out[i] = v[i] * f, m values (f = 2^e: exact).
+struct mx_unscale_loop {
+  static CPD_ALWAYS_INLINE int run(const float* v, float f, float* out, std::size_t m) noexcept {
+    for (std::size_t i = 0; i < m; ++i) out[i] = v[i] * f;
+    return 0;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* v, float f, float* out,
+                                                            std::size_t m) noexcept {
+    const __m512 vf = _mm512_set1_ps(f);
+    for (std::size_t i = 0; i < m; i += 16) {
+      const __mmask16 k = m - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (m - i)) - 1u);
+      _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), vf));
+    }
+    return 0;
+  }
+#endif
+};
+
+/// The definition for one element: V * 2^-e (sc the block's code, not NaN) rounded to Elem in
+/// mode R from double, saturating, with element i's random bits.
+template <class Elem, rounding R>
+[[nodiscard]] Elem mx_element(float v, std::uint8_t sc, std::size_t i, const mx_options& opt) noexcept {
+  const std::uint32_t rnd = R == rounding::stochastic ? opt.key.bits(0, i) : 0u;
+  return convert<Elem, R, overflow::saturate>(static_cast<double>(v) * pow2<double>(127 - static_cast<int>(sc)), rnd);
+}
+
+/// Encode or quantize of in[0, n) in chunks [lo, lo + m): per chunk the blocks' codes (into
+/// scales when not null), y = x * 2^-e, round(y, lo, m, bulk options of the chunk) (the bulk
+/// call), then finish(lo, m, step, sc, y, bad): the chunk's blocks of `step` values with codes
+/// sc[b], and bad[b] (bad null: none) where a product x * 2^-e was inexact in float.
+template <class Elem, rounding R, class Round, class Finish>
+void mx_chunks(const float* in, std::size_t n, std::uint8_t* scales, const mx_options& opt, Round&& round,
+               Finish&& finish) {
+  const isa where = active_isa();
+  const std::size_t k = opt.block_size;
+  // whole blocks per chunk where a block fits, else one block in pieces of mx_chunk
+  const std::size_t per = k <= mx_chunk ? mx_chunk / k * k : mx_chunk;
+  float y[mx_chunk];
+  std::uint32_t amax[mx_chunk];
+  std::uint8_t sc[mx_chunk];
+  bulk_options o;
+  o.seed = opt.key.seed;
+  o.stream = opt.key.stream;
+  o.generator = opt.key.generator;
+  std::uint8_t long_sc = 0;  // (a block longer than a chunk: its code, from its first piece)
+  for (std::size_t lo = 0; lo < n;) {
+    std::size_t m = n - lo < per ? n - lo : per;
+    if (k > mx_chunk && k - lo % k < m) m = k - lo % k;  // (a piece never crosses a long block's end)
+    std::size_t blocks = 1;
+    if (k <= mx_chunk) {
+      blocks = (m + k - 1) / k;
+      lanes<mx_amax_loop>(where, in + lo, m, k, +amax);
+      for (std::size_t b = 0; b < blocks; ++b) sc[b] = mx_scale_code<Elem>(bit_cast<float>(amax[b]), opt.rule);
+      if (scales) std::copy(sc, sc + blocks, scales + lo / k);
+    } else {
+      if (lo % k == 0) {  // a new long block: its amax over the whole block
+        const std::size_t len = n - lo < k ? n - lo : k;
+        std::uint32_t a = 0;
+        for (std::size_t p = 0; p < len; p += mx_chunk) {
+          lanes<mx_amax_loop>(where, in + lo + p, len - p < mx_chunk ? len - p : mx_chunk, mx_chunk, +amax);
+          a = amax[0] > a ? amax[0] : a;
+        }
+        long_sc = mx_scale_code<Elem>(bit_cast<float>(a), opt.rule);
+        if (scales) scales[lo / k] = long_sc;
+      }
+      sc[0] = long_sc;
+    }
+    const std::size_t step = k <= mx_chunk ? k : m;
+    bool any_inexact = false;
+    bool bad[mx_chunk];
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t bl = b * step, len = m - bl < step ? m - bl : step;
+      bad[b] = sc[b] != mx_nan_scale &&
+               lanes<mx_scale_loop>(where, in + lo + bl, mx_pow2f(127 - static_cast<int>(sc[b])), y + bl, len) != 0;
+      any_inexact |= bad[b];
+    }
+    o.offset = lo;
+    round(+y, lo, m, o);
+    finish(lo, m, step, static_cast<const std::uint8_t*>(sc), static_cast<const float*>(y),
+           any_inexact ? static_cast<const bool*>(bad) : nullptr);
+    lo += m;
+  }
+}
+
+}  // namespace detail
+
+/// Encodes n values into MX blocks: scales[mx_scale_count(n, k)] e8m0 codes and codes[n] element
+/// codes, each the code of V * 2^-e rounded to Elem in mode R, saturating at max(Elem). A block
+/// with a NaN scale gets element codes 0.
+template <class Elem, rounding R = rounding::nearest_even>
+void mx_encode(const float* in, std::size_t n, std::uint8_t* scales, typename Elem::storage_type* codes,
+               const mx_options& opt = {}) {
+  static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_encode: the element must be a float format");
+  const detail::default_fp_env fp_env;
+  detail::check_mx("cpd::mx_encode", opt, n,
+                   {{in, n, sizeof(float), "the input"},
+                    {scales, mx_scale_count(n, opt.block_size), 1, "the scales"},
+                    {codes, n, sizeof(typename Elem::storage_type), "the codes"}});
+  detail::mx_chunks<Elem, R>(
+      in, n, scales, opt,
+      [&](float* y, std::size_t lo, std::size_t m, const bulk_options& o) {
+        encode<Elem, R, overflow::saturate>(execution::seq, static_cast<const float*>(y), codes + lo, m, o);
+      },
+      [&](std::size_t lo, std::size_t m, std::size_t step, const std::uint8_t* sc, const float*, const bool* bad) {
+        for (std::size_t b = 0, bl = 0; bl < m; ++b, bl += step) {
+          const std::size_t hi = bl + step < m ? bl + step : m;
+          if (sc[b] == mx_nan_scale) {
+            for (std::size_t i = lo + bl; i < lo + hi; ++i) codes[i] = 0;
+          } else if (bad != nullptr && bad[b]) {
+            for (std::size_t i = lo + bl; i < lo + hi; ++i) codes[i] = detail::mx_element<Elem, R>(in[i], sc[b], i, opt).bits();
+          }
+        }
+      });
+}
+
+/// Decodes MX blocks: out[i] = value(codes[i]) * 2^e of its block (NaN for a NaN scale).
+template <class Elem>
+void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* codes, std::size_t n, float* out,
+               const mx_options& opt = {}) {
+  static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_decode: the element must be a float format");
+  const detail::default_fp_env fp_env;
+  detail::check_mx("cpd::mx_decode", opt, n,
+                   {{scales, mx_scale_count(n, opt.block_size), 1, "the scales"},
+                    {codes, n, sizeof(typename Elem::storage_type), "the codes"},
+                    {out, n, sizeof(float), "the output"}});
+  using Code = typename Elem::storage_type;
+  const Code stray = detail::stray_bits<Code>(Elem::spec);  // a code with these bits is rejected
+  for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
+    hi = detail::block_end(lo, opt.block_size, n);
+    const std::uint8_t sc = scales[blk];
+    const double x = detail::pow2<double>(static_cast<int>(sc) - 127);
+    for (std::size_t i = lo; i < hi; ++i) {
+      if ((codes[i] & stray) != 0) detail::fail_stray_code("cpd::mx_decode", Elem::spec, codes[i], &i);
+      out[i] = sc == mx_nan_scale ? detail::bit_cast<float>(0x7FC00000u)
+                                  : static_cast<float>(static_cast<double>(Elem::from_bits(codes[i])) * x);
+    }
+  }
+}
+
+/// MX fake quantization: out = decode(encode(in)), block by block (in == out allowed).
+template <class Elem, rounding R = rounding::nearest_even>
+void mx_quantize(const float* in, float* out, std::size_t n, const mx_options& opt = {}) {
+  static_assert(is_float_format_v<Elem> && Elem::fits_float, "cpd::mx_quantize: the element must be a float format");
+  const detail::default_fp_env fp_env;
+  detail::check_mx("cpd::mx_quantize", opt, n, {{in, n, sizeof(float), "the input"}, {out, n, sizeof(float), "the output"}},
+                   true);
+  const detail::isa where = detail::active_isa();
+  detail::mx_chunks<Elem, R>(
+      in, n, nullptr, opt,
+      [&](float* y, std::size_t, std::size_t m, const bulk_options& o) {
+        quantize<Elem, R, overflow::saturate>(execution::seq, static_cast<const float*>(y), y, m, o);
+      },
+      [&](std::size_t lo, std::size_t m, std::size_t step, const std::uint8_t* sc, const float* y, const bool* bad) {
+        for (std::size_t b = 0, bl = 0; bl < m; ++b, bl += step) {
+          const std::size_t hi = bl + step < m ? bl + step : m;
+          if (sc[b] == mx_nan_scale) {
+            for (std::size_t i = lo + bl; i < lo + hi; ++i) out[i] = detail::bit_cast<float>(0x7FC00000u);
+          } else if (bad != nullptr && bad[b]) {
+            const double x = detail::pow2<double>(static_cast<int>(sc[b]) - 127);
+            for (std::size_t i = lo + bl; i < lo + hi; ++i)
+              out[i] = static_cast<float>(static_cast<double>(detail::mx_element<Elem, R>(in[i], sc[b], i, opt)) * x);
+          } else {
+            detail::lanes<detail::mx_unscale_loop>(where, y + bl, detail::mx_pow2f(static_cast<int>(sc[b]) - 127),
+                                                   out + lo + bl, hi - bl);
+          }
+        }
+      });
+}
+
+}  // namespace cpd
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
