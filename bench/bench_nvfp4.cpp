@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// NVFP4 (cpd/scaling/nvfp4.hpp) against memcpy of the same float32 bytes and against
+// NVFP4 (cpd/host/nvfp4.hpp) against memcpy of the same float32 bytes and against
 // mx_quantize with E2M1 elements, in the same run (docs/performance.md, "NVFP4"). One
 // thread; n = 2^22 floats (16 MiB, beyond the last-level cache of a small machine) and
 // 2^14 (64 KiB, in cache). The ratio is each line's bytes_per_second over BM_memcpy's.

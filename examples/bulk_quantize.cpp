@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   cpd::decode<F>(codes.data(), back.data(), n, opt);
 
   // FP4 E2M1, two codes per byte, under its own scale: with one scale per tensor
-  // most small values underflow (FP4 wants a scale per block, see cpd/scaling/mx.hpp).
+  // most small values underflow (FP4 wants a scale per block, see cpd/host/mx.hpp).
   using F4 = cpd::float4_e2m1fn;
   cpd::bulk_options opt4;
   opt4.scale_exponent = F4::spec.emax - static_cast<int>(std::ceil(std::log2(amax)));

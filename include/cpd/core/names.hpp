@@ -10,7 +10,7 @@
 // enum_names<E> lists the values of E in declaration order: here for rounding, overflow,
 // stochastic_variant, subnormal_mode, exponent_range, encoding_kind and random_generator;
 // beside their enumerations for allreduce_algorithm (exchange/algorithm.hpp), scaler_kind
-// and amax_algorithm (scaling/registry.hpp) and mx_scale_rule (scaling/mx.hpp).
+// and amax_algorithm (scaling/registry.hpp) and mx_scale_rule (core/mx.hpp).
 
 #include <cpd/core/detail/error.hpp>
 #include <cpd/core/encoding.hpp>

@@ -56,6 +56,17 @@ struct bulk_options {
 
 namespace detail {
 
+/// bulk_options whose stochastic rounding draws from key (its seed, stream and generator), the
+/// first element at counter `offset`: the calls built on the bulk calls (NVFP4, MX) pass theirs.
+[[nodiscard]] inline bulk_options keyed_options(const random_stream& key, std::uint64_t offset = 0) noexcept {
+  bulk_options o;
+  o.seed = key.seed;
+  o.stream = key.stream;
+  o.generator = key.generator;
+  o.offset = offset;
+  return o;
+}
+
 /// Throws std::invalid_argument unless o.random_bits is in [1, 32], o.variant is
 /// one (b: random_bits in [1, 31]), and o.subnormals and o.exponents are ones (host and
 /// device calls).

@@ -3,7 +3,7 @@
 
 // NVFP4 on a CUDA device (docs/scaling.md#nvfp4): the host's nvfp4_quantize, nvfp4_encode
 // and nvfp4_decode as stream-ordered launchers, with the host's bits: every step is one of
-// the CPD_HOST_DEVICE functions of <cpd/scaling/nvfp4.hpp> (tensor scale, block code,
+// the CPD_HOST_DEVICE functions of <cpd/core/nvfp4.hpp> (tensor scale, block code,
 // factor, element code through the rounding core), and element i draws
 // key.bits(0, first_index + i) as on the host. Two kernels: the tensor's finite amax (an
 // atomicMax on the bits, into a caller's 4-byte device word `d_amax`: the launchers

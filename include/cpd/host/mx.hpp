@@ -29,6 +29,7 @@
 #include <cpd/host/detail/isa.hpp>
 #include <cpd/host/detail/lanes.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -155,10 +156,7 @@ void mx_chunks(const float* in, std::size_t n, std::uint8_t* scales, const mx_op
   float y[mx_chunk];
   std::uint32_t amax[mx_chunk];
   std::uint8_t sc[mx_chunk];
-  bulk_options o;
-  o.seed = opt.key.seed;
-  o.stream = opt.key.stream;
-  o.generator = opt.key.generator;
+  bulk_options o = keyed_options(opt.key);
   std::uint8_t long_sc = 0;  // (a block longer than a chunk: its code, from its first piece)
   for (std::size_t lo = 0; lo < n;) {
     std::size_t m = n - lo < per ? n - lo : per;
@@ -187,8 +185,11 @@ void mx_chunks(const float* in, std::size_t n, std::uint8_t* scales, const mx_op
     bool bad[mx_chunk];
     for (std::size_t b = 0; b < blocks; ++b) {
       const std::size_t bl = b * step, len = m - bl < step ? m - bl : step;
-      bad[b] = sc[b] != mx_nan_scale &&
-               lanes<mx_scale_loop>(where, in + lo + bl, mx_pow2f(127 - static_cast<int>(sc[b])), y + bl, len) != 0;
+      bad[b] = false;
+      if (sc[b] == mx_nan_scale)
+        std::fill(y + bl, y + bl + len, 0.0f);  // (finish writes the block; the bulk call reads zeros)
+      else
+        bad[b] = lanes<mx_scale_loop>(where, in + lo + bl, mx_pow2f(127 - static_cast<int>(sc[b])), y + bl, len) != 0;
       any_inexact |= bad[b];
     }
     o.offset = lo;

@@ -358,10 +358,7 @@ value_stats nvfp4_encode(const float* in, std::size_t n, std::uint8_t* packed, s
   value_stats st;
   float y[detail::nvfp4_chunk], factors[detail::nvfp4_chunk_blocks];
   std::uint8_t q[detail::nvfp4_chunk];
-  bulk_options o;
-  o.seed = opt.key.seed;
-  o.stream = opt.key.stream;
-  o.generator = opt.key.generator;
+  bulk_options o = detail::keyed_options(opt.key);
   for (std::size_t lo = 0; lo < n; lo += detail::nvfp4_chunk) {
     const std::size_t m = n - lo < detail::nvfp4_chunk ? n - lo : detail::nvfp4_chunk;
     std::uint8_t* codes = scales + lo / nvfp4_block_size;
@@ -399,10 +396,7 @@ value_stats nvfp4_quantize(const float* in, float* out, std::size_t n, const nvf
   value_stats st;
   float y[detail::nvfp4_chunk], factors[detail::nvfp4_chunk_blocks];
   std::uint8_t codes[detail::nvfp4_chunk_blocks];
-  bulk_options o;
-  o.seed = opt.key.seed;
-  o.stream = opt.key.stream;
-  o.generator = opt.key.generator;
+  bulk_options o = detail::keyed_options(opt.key);
   for (std::size_t lo = 0; lo < n; lo += detail::nvfp4_chunk) {
     const std::size_t m = n - lo < detail::nvfp4_chunk ? n - lo : detail::nvfp4_chunk;
     detail::lanes<detail::nvfp4_divide_loop>(where, in + lo, m, s, +codes, +factors, +y);
