@@ -83,38 +83,6 @@ struct mx_scale_loop {
 #endif
 };
 
-/// The blocks' amax bits (NaN's above inf's) of x[0, m) in blocks of k: amax[b], b < ceil(m / k).
-struct mx_amax_loop {
-  static CPD_ALWAYS_INLINE int run(const float* x, std::size_t m, std::size_t k, std::uint32_t* amax) noexcept {
-    for (std::size_t lo = 0, b = 0; lo < m; lo += k, ++b) {
-      const std::size_t hi = lo + k < m ? lo + k : m;
-      std::uint32_t a = 0;
-      for (std::size_t i = lo; i < hi; ++i) {
-        const std::uint32_t v = bit_cast<std::uint32_t>(x[i]) & 0x7FFFFFFFu;
-        a = v > a ? v : a;
-      }
-      amax[b] = a;
-    }
-    return 0;
-  }
-#if CPD_FAST_KERNELS
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t m, std::size_t k,
-                                                            std::uint32_t* amax) noexcept {
-    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF);
-    for (std::size_t lo = 0, b = 0; lo < m; lo += k, ++b) {
-      const std::size_t hi = lo + k < m ? lo + k : m;
-      __m512i a = _mm512_setzero_si512();
-      for (std::size_t i = lo; i < hi; i += 16) {
-        const __mmask16 mk = hi - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hi - i)) - 1u);
-        a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, x + i), abs));
-      }
-      amax[b] = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(a));
-    }
-    return 0;
-  }
-#endif
-};
-
 /// out[i] = v[i] * f, m values (f = 2^e: exact).
 struct mx_unscale_loop {
   static CPD_ALWAYS_INLINE int run(const float* v, float f, float* out, std::size_t m) noexcept {
@@ -164,7 +132,7 @@ void mx_chunks(const float* in, std::size_t n, std::uint8_t* scales, const mx_op
     std::size_t blocks = 1;
     if (k <= mx_chunk) {
       blocks = (m + k - 1) / k;
-      lanes<mx_amax_loop>(where, in + lo, m, k, +amax);
+      lanes<block_amax_loop>(where, in + lo, m, k, +amax);
       for (std::size_t b = 0; b < blocks; ++b) sc[b] = mx_scale_code<Elem>(bit_cast<float>(amax[b]), opt.rule);
       if (scales) std::copy(sc, sc + blocks, scales + lo / k);
     } else {
@@ -172,7 +140,7 @@ void mx_chunks(const float* in, std::size_t n, std::uint8_t* scales, const mx_op
         const std::size_t len = n - lo < k ? n - lo : k;
         std::uint32_t a = 0;
         for (std::size_t p = 0; p < len; p += mx_chunk) {
-          lanes<mx_amax_loop>(where, in + lo + p, len - p < mx_chunk ? len - p : mx_chunk, mx_chunk, +amax);
+          lanes<block_amax_loop>(where, in + lo + p, len - p < mx_chunk ? len - p : mx_chunk, mx_chunk, +amax);
           a = amax[0] > a ? amax[0] : a;
         }
         long_sc = mx_scale_code<Elem>(bit_cast<float>(a), opt.rule);

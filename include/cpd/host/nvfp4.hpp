@@ -155,15 +155,9 @@ struct nvfp4_divide_loop {
   // 7; the factor is s times that rounded b, a float.
   CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t m, float s,
                                                             std::uint8_t* codes, float* factors, float* y) noexcept {
-    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF);
     const std::size_t blocks = (m + nvfp4_block_size - 1) / nvfp4_block_size;
     alignas(64) std::uint32_t amax[nvfp4_chunk_blocks];
-    for (std::size_t k = 0; k < blocks; ++k) {
-      const std::size_t lo = k * nvfp4_block_size, len = m - lo < 16 ? m - lo : 16;
-      const __mmask16 mk = len == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
-      amax[k] = static_cast<std::uint32_t>(
-          _mm512_reduce_max_epu32(_mm512_and_si512(_mm512_maskz_loadu_epi32(mk, x + lo), abs)));
-    }
+    block_amax_loop::run_avx512(x, m, nvfp4_block_size, amax);
     const __m512 six = _mm512_set1_ps(6.0f), vs = _mm512_set1_ps(s), lo_b = _mm512_set1_ps(nvfp4_min_block_scale),
                  hi_b = _mm512_set1_ps(448.0f);
     const __m512i inf = _mm512_set1_epi32(0x7F800000), half = _mm512_set1_epi32(0x7FFFF),

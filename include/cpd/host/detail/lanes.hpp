@@ -144,6 +144,38 @@ struct amax_loop {
 #endif
 };
 
+/// The blocks' amax bits (NaN's above inf's) of x[0, m) in blocks of k: amax[b], b < ceil(m / k).
+struct block_amax_loop {
+  static CPD_ALWAYS_INLINE int run(const float* x, std::size_t m, std::size_t k, std::uint32_t* amax) noexcept {
+    for (std::size_t lo = 0, b = 0; lo < m; lo += k, ++b) {
+      const std::size_t hi = lo + k < m ? lo + k : m;
+      std::uint32_t a = 0;
+      for (std::size_t i = lo; i < hi; ++i) {
+        const std::uint32_t v = bit_cast<std::uint32_t>(x[i]) & 0x7FFFFFFFu;
+        a = v > a ? v : a;
+      }
+      amax[b] = a;
+    }
+    return 0;
+  }
+#if CPD_FAST_KERNELS
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t m, std::size_t k,
+                                                            std::uint32_t* amax) noexcept {
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF);
+    for (std::size_t lo = 0, b = 0; lo < m; lo += k, ++b) {
+      const std::size_t hi = lo + k < m ? lo + k : m;
+      __m512i a = _mm512_setzero_si512();
+      for (std::size_t i = lo; i < hi; i += 16) {
+        const __mmask16 mk = hi - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hi - i)) - 1u);
+        a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, x + i), abs));
+      }
+      amax[b] = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(a));
+    }
+    return 0;
+  }
+#endif
+};
+
 /// Flags of odd_sum_loop.
 enum : unsigned {
   odd_sum_overflow = 1,  ///< the sum of two finite floats overflowed float
