@@ -22,12 +22,10 @@ import os
 import re
 import sys
 
-try:
-    import matplotlib
-except ImportError:
-    sys.exit(f"{sys.argv[0]}: needs matplotlib (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)")
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_output import pyplot, save_figure, table_rows  # noqa: E402
+
+plt = pyplot()
 
 # (group, format, rule) -> the row's family and exchange, in the table's order.
 FAMILIES = [
@@ -61,17 +59,8 @@ def read_run_dir(d):
         if not m:
             continue
         seed, group = m.group(1), m.group(2)
-        here = {}
-        table = False
-        for line in open(os.path.join(d, name)).read().splitlines():
-            if re.match(r"^format +APS +bits/value", line):
-                table = True
-                continue
-            if line.startswith("weights-hash:"):
-                table = False
-            w = line.split()
-            if table and len(w) >= 10:
-                here[(w[0], w[1])] = {"bits": float(w[2]), "flushed": float(w[6]), "epochs": {}}
+        here = {(w[0], w[1]): {"bits": float(w[2]), "flushed": float(w[6]), "epochs": {}}
+                for w in table_rows(open(os.path.join(d, name)).read())}
         if not here:
             sys.exit(f"{sys.argv[0]}: no table in {name} (did the run fail?)")
         with open(os.path.join(d, f"{seed}-{group}.csv"), newline="") as f:
@@ -200,10 +189,7 @@ def main():
         ax.set_title(f"{e} epochs")
         ax.set_ylim(max(low - 0.01, 0.5), max(band) + 0.01)
         ax.grid(alpha=0.3)
-    fig.legend(loc="center right", fontsize=7, ncol=1)
-    fig.subplots_adjust(right=0.78)
-    fig.savefig(out_png, dpi=110)
-    print(f"\nwrote {out_csv} ({len(rows)} rows) and {out_png}")
+    save_figure(fig, 0.78, out_csv, len(rows), out_png)
 
 
 if __name__ == "__main__":

@@ -21,12 +21,10 @@ import re
 import sys
 from collections import defaultdict
 
-try:
-    import matplotlib
-except ImportError:
-    sys.exit(f"{sys.argv[0]}: needs matplotlib (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)")
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_output import pyplot, save_figure, table_rows  # noqa: E402
+
+plt = pyplot()
 
 RULES = ["none", "aps", "amax", "amax-sqrtw", "predivide", "delayed", "mx32", "loss"]
 
@@ -45,18 +43,10 @@ def read_run_dir(d):
             continue
         seed, fmt = m.group(1), m.group(2)
         text = open(os.path.join(d, name)).read()
-        table = False
+        for w in table_rows(text):
+            runs[(seed, w[0], column_rule(w[1]))] = {
+                "bits": float(w[2]), "flushed": float(w[6]), "overflowed": float(w[7]), "skipped": "", "epochs": {}}
         for line in text.splitlines():
-            if re.match(r"^format +APS +bits/value", line):
-                table = True
-                continue
-            if line.startswith("weights-hash:"):
-                table = False
-            if table and line.split() and len(line.split()) >= 10:
-                w = line.split()
-                runs[(seed, w[0], column_rule(w[1]))] = {
-                    "bits": float(w[2]), "flushed": float(w[6]), "overflowed": float(w[7]), "skipped": "",
-                    "epochs": {}}
             sk = re.match(r"loss scaling: (\d+) of (\d+) steps skipped.*\((\S+), aps (\S+)\)", line)
             if sk:
                 runs[(seed, sk.group(3), column_rule(sk.group(4)))]["skipped"] = sk.group(1)
@@ -168,10 +158,7 @@ def main():
         ax.set_title(f"{e} epochs ({left_out} runs below 0.7 or diverged, not shown)")
         ax.set_ylim(0.7, top + 0.01)
         ax.grid(alpha=0.3)
-    fig.legend(loc="center right", fontsize=7, ncol=1)
-    fig.subplots_adjust(right=0.84)
-    fig.savefig(out_png, dpi=110)
-    print(f"\nwrote {out_csv} ({len(rows)} rows) and {out_png}")
+    save_figure(fig, 0.84, out_csv, len(rows), out_png)
 
 
 if __name__ == "__main__":
