@@ -14,8 +14,10 @@
 // Two tiers: "sampled" (ctest label quick) takes a deterministic spread of the
 // formats, the ends of every method's bias range among them; "exhaustive" (skipped
 // unless asked for: label exhaustive) takes all of them, on all cores. ctest runs
-// them on the instruction-set paths (CPD_ISA=baseline|avx2|avx512): below AVX-512
-// the generic kernels answer, with the same bits.
+// the sampled tier on the instruction-set paths (CPD_ISA=baseline|avx2|avx512): below
+// AVX-512 the generic kernels answer, with the same bits. The exhaustive tier checks the
+// AVX-512 and the AVX2 paths in one run (those the CPU has), the core's answers computed
+// once for both: batches of formats, each checked on one path after the other.
 
 #include "bulk_test_support.hpp"
 
@@ -159,15 +161,26 @@ struct buffers {
   std::vector<std::uint32_t> c32;
 };
 
+/// The core's answer for one input: round_bits' value and code.
+struct expected {
+  std::uint32_t value, code;
+};
+
+/// The core's answers for one format: one vector per (mode, overflow, random-bit count)
+/// checked, in the order check_format_rounding checks them.
+using answers = std::vector<std::vector<expected>>;
+
 /// quantize and encode of f in mode (R, O) with `rbits` random bits, every input, against
-/// round_bits; returns the number of wrong elements and describes the first. Codes go to
+/// round_bits (computed into `want` when `fill`, else read from it: the answers of an
+/// earlier instruction-set path); returns the number of wrong elements and describes the first. Codes go to
 /// 16-bit words, and also to bytes when they fit (the fast kernels take both); codes of
 /// more than 16 bits to 32-bit words (which the generic kernels write).
 constexpr std::uint64_t seed = 0x5EED, stream = 3, offset = 1000;
 
 template <rounding R, overflow O>
 std::size_t check_rounding(const cpd::format& f, const std::vector<float>& in, const std::vector<std::uint32_t>& rnd,
-                           int rbits, buffers& b, std::vector<mismatch>& log) {
+                           int rbits, buffers& b, std::vector<expected>& want, bool fill,
+                           std::vector<mismatch>& log) {
   const std::size_t n = in.size();
   cpd::bulk_options o;
   o.seed = seed;
@@ -189,18 +202,25 @@ std::size_t check_rounding(const cpd::format& f, const std::vector<float>& in, c
   if (narrow) cpd::encode(f, R, O, in.data(), b.c8.data(), n, o);
   const cd::spec s = f.spec();
   std::size_t bad = 0;
+  if (fill) {
+    want.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto r = cd::round_bits<R, O, float>(s, bits(in[i]), R == rounding::stochastic ? rnd[i] : 0u, rbits);
+      want[i] = {static_cast<std::uint32_t>(r.value), static_cast<std::uint32_t>(r.code)};
+    }
+  }
   for (std::size_t i = 0; i < n; ++i) {
-    const auto r = cd::round_bits<R, O, float>(s, bits(in[i]), R == rounding::stochastic ? rnd[i] : 0u, rbits);
+    const expected& r = want[i];
     const std::uint32_t code = wide ? b.c32[i] : b.c16[i];
     const bool ok = bits(b.q[i]) == r.value && code == r.code && (!narrow || b.c8[i] == r.code);
     if (!ok && bad++ == 0 && log.size() < 20) {
       char buf[256];
       std::snprintf(buf, sizeof buf,
-                    "%s %s %s rbits %d: input %08x: quantize %08x want %08x, code %x/%x want %x (method %d)",
+                    "%s %s %s rbits %d: input %08x: quantize %08x want %08x, code %x/%x want %x (method %d, %s)",
                     f.name().c_str(), cpd::to_string(R), cpd::to_string(O), rbits, bits(in[i]), bits(b.q[i]),
                     static_cast<unsigned>(r.value), static_cast<unsigned>(code),
                     narrow ? static_cast<unsigned>(b.c8[i]) : 0u, static_cast<unsigned>(r.code),
-                    static_cast<int>(fast::method_for<R>(s)));
+                    static_cast<int>(fast::method_for<R>(s)), cd::to_string(cd::active_isa()));
       log.push_back({buf});
     }
   }
@@ -209,11 +229,11 @@ std::size_t check_rounding(const cpd::format& f, const std::vector<float>& in, c
 
 /// Every mode, both overflow rules; stochastic with 32 random bits and a count that changes
 /// from format to format (1 to 31).
-std::size_t check_format_rounding(const cd::spec& s, unsigned index, buffers& b, std::vector<mismatch>& log,
-                                  std::size_t& inputs) {
+std::size_t check_format_rounding(const cd::spec& s, unsigned index, buffers& b, answers& want, bool fill,
+                                  std::vector<mismatch>& log, std::size_t& inputs) {
   const cpd::format f(s.E, s.M, s.enc, s.bias);
   const std::vector<float> in = inputs_for(s, index);
-  inputs += in.size();
+  if (fill) inputs += in.size();
   static const std::vector<std::uint32_t> rnd = [] {  // the generator's bits of element i, as the bulk calls draw them
     std::vector<std::uint32_t> r(1 << 16);
     for (std::size_t i = 0; i < r.size(); ++i) r[i] = cpd::random_bits(seed, stream, offset + i);
@@ -222,7 +242,12 @@ std::size_t check_format_rounding(const cd::spec& s, unsigned index, buffers& b,
   // (inputs_for gives at most 255 * 20 * 2 + 10 values)
   constexpr int more_bits[] = {1, 2, 5, 8, 13, 16, 20, 23, 24, 31};
   const int third = more_bits[index % (sizeof more_bits / sizeof more_bits[0])];
-  std::size_t bad = 0;
+  std::size_t bad = 0, next = 0;
+  if (fill) want.clear();
+  auto answers_of = [&]() -> std::vector<expected>& {
+    if (fill) want.emplace_back();
+    return want[next++];
+  };
   for (rounding mode : all_modes)
     for (overflow ov : {overflow::infinity, overflow::saturate})
       cd::with_rounding(mode, [&](auto rc) {
@@ -230,9 +255,9 @@ std::size_t check_format_rounding(const cd::spec& s, unsigned index, buffers& b,
           constexpr rounding R = decltype(rc)::value;
           constexpr overflow O = decltype(oc)::value;
           if constexpr (R == rounding::stochastic) {
-            for (int k : {32, third}) bad += check_rounding<R, O>(f, in, rnd, k, b, log);
+            for (int k : {32, third}) bad += check_rounding<R, O>(f, in, rnd, k, b, answers_of(), fill, log);
           } else {
-            bad += check_rounding<R, O>(f, in, rnd, 32, b, log);
+            bad += check_rounding<R, O>(f, in, rnd, 32, b, answers_of(), fill, log);
           }
         });
       });
@@ -270,18 +295,21 @@ struct tally {
   std::vector<mismatch> log;
 };
 
-/// Checks formats[first], formats[first + step], ...
-void check_some(const std::vector<accepted>& formats, std::size_t first, std::size_t step, tally& t) {
+/// Checks formats[begin + first], formats[begin + first + step], ... below end, on the
+/// current instruction-set path; want[i - begin] holds format i's answers from the core,
+/// computed now when `fill`. Formats are counted on the first path (`fill`) only.
+void check_some(const std::vector<accepted>& formats, std::size_t begin, std::size_t end, std::size_t first,
+                std::size_t step, std::vector<answers>& want, bool fill, tally& t) {
   buffers b;
-  for (std::size_t i = first; i < formats.size(); i += step) {
+  for (std::size_t i = begin + first; i < end; i += step) {
     const accepted& a = formats[i];
     const auto index = static_cast<unsigned>(i);
     if (a.rounds) {
-      ++t.rounding_formats;
-      t.bad_rounding += check_format_rounding(a.s, index, b, t.log, t.inputs) != 0;
+      if (fill) ++t.rounding_formats;
+      t.bad_rounding += check_format_rounding(a.s, index, b, want[i - begin], fill, t.log, t.inputs) != 0;
     }
     if (a.decodes) {
-      ++t.decoding_formats;
+      if (fill) ++t.decoding_formats;
       std::size_t bad = 0;
       if (a.s.bits <= 8) bad += check_decode_codes<std::uint8_t>(a.s, index, t.log);
       bad += check_decode_codes<std::uint16_t>(a.s, index, t.log);
@@ -290,16 +318,29 @@ void check_some(const std::vector<accepted>& formats, std::size_t first, std::si
   }
 }
 
-/// Runs every check on the formats, on `threads` threads; one CHECK per kind, the first
-/// mismatches as messages.
-void check_formats(const std::vector<accepted>& formats, unsigned threads) {
+/// Runs every check on the formats, on `threads` threads, on each of `paths` (none: the
+/// current path only) in batches of formats, a batch on one path after the other with the
+/// core's answers of the first; one CHECK per kind (a bad format counts once per path), the
+/// first mismatches as messages.
+void check_formats(const std::vector<accepted>& formats, unsigned threads, const std::vector<cd::isa>& paths) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<tally> parts(std::max(threads, 1u));
-  std::vector<std::thread> pool;
-  for (std::size_t k = 1; k < parts.size(); ++k)
-    pool.emplace_back([&, k] { check_some(formats, k, parts.size(), parts[k]); });
-  check_some(formats, 0, parts.size(), parts[0]);
-  for (auto& th : pool) th.join();
+  isa_guard guard;
+  constexpr std::size_t batch = 32;  // formats: ~1.3 MB of answers each
+  std::vector<answers> want(batch);
+  const std::size_t passes = std::max<std::size_t>(paths.size(), 1);
+  for (std::size_t begin = 0; begin < formats.size(); begin += batch) {
+    const std::size_t end = std::min(begin + batch, formats.size());
+    for (std::size_t p = 0; p < passes; ++p) {
+      if (!paths.empty()) cd::set_isa_override(paths[p]);
+      const bool fill = p == 0;
+      std::vector<std::thread> pool;
+      for (std::size_t k = 1; k < parts.size(); ++k)
+        pool.emplace_back([&, k] { check_some(formats, begin, end, k, parts.size(), want, fill, parts[k]); });
+      check_some(formats, begin, end, 0, parts.size(), want, fill, parts[0]);
+      for (auto& th : pool) th.join();
+    }
+  }
   tally t;
   for (const tally& p : parts) {
     t.rounding_formats += p.rounding_formats;
@@ -312,10 +353,13 @@ void check_formats(const std::vector<accepted>& formats, unsigned threads) {
   }
   for (const mismatch& m : t.log) MESSAGE(m.what);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string names;
+  for (cd::isa i : paths) names += std::string(names.empty() ? "" : " and ") + cd::to_string(i);
+  if (paths.empty()) names = cd::to_string(cd::active_isa());
   MESSAGE(t.rounding_formats << " formats rounded (" << t.inputs / std::max<std::size_t>(t.rounding_formats, 1)
-                             << " inputs each on average), " << t.decoding_formats << " decoded, on the "
-                             << std::string(cd::to_string(cd::active_isa())) << " path, " << parts.size()
-                             << " thread(s), in " << secs << " s");
+                             << " inputs each on average), " << t.decoding_formats
+                             << " decoded, on the " << names << " path(s), " << parts.size() << " thread(s), in "
+                             << secs << " s");
   CHECK(t.rounding_formats > 0);
   CHECK(t.decoding_formats > 0);
   CHECK(t.bad_rounding == 0);
@@ -356,9 +400,15 @@ TEST_CASE("fast kernels: the formats come from the acceptance predicates") {
 }
 
 TEST_CASE("fast kernels equal the scalar core on a spread of the formats they accept (sampled)") {
-  check_formats(sampled_formats(), 1);
+  check_formats(sampled_formats(), 1, {});
 }
 
 TEST_CASE("fast kernels equal the scalar core on every format they accept (exhaustive)" * doctest::skip()) {
-  check_formats(accepted_formats(), std::max(1u, std::thread::hardware_concurrency()));
+  // The paths of the fast kernels (AVX-512) and of the vector loops (AVX2) this CPU has; on
+  // a CPU with neither, its own (every call is the core there: the sampled tier's job).
+  std::vector<cd::isa> paths;
+  for (cd::isa i : {cd::isa::avx512, cd::isa::avx2})
+    if (cd::cpu_isa() >= i) paths.push_back(i);
+  if (paths.empty()) paths.push_back(cd::cpu_isa());
+  check_formats(accepted_formats(), std::max(1u, std::thread::hardware_concurrency()), paths);
 }

@@ -205,6 +205,16 @@ CPD_ALWAYS_INLINE std::size_t rotate16x8(const T* in, T* out, const T* masks, T 
   return bad_blocks;
 }
 
+/// True when Size is the compile-time block size 16 (rotate16x8's).
+template <class Size>
+constexpr bool is_block16() noexcept {
+  if constexpr (std::is_same_v<Size, std::size_t>) {
+    return false;
+  } else {
+    return Size::value == 16;
+  }
+}
+
 /// Blocks [first, last) of b values each (b: a std::size_t, or a std::integral_constant for
 /// the common sizes, whose loops the compiler then unrolls and vectorizes whole).
 template <class T, class Size>
@@ -212,25 +222,23 @@ hadamard_stats rotate_blocks(const T* in, T* out, std::size_t first, std::size_t
                              bool inverse, Size size) noexcept {
   const std::size_t b = size;
   hadamard_stats st;
-  if constexpr (!std::is_same_v<Size, std::size_t>) {
-    if constexpr (Size::value == 16) {
-      std::size_t k = first;
-      for (; k + 8 <= last; k += 8) st.nonfinite_blocks += rotate16x8(in + k * 16, out + k * 16, masks, c, inverse);
-      for (; k < last; ++k) st.nonfinite_blocks += rotate16(in + k * 16, out + k * 16, masks, c, inverse) ? 1 : 0;
-      st.blocks = last - first;
-      return st;
+  if constexpr (is_block16<Size>()) {  // (an else: nvcc warns of a loop after a return)
+    std::size_t k = first;
+    for (; k + 8 <= last; k += 8) st.nonfinite_blocks += rotate16x8(in + k * 16, out + k * 16, masks, c, inverse);
+    for (; k < last; ++k) st.nonfinite_blocks += rotate16(in + k * 16, out + k * 16, masks, c, inverse) ? 1 : 0;
+    st.blocks = last - first;
+  } else {
+    for (std::size_t k = first; k < last; ++k) {
+      T* y = out + k * b;
+      if (inverse) {
+        if (y != in + k * b) std::memcpy(y, in + k * b, b * sizeof(T));
+      } else {
+        copy_signed(in + k * b, y, masks, b);
+      }
+      walsh_hadamard(y, b);
+      st.nonfinite_blocks += scale_signed(y, c, inverse ? masks : nullptr, b) ? 1 : 0;
+      st.blocks += 1;
     }
-  }
-  for (std::size_t k = first; k < last; ++k) {
-    T* y = out + k * b;
-    if (inverse) {
-      if (y != in + k * b) std::memcpy(y, in + k * b, b * sizeof(T));
-    } else {
-      copy_signed(in + k * b, y, masks, b);
-    }
-    walsh_hadamard(y, b);
-    st.nonfinite_blocks += scale_signed(y, c, inverse ? masks : nullptr, b) ? 1 : 0;
-    st.blocks += 1;
   }
   return st;
 }
