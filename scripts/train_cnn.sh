@@ -12,7 +12,7 @@
 #   scripts/train_cnn.sh [--out DIR] [--name NAME] [--seeds 1,2,3] [--epochs N]
 #                        [--mode emulated|ddp] [--threads N] [--pythonpath DIR] [-- ARGS...]
 #
-# ARGS after -- go to train_cnn.py (its --help lists them: --formats, --aps, --lr, ...).
+# ARGS after -- go to train_cnn.py (its --help lists them: --formats, --aps, --exchanges, --lr, ...).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -97,6 +97,12 @@ def make_parser():
                         "(e5m2, e4m3 = IEEE-like E4M3 as in cpd-train, e4m3fn, e3m0, bf16, fp16, ...)")
     p.add_argument("--aps", default="off,on",
                    help="APS (per-tensor power-of-two scaling, Han et al. PPoPP 2021): off, on or off,on")
+    p.add_argument("--exchanges", default=None, metavar="LIST",
+                   help="instead of --formats x --aps, these exchanges, comma-separated: FORMAT/SCALING with "
+                        "SCALING off (no scale), on (APS), mx32 (OCP MX: a power of two per 32 values) or nvfp4 "
+                        "(an E4M3 scale per 16 values and a tensor scale), optionally +hB (a random Hadamard "
+                        "rotation in blocks of B), e.g. e2m1fn/nvfp4+h16; or codec=SPEC, a cpd gradient codec "
+                        "(int:8:32, fp:binary8p3se, posit:8, ...). Emulated mode only, except FORMAT/off and /on")
     p.add_argument("--fp32-aps-too", action="store_true",
                    help="also run fp32 with APS on; by default fp32 runs once (APS off), because scaling a "
                         "float32 sum by a power of two changes no bit")
@@ -154,6 +160,7 @@ def parse_args(argv):
     for v in a.aps:
         if v not in ("off", "on"):
             raise UsageError(f"--aps: '{v}' is not off or on")
+    a.exchanges = parse_exchanges(a.exchanges, a.mode) if a.exchanges is not None else None
     seeds = split_list("--seeds", a.seeds) if a.seed is None else [str(a.seed)]
     try:
         a.seeds = [int(s) for s in seeds]
@@ -175,20 +182,54 @@ def split_list(flag, text):
     return items
 
 
-def check_formats(formats, workers):
-    """Rejects a format name the way cpd does (its own message); returns the runs' configs."""
-    import torch
+def parse_exchanges(text, mode):
+    """--exchanges: the (format, scaling) pairs; a codec is (SPEC, "codec")."""
+    configs = []
+    for item in split_list("--exchanges", text):
+        if item.startswith("codec="):
+            spec = item[len("codec="):]
+            if not spec:
+                raise UsageError(f"--exchanges: '{item}' names no codec")
+            configs.append((spec, "codec"))
+            continue
+        fmt, slash, scaling = item.partition("/")
+        rule, plus, block = scaling.partition("+h")
+        if not slash or not fmt or rule not in ("off", "on", "mx32", "nvfp4") or (plus and not block.isdigit()):
+            raise UsageError(f"--exchanges: '{item}' is not FORMAT/SCALING (SCALING off, on, mx32 or nvfp4, "
+                             "optionally +hB) or codec=SPEC")
+        configs.append((fmt, scaling))
+    for fmt, scaling in configs:
+        if mode == "ddp" and scaling not in ("off", "on"):
+            raise UsageError(f"--exchanges: {fmt}/{scaling} runs in --mode emulated only (the DDP hook takes "
+                             "FORMAT/off and FORMAT/on)")
+    return configs
+
+
+def make_workers(model, workers, fmt, scaling, threads):
+    """The EmulatedWorkers of one configuration (format, scaling)."""
     import cpd.torch as ct
-    for f in formats:
-        if f == "fp32":
+    if scaling == "codec":
+        return ct.EmulatedWorkers(model, workers, None, scaler=None, codec=fmt, threads=threads)
+    rule, _, block = scaling.partition("+h")
+    return ct.EmulatedWorkers(model, workers, fmt, scaler={"off": "none", "on": "aps"}.get(rule, rule),
+                              rotation=int(block) if block else 0, threads=threads)
+
+
+def check_configs(configs, workers):
+    """Rejects a format, codec or rotation the way cpd does (its own message)."""
+    import torch
+    for f, scaling in configs:
+        if f == "fp32" and scaling in ("off", "on"):
             continue
         try:
-            ct.EmulatedWorkers(torch.nn.Linear(1, 1), workers, f, scaler="aps")
+            make_workers(torch.nn.Linear(1, 1), workers, f, scaling, 1)
         except (ValueError, TypeError) as e:
-            raise UsageError(f"--formats: {e}") from None
+            raise UsageError(f"--{'exchanges' if scaling not in ('off', 'on') else 'formats'}: {e}") from None
 
 
 def run_configs(args):
+    if args.exchanges is not None:
+        return args.exchanges
     configs = []
     for f in args.formats:
         for aps in args.aps:
@@ -302,7 +343,7 @@ def fractions(stats, out_nonfinite):
 
 
 def label(fmt, aps, seed, nseeds):
-    s = f"{fmt}, APS {aps}"
+    s = f"{fmt}, APS {aps}" if aps in ("off", "on") else f"{fmt}, {aps}"
     return f"[seed {seed}] {s}" if nseeds > 1 else s
 
 
@@ -310,11 +351,9 @@ def label(fmt, aps, seed, nseeds):
 
 def run_emulated(args, data, fmt, aps, seed, progress):
     import torch
-    import cpd.torch as ct
     torch.manual_seed(seed)
     model = lenet5()
-    workers = ct.EmulatedWorkers(model, args.workers, fmt, scaler="aps" if aps == "on" else "none",
-                                 threads=args.threads)
+    workers = make_workers(model, args.workers, fmt, aps, args.threads)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
     gen = torch.Generator()
@@ -352,13 +391,8 @@ def run_emulated(args, data, fmt, aps, seed, progress):
     res["out_nonfinite"] = workers.out_nonfinite
     res["nonfinite_steps"] = workers.nonfinite_steps
     res["hash"] = weights_hash(model)
-    res["bits_per_value"] = 32 if fmt == "fp32" else finfo_bits(fmt)
+    res["bits_per_value"] = workers.bits_per_value
     return res
-
-
-def finfo_bits(fmt):
-    import cpd
-    return cpd.finfo(fmt).bits
 
 
 # --- ddp ----------------------------------------------------------------------------------
@@ -528,11 +562,18 @@ def fmt_frac(x):
     return "0" if x == 0 else f"{x:.2e}"
 
 
+def scaling_header(runs):
+    """"APS" where every run's scaling is off or on (--formats x --aps), else "scaling"."""
+    return "APS" if all(r["aps"] in ("off", "on") for r in runs) else "scaling"
+
+
 def run_table(runs, nseeds, ddp):
-    cols = (["seed"] if nseeds > 1 else []) + ["format", "APS", "final loss", "final acc", "best acc",
-                                                 "flushed-to-0", "overflowed", "non-finite", "seconds"]
+    cols = (["seed"] if nseeds > 1 else []) + ["format", scaling_header(runs), "final loss", "final acc",
+                                                 "best acc", "flushed-to-0", "overflowed", "non-finite", "seconds"]
     if ddp:
         cols += ["exchange ms/step", "bits sent/value"]
+    else:
+        cols += ["bits/value"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in runs:
         last = r["epochs"][-1]
@@ -545,6 +586,8 @@ def run_table(runs, nseeds, ddp):
             bits = r["bits_per_value"]
             row += [f"{r['exchange_seconds'] / max(r['steps'], 1) * 1e3:.2f}",
                     "— (gloo)" if bits is None else f"{bits:.3f}"]
+        else:
+            row += [f"{r['bits_per_value']:.3f}"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -555,7 +598,8 @@ def seed_table(runs, configs, seeds):
     by = {(r["format"], r["aps"], r["seed"]): r for r in runs}
     fp32 = {s: by.get(("fp32", "off", s)) or by.get(("fp32", "on", s)) for s in seeds}
     seeds_s = " / ".join(str(s) for s in seeds)
-    lines = [f"| format | APS | final acc, seeds {seeds_s} | mean | min–max | vs fp32 (points), seeds {seeds_s} "
+    lines = [f"| format | {scaling_header(runs)} | final acc, seeds {seeds_s} | mean | min–max | "
+             f"vs fp32 (points), seeds {seeds_s} "
              "| flushed-to-0, min–max | seconds, mean |", "|---|---|---|---|---|---|---|---|"]
     for fmt, aps in configs:
         rs = [by[(fmt, aps, s)] for s in seeds if (fmt, aps, s) in by]
@@ -612,9 +656,11 @@ def write_plot(path, runs, configs, mode, workers, one_fp32):
         ep = max(len(r["epochs"]) for r in rs)
         per = [[r["epochs"][e]["test_accuracy"] for r in rs if len(r["epochs"]) > e] for e in range(ep)]
         finals = [r["epochs"][-1]["test_accuracy"] for r in rs]
-        name = fmt + ("" if fmt == "fp32" and one_fp32 else ", APS" if aps == "on" else ", no APS")
-        curves.append({"name": name, "color": colors[fmt], "style": "-" if aps == "on" or fmt == "fp32" else "--",
-                       "marker": "o" if aps == "on" or fmt == "fp32" else "x", "xs": list(range(1, ep + 1)),
+        name = fmt + ("" if fmt == "fp32" and one_fp32 else ", APS" if aps == "on" else ", no APS" if aps == "off"
+                      else ", " + aps)
+        solid = aps != "off" or fmt == "fp32"
+        curves.append({"name": name, "color": colors[fmt], "style": "-" if solid else "--",
+                       "marker": "o" if solid else "x", "xs": list(range(1, ep + 1)),
                        "mean": [sum(v) / len(v) for v in per], "lo": [min(v) for v in per],
                        "hi": [max(v) for v in per], "finals": finals, "final_mean": sum(finals) / len(finals)})
     best = max(c["final_mean"] for c in curves)
@@ -710,8 +756,8 @@ def main(argv=None):
             fail(EXIT_USAGE, f"cannot import {e.name or e} (run with /usr/bin/python3, which has Debian's torch, and "
                              "PYTHONPATH=<build>/python after `cmake --preset ci -DCPD_BUILD_PYTHON=ON && "
                              "cmake --build build/ci --target cpd_python_native`; scripts/train_cnn.sh does this)")
-        check_formats(args.formats, args.workers)
         configs = run_configs(args)
+        check_configs(configs, args.workers)
         data = load_data(args.data, args.limit_train)
         if len(data["train_x"]) < args.batch:
             raise UsageError(f"--batch {args.batch}: larger than the {len(data['train_x'])} training images")

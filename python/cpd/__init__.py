@@ -32,7 +32,8 @@ __all__ = [
     "random_bits", "hadamard",
     "aps", "current_scaling", "delayed_scaling", "dynamic_loss_scaling", "fixed_scaling", "amax_sqrtw_scaling",
     "predivide_scaling", "Scaler", "Scale",
-    "simulate_allreduce", "exchange_formats", "algorithms", "value_stats_fields",
+    "simulate_allreduce", "simulate_block_scaled_allreduce", "simulate_codec_allreduce", "block_rules",
+    "exchange_formats", "algorithms", "value_stats_fields",
 ]
 
 __version__ = _cpd.version
@@ -941,6 +942,80 @@ def simulate_allreduce(tensors, format, scaler="aps", algorithm="ring", rounding
             o[...] = done
 
     return _run(who, tensors[0], out, body), info
+
+
+# The rules of simulate_block_scaled_allreduce: OCP MX's power of two per 32 values
+# (cpd::mx_block_scaling) and NVFP4's E4M3 scale per 16 values times a tensor scale
+# (cpd::nvfp4_block_scaling).
+block_rules = ("mx32", "nvfp4")
+
+
+def _float32_workers(who, tensors):
+    """The W workers' float32 arrays or CPU tensors (one shape) as C-contiguous float32 arrays,
+    and a function that gives a float32 result array in worker 0's kind (array or tensor)."""
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"{who}: tensors must be a non-empty list of float32 arrays or CPU tensors")
+    arrays = []
+    for r, x in enumerate(tensors):
+        if _is_tensor(x) and x.device.type != "cpu":
+            raise TypeError(f"{who}: worker {r}'s tensor is on {x.device}; this exchange runs on the host "
+                            "(pass .cpu() copies)")
+        a, _, name, _ = _float_input(who, x)
+        if name != "float32":
+            raise TypeError(f"{who}: worker {r}'s tensor is {name}; this exchange takes float32")
+        if arrays and a.shape != arrays[0].shape:
+            raise ValueError(f"{who}: the workers' tensors differ in shape: {tuple(arrays[0].shape)} and "
+                             f"{tuple(a.shape)}")
+        arrays.append(_contiguous(a))
+    if _is_tensor(tensors[0]):
+        return arrays, lambda o: _torch().from_numpy(o)
+    return arrays, lambda o: o
+
+
+def simulate_block_scaled_allreduce(tensors, format, rule="mx32", algorithm="ring", kahan=False, mean=False, seed=0,
+                                    stream=0, *, threads=None, diagnostics=False, generator=None):
+    """cpd::simulate_block_scaled_allreduce: the W workers' float32 tensors (arrays or CPU
+    tensors, one shape) summed in one process as simulate_allreduce sums them, with a scale per
+    block instead of one per tensor. rule "mx32": OCP MX, a power of two per 32 values from the
+    block's largest magnitude over all workers (cpd::mx_block_scaling); "nvfp4": an E4M3 scale
+    per 16 values times one float32 tensor scale (cpd::nvfp4_block_scaling). The scaled values
+    are rounded to `format` nearest-even, saturating (both rules say so), and summed in the
+    order of `algorithm`; the sum is scaled back. Returns (result, info): info has nonfinite
+    (some block held inf or NaN: the step should be skipped), nonfinite_out, blocks,
+    tensor_scale (NVFP4's; 0 for MX) and, with diagnostics, the counts of the scaled and
+    unscaled quantization (docs/scaling.md, "Block scales in the exchange")."""
+    who = "cpd.simulate_block_scaled_allreduce"
+    _check_str(who, "format", format)
+    _check_str(who, "rule", rule)
+    if rule not in block_rules:
+        raise ValueError(f"{who}: rule {rule!r} is not one of " + ", ".join(block_rules))
+    seed = _int(who, "seed", seed, 0, 2**64 - 1)
+    stream = _int(who, "stream", stream, 0, 2**64 - 1)
+    g = _generator(who, generator)
+    arrays, wrap = _float32_workers(who, tensors)
+    out = _np.empty(arrays[0].shape, dtype=_np.float32)
+    info = _cpd.simulate_blocks(arrays, out, format, rule, algorithm, bool(kahan), bool(mean), int(seed), int(stream),
+                                g, _threads(threads), bool(diagnostics))
+    return wrap(out), info
+
+
+def simulate_codec_allreduce(tensors, codec, mean=False, seed=0, stream=0, *, threads=None, generator=None):
+    """cpd::simulate_codec_allreduce: the W workers' float32 tensors (arrays or CPU tensors, one
+    shape) exchanged through a gradient codec named as cpd::make_codec names them ("int:8:32",
+    "fp:e4m3fn", "fp:binary8p3se", "posit:8", "qsgd:4bit:512", ...; docs/codecs.md): worker r
+    encodes its tensor with the stream stream * W + r, every payload is decoded and the W
+    decoded tensors are added in float in rank order (divided by W for a mean). Returns
+    (result, info): info has payload_bytes (one worker's), bits_per_value, nonfinite_out and
+    the codec's name."""
+    who = "cpd.simulate_codec_allreduce"
+    _check_str(who, "codec", codec)
+    seed = _int(who, "seed", seed, 0, 2**64 - 1)
+    stream = _int(who, "stream", stream, 0, 2**64 - 1)
+    g = _generator(who, generator)
+    arrays, wrap = _float32_workers(who, tensors)
+    out = _np.empty(arrays[0].shape, dtype=_np.float32)
+    info = _cpd.simulate_codec(arrays, out, codec, bool(mean), int(seed), int(stream), g, _threads(threads))
+    return wrap(out), info
 
 
 def _simulate_on_device(who, tensors, format, scaler, o, out, diagnostics):

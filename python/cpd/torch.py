@@ -82,15 +82,15 @@ def tensor_stream(step, bucket, position, world_size):
     return ((step << 20) + (bucket << 10) + position) * 8 * world_size * world_size
 
 
-def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_HOOK_ALGORITHMS):
+def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_HOOK_ALGORITHMS, scalers=_SCALERS):
     if not isinstance(format, str):
         raise TypeError(f"{who}: format must be a string, not {type(format).__name__}")
     f = _cpd_pkg.finfo(format)  # ValueError for a name cpd::format::parse rejects
     if f.name not in _cpd_pkg.exchange_formats():
         raise ValueError(f"{who}: format {format} ({f.name}) is not compiled into the exchange; use one of "
                          + ", ".join(_cpd_pkg.exchange_formats()))
-    if scaler not in _SCALERS and scaler is not None:
-        raise ValueError(f"{who}: scaler {scaler!r} is not one of aps, none")
+    if scaler not in scalers and scaler is not None:
+        raise ValueError(f"{who}: scaler {scaler!r} is not one of " + ", ".join(scalers))
     if algorithm not in algorithms:
         raise ValueError(f"{who}: algorithm {algorithm!r} is not one of " + ", ".join(algorithms))
     if rounding not in _HOOK_ROUNDINGS:
@@ -556,21 +556,45 @@ class EmulatedWorkers:
     backward splits the batch into W shards (torch.tensor_split along dim 0), computes each
     shard's gradient with the model (worker w's gradient), sums the W gradients tensor by
     tensor as cpd.simulate_allreduce does (mean) and writes the result into every parameter's
-    .grad. format=None or "fp32" sums in float32 in the ring's order. A model on a GPU sums on
+    .grad. format=None or "fp32" sums in float32 in the ring's order. scaler="mx32" or "nvfp4"
+    exchanges with a scale per block (cpd.simulate_block_scaled_allreduce: OCP MX's power of
+    two per 32 values, NVFP4's E4M3 scale per 16 values and a tensor scale; nearest-even);
+    codec="int:8:32" (any cpd::make_codec name; then no format, scaler or rounding) exchanges
+    through a gradient codec (cpd.simulate_codec_allreduce); rotation=B rotates every
+    gradient tensor in blocks of B before the exchange and the sum back (the module's doc).
+    Those three run on the host (a GPU model's gradients go through host copies). A model on a GPU sums on
     it (W device ranks in this process, cpd::cuda::rank_exchange, with the CUDA module; every
     algorithm but halving_doubling, which is simulated on the host): the same bits. Counts as
     CommHook: steps, values, nonfinite_steps, out_nonfinite, stats (the scaled quantization's
     underflow/overflow counts of every worker's values; diagnostics=False leaves it empty, the
-    default on a GPU, where the counts need a host copy) and exchange_seconds (the time of the
-    exchanges, not of the W backward passes; on a GPU until the device has done them)."""
+    default on a GPU, where the counts need a host copy; a codec has none), exchange_seconds (the
+    time of the exchanges, not of the W backward passes; on a GPU until the device has done
+    them) and bits_per_value (the bits sent per gradient value: the format's, plus the block
+    scales' or the codec's payload)."""
 
     def __init__(self, model, workers, format="fp32", scaler="aps", algorithm="ring", rounding="nearest_even",
-                 kahan=False, seed=0, threads=None, diagnostics=None, generator=None):
+                 kahan=False, seed=0, threads=None, diagnostics=None, generator=None, codec=None, rotation=0):
         who = "cpd.torch.EmulatedWorkers"
         self.generator = _cpd_pkg._generator(who, generator)
         workers = _cpd_pkg._int(who, "workers", workers, 1, 2**31 - 1)
+        if codec is not None:
+            if not isinstance(codec, str):
+                raise TypeError(f"{who}: codec must be a string (a cpd::make_codec name), not {type(codec).__name__}")
+            if format not in (None, "fp32") or scaler not in (None, "none") or rounding != "nearest_even" or kahan:
+                raise ValueError(f"{who}: a codec ({codec}) scales and rounds by itself: leave format, scaler, "
+                                 "rounding and kahan at None/fp32, none, nearest_even and False")
+            scaler = "none"
         format = format or "fp32"
-        _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
+        _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms,
+                       scalers=_SCALERS + _cpd_pkg.block_rules)
+        if scaler in _cpd_pkg.block_rules and rounding != "nearest_even":
+            raise ValueError(f"{who}: the block rule {scaler} rounds nearest_even (its elements saturate), not "
+                             f"{rounding}")
+        self.codec, self.rotation = codec, _rotation(who, rotation)
+        self._bits = 0 if codec is not None else _cpd_pkg.finfo(format).bits
+        if codec is not None:  # the name is checked now, by an exchange of one value
+            _cpd_pkg.simulate_codec_allreduce([_np.zeros(1, dtype=_np.float32)], codec)
+        self.payload_bits = 0
         self.model, self.workers, self.format = model, workers, format
         self.scaler, self.algorithm, self.rounding = scaler or "none", algorithm, rounding
         self.kahan, self.seed, self.threads = kahan, _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1), threads
@@ -588,7 +612,8 @@ class EmulatedWorkers:
             raise ValueError(f"cpd.torch.EmulatedWorkers: a batch of {len(inputs)} for {self.workers} workers")
         grads, total = self._worker_gradients(params, loss_fn, inputs, targets)
         start = _time.perf_counter()
-        if params and _device.takes(grads[0][0], self.algorithm):
+        on_host = self.codec is not None or self.rotation or self.scaler in _cpd_pkg.block_rules
+        if params and not on_host and _device.takes(grads[0][0], self.algorithm):
             nonfinite = self._exchange_on_device(params, grads)
         else:
             nonfinite = self._exchange_on_host(params, grads)
@@ -615,17 +640,51 @@ class EmulatedWorkers:
     def _streams(self, count):
         return [tensor_stream(self.steps, t // 1024, t % 1024, self.workers) for t in range(count)]
 
+    @property
+    def bits_per_value(self):
+        """Bits sent per gradient value so far: the format's bits, plus MX's 8 bits per 32
+        values or NVFP4's 8 per 16 and 32 per tensor; a codec's payload bytes * 8."""
+        return self.payload_bits / self.values if self.values else 0.0
+
+    def _exchange_one(self, xs, stream):
+        """One tensor's W host arrays summed (mean) by the chosen exchange: (result, info)."""
+        common = {"mean": True, "seed": self.seed, "stream": stream, "threads": self.threads,
+                  "generator": self.generator}
+        n = xs[0].numel()
+        if self.codec is not None:
+            res, info = _cpd_pkg.simulate_codec_allreduce(xs, self.codec, **common)
+            self.payload_bits += 8 * info["payload_bytes"]
+            info["nonfinite"] = False  # (a NaN or inf comes out as NaN in nonfinite_out)
+            return res, info
+        diagnostics = self.diagnostics is not False
+        if self.scaler in _cpd_pkg.block_rules:
+            res, info = _cpd_pkg.simulate_block_scaled_allreduce(
+                xs, self.format, rule=self.scaler, algorithm=self.algorithm, kahan=self.kahan,
+                diagnostics=diagnostics, **common)
+            self.payload_bits += self._bits * n + 8 * info["blocks"] + (32 if self.scaler == "nvfp4" else 0)
+            return res, info
+        res, info = _cpd_pkg.simulate_allreduce(
+            xs, self.format, scaler=self.scaler, algorithm=self.algorithm, rounding=self.rounding, kahan=self.kahan,
+            diagnostics=diagnostics, **common)
+        self.payload_bits += self._bits * n
+        info["nonfinite"] = info["scale"].nonfinite
+        return res, info
+
     def _exchange_on_host(self, params, grads):
-        """cpd.simulate_allreduce tensor by tensor (on host copies of a GPU's gradients)."""
+        """The exchange tensor by tensor (on host copies of a GPU's gradients), rotated around
+        it with rotation=B."""
         nonfinite = False
         for t, (p, stream) in enumerate(zip(params, self._streams(len(params)))):
             xs_t = [grads[r][t].contiguous().cpu() for r in range(self.workers)]
-            res, info = _cpd_pkg.simulate_allreduce(
-                xs_t, self.format, scaler=self.scaler, algorithm=self.algorithm, rounding=self.rounding,
-                kahan=self.kahan, mean=True, seed=self.seed, stream=stream, threads=self.threads,
-                diagnostics=self.diagnostics is not False, generator=self.generator)
+            if self.rotation:
+                xs_t = [_rotate(x.reshape(-1), [x.numel()], self.rotation, self.seed, self.generator, False)
+                        for x in xs_t]
+            res, info = self._exchange_one(xs_t, stream)
+            if self.rotation:  # (a NaN fills its rotation block)
+                res = _rotate(res.reshape(-1), [res.numel()], self.rotation, self.seed, self.generator, True)
+                info["nonfinite_out"] = int((~_torch.isfinite(res)).sum())
             p.grad = res.view_as(p).to(p.device)
-            nonfinite |= info["scale"].nonfinite
+            nonfinite |= info["nonfinite"]
             self.out_nonfinite += info["nonfinite_out"]
             for k, v in info.get("scaled", {}).items():
                 self.stats[k] = self.stats.get(k, 0) + v
@@ -652,5 +711,6 @@ class EmulatedWorkers:
         for p, res in zip(params, outs):
             p.grad = res.view_as(p)
             self.values += res.numel()
+            self.payload_bits += self._bits * res.numel()
         self.out_nonfinite += _device.count_nonfinite(outs)  # (waits for the device)
         return any(s.nonfinite for s in scales)

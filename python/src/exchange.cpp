@@ -57,13 +57,10 @@ void visit_exchange_mode(const cpd::format& f, cpd::rounding r, const char* who,
   });
 }
 
-/// The options of cpd.simulate_allreduce, checked: an algorithm of cpd::simulated_algorithms
-/// (two_step without Kahan), a format of cpd::exchange_formats, nearest_even or stochastic;
-/// std::invalid_argument naming the problem. The Python layer checks them (check_simulation)
-/// before the scaler's select, which moves a stateful scaler on.
+}  // namespace
+
 cpd::allreduce_options simulation_options(const std::string& fmt, const std::string& rounding,
-                                          const std::string& algorithm, bool kahan) {
-  const char* who = "cpd.simulate_allreduce";
+                                          const std::string& algorithm, bool kahan, const char* who) {
   cpd::allreduce_options opt;
   opt.algorithm = parse_algorithm(algorithm);
   cpd::detail::check_one_of(who, "algorithm", opt.algorithm, cpd::simulated_algorithms, "the simulation runs");
@@ -72,6 +69,8 @@ cpd::allreduce_options simulation_options(const std::string& fmt, const std::str
   visit_exchange_mode(parse_format(fmt), parse_rounding(rounding), who, [](auto, auto) {});
   return opt;
 }
+
+namespace {
 
 /// cpd::simulate_allreduce_scaled of W workers' arrays with a power-of-two scale.
 py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out, const std::string& fmt,
@@ -87,7 +86,7 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
     same_size(v, y, who);
     x.push_back(static_cast<const float*>(v.ptr));
   }
-  cpd::allreduce_options opt = simulation_options(fmt, rounding, algorithm, kahan);
+  cpd::allreduce_options opt = simulation_options(fmt, rounding, algorithm, kahan, who);
   opt.mean = mean;
   opt.key = {seed, stream, parse_generator(generator)};
   opt.threads = threads;
@@ -239,7 +238,9 @@ void bind_exchange(py::module_& m) {
   m.def("exchange_format_names", &exchange_format_names);
   m.def("simulate", &simulate);
   m.def("check_simulation", [](const std::string& fmt, const std::string& rounding, const std::string& algorithm,
-                               bool kahan) { (void)simulation_options(fmt, rounding, algorithm, kahan); });
+                               bool kahan) {
+    (void)simulation_options(fmt, rounding, algorithm, kahan, "cpd.simulate_allreduce");
+  });
   m.attr("simulated_algorithms") = names_list(cpd::simulated_algorithms);
   m.attr("rank_algorithms") = names_list(cpd::rank_algorithms);
 

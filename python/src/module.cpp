@@ -94,4 +94,5 @@ PYBIND11_MODULE(_cpd, m) {
   m.def("hardware_threads", [] { return std::max(1u, std::thread::hardware_concurrency()); });
   bind_scalers(m);
   bind_exchange(m);
+  bind_blocks(m);
 }

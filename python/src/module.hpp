@@ -7,6 +7,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
+namespace cpd {
+struct allreduce_options;
+}
+
 namespace cpd_python {
 
 /// values.cpp: quantize (float16, bfloat16, float32, float64 in; the same dtype out), cast,
@@ -27,5 +33,17 @@ void bind_scalers(pybind11::module_& m);
 
 /// exchange.cpp: simulate (the in-process allreduce) and Exchange (one rank's side).
 void bind_exchange(pybind11::module_& m);
+
+/// exchange.cpp: the options of an in-process allreduce, checked: an algorithm of
+/// cpd::simulated_algorithms (two_step without Kahan), a format of cpd::exchange_formats,
+/// nearest_even or stochastic; std::invalid_argument naming `who` and the problem. The Python
+/// layer checks them (check_simulation) before a scaler's select, which moves a stateful
+/// scaler on.
+cpd::allreduce_options simulation_options(const std::string& fmt, const std::string& rounding,
+                                          const std::string& algorithm, bool kahan, const char* who);
+
+/// blocks.cpp: simulate_blocks (the in-process allreduce with OCP MX's or NVFP4's block
+/// scales) and simulate_codec (through a gradient codec).
+void bind_blocks(pybind11::module_& m);
 
 }  // namespace cpd_python
