@@ -121,8 +121,9 @@ def make_parser():
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="PNG (matplotlib): test accuracy per epoch of every configuration and the final "
                         "accuracy of every seed")
-    p.add_argument("--plot-from", default=None, metavar="CSV",
-                   help="train nothing: draw --plot from a CSV that --out-csv wrote")
+    p.add_argument("--plot-from", default=None, metavar="CSV[,CSV...]",
+                   help="train nothing: print the tables (and draw --plot) of the runs in CSVs that --out-csv "
+                        "wrote (e.g. one per seed, run side by side)")
     p.add_argument("--limit-train", type=int, default=0, metavar="N",
                    help="use only the first N training images (0: all 60000); for quick tests")
     p.add_argument("--threads", type=int, default=1,
@@ -598,13 +599,13 @@ def seed_table(runs, configs, seeds):
     by = {(r["format"], r["aps"], r["seed"]): r for r in runs}
     fp32 = {s: by.get(("fp32", "off", s)) or by.get(("fp32", "on", s)) for s in seeds}
     seeds_s = " / ".join(str(s) for s in seeds)
-    lines = [f"| format | {scaling_header(runs)} | final acc, seeds {seeds_s} | mean | min–max | "
+    lines = [f"| format | {scaling_header(runs)} | bits/value | final acc, seeds {seeds_s} | mean | min–max | "
              f"vs fp32 (points), seeds {seeds_s} "
-             "| flushed-to-0, min–max | seconds, mean |", "|---|---|---|---|---|---|---|---|"]
+             "| flushed-to-0, min–max | seconds, mean |", "|---|---|---|---|---|---|---|---|---|"]
     for fmt, aps in configs:
         rs = [by[(fmt, aps, s)] for s in seeds if (fmt, aps, s) in by]
         accs = [r["epochs"][-1]["test_accuracy"] for r in rs]
-        fl = [fractions(r["stats"], r["out_nonfinite"])[0] for r in rs]
+        fl = [r["flushed"] if "flushed" in r else fractions(r["stats"], r["out_nonfinite"])[0] for r in rs]
         vs = []
         for r in rs:
             base = fp32.get(r["seed"])
@@ -612,14 +613,17 @@ def seed_table(runs, configs, seeds):
                 vs.append("—")
             else:
                 vs.append(f"{100 * (r['epochs'][-1]['test_accuracy'] - base['epochs'][-1]['test_accuracy']):+.2f}")
-        lines.append(f"| {fmt} | {aps} | {' / '.join(f'{a:.4f}' for a in accs)} | {sum(accs) / len(accs):.4f} | "
+        bits = [r["bits_per_value"] for r in rs if r.get("bits_per_value") is not None]
+        bits_s = f"{sum(bits) / len(bits):.3f}" if bits else "—"
+        lines.append(f"| {fmt} | {aps} | {bits_s} | {' / '.join(f'{a:.4f}' for a in accs)} | "
+                     f"{sum(accs) / len(accs):.4f} | "
                      f"{min(accs):.4f}–{max(accs):.4f} | {' / '.join(vs)} | {fmt_frac(min(fl))}–{fmt_frac(max(fl))} | "
                      f"{sum(r['seconds'] for r in rs) / len(rs):.1f} |")
     return "\n".join(lines)
 
 
 CSV_HEADER = ("mode,workers,seed,run,grad_format,aps,epoch,train_loss,test_accuracy,best_accuracy,flushed_to_0,"
-              "overflowed,non_finite,seconds,diverged,weights_hash\n")
+              "overflowed,non_finite,seconds,diverged,weights_hash,bits_per_value\n")
 
 
 def write_csv(f, args, runs):
@@ -630,11 +634,12 @@ def write_csv(f, args, runs):
         for e in r["epochs"]:
             best = max(best, e["test_accuracy"])
             f.write(f"{head},{e['epoch']},{e['train_loss']:.6f},{e['test_accuracy']:.4f},{best:.4f},"
-                    f"{e['flushed']:.6e},{e['overflowed']:.6e},{e['nonfinite']:.6e},{e['seconds']:.2f},,\n")
+                    f"{e['flushed']:.6e},{e['overflowed']:.6e},{e['nonfinite']:.6e},{e['seconds']:.2f},,,\n")
         last = r["epochs"][-1]
         fl, ov, nf = fractions(r["stats"], r["out_nonfinite"])
+        bits = "" if r.get("bits_per_value") is None else f"{r['bits_per_value']:.4f}"
         f.write(f"{head},final,{last['train_loss']:.6f},{last['test_accuracy']:.4f},{best:.4f},{fl:.6e},{ov:.6e},"
-                f"{nf:.6e},{r['seconds']:.2f},{int(r['diverged'])},{r['hash']}\n")
+                f"{nf:.6e},{r['seconds']:.2f},{int(r['diverged'])},{r['hash']},{bits}\n")
 
 
 def write_plot(path, runs, configs, mode, workers, one_fp32):
@@ -703,28 +708,37 @@ def write_plot(path, runs, configs, mode, workers, one_fp32):
     plt.close(fig)
 
 
-def read_csv_runs(path):
-    """The runs of a CSV that --out-csv wrote (for --plot-from): (runs, configs, mode, workers)."""
+def read_csv_runs(paths):
+    """The runs of CSVs that --out-csv wrote (for --plot-from; runs are told apart by CSV, seed
+    and run number): (runs, configs, mode, workers)."""
     import csv
     runs, configs, mode, workers = {}, [], None, None
-    try:
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                mode, workers = row["mode"], int(row["workers"])
-                key = (int(row["seed"]), int(row["run"]))
-                r = runs.setdefault(key, {"format": row["grad_format"], "aps": row["aps"], "seed": key[0],
-                                          "epochs": []})
-                if (r["format"], r["aps"]) not in configs:
-                    configs.append((r["format"], r["aps"]))
-                if row["epoch"] != "final":
-                    r["epochs"].append({"epoch": int(row["epoch"]), "train_loss": float(row["train_loss"]),
-                                        "test_accuracy": float(row["test_accuracy"])})
-    except OSError as e:
-        raise UsageError(f"--plot-from {path}: {e.strerror}") from None
-    except (KeyError, ValueError, TypeError):
-        raise UsageError(f"--plot-from {path}: not a CSV that --out-csv wrote") from None
-    if not runs:
-        raise UsageError(f"--plot-from {path}: no runs in it")
+    for k, path in enumerate(paths):
+        try:
+            with open(path, newline="") as f:
+                for row in csv.DictReader(f):
+                    if mode is not None and (row["mode"], int(row["workers"])) != (mode, workers):
+                        raise UsageError(f"--plot-from {path}: {row['mode']} with {row['workers']} workers; the "
+                                         f"CSVs before it ran {mode} with {workers}")
+                    mode, workers = row["mode"], int(row["workers"])
+                    key = (k, int(row["seed"]), int(row["run"]))
+                    r = runs.setdefault(key, {"format": row["grad_format"], "aps": row["aps"], "seed": key[1],
+                                              "epochs": []})
+                    if (r["format"], r["aps"]) not in configs:
+                        configs.append((r["format"], r["aps"]))
+                    if row["epoch"] != "final":
+                        r["epochs"].append({"epoch": int(row["epoch"]), "train_loss": float(row["train_loss"]),
+                                            "test_accuracy": float(row["test_accuracy"])})
+                    else:
+                        r.update(flushed=float(row["flushed_to_0"]), seconds=float(row["seconds"]),
+                                 diverged=row["diverged"] == "1", hash=row["weights_hash"],
+                                 bits_per_value=float(row["bits_per_value"]) if row.get("bits_per_value") else None)
+        except OSError as e:
+            raise UsageError(f"--plot-from {path}: {e.strerror}") from None
+        except (KeyError, ValueError, TypeError):
+            raise UsageError(f"--plot-from {path}: not a CSV that --out-csv wrote") from None
+    if not runs or any("seconds" not in r or not r["epochs"] for r in runs.values()):
+        raise UsageError(f"--plot-from {','.join(paths)}: no runs in it, or a run without its epochs or final row")
     return list(runs.values()), configs, mode, workers
 
 
@@ -739,13 +753,15 @@ def main(argv=None):
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if args.plot_from:
-            if not args.plot:
-                raise UsageError("--plot-from needs --plot PNG")
-            runs, configs, mode, workers = read_csv_runs(args.plot_from)
+            runs, configs, mode, workers = read_csv_runs(split_list("--plot-from", args.plot_from))
+            seeds = sorted({r["seed"] for r in runs})
+            if len(seeds) > 1:
+                print(seed_table(runs, configs, seeds))
             one_fp32 = any(f == "fp32" for f, _ in configs) and not (("fp32", "on") in configs and
                                                                    ("fp32", "off") in configs)
             try:
-                write_plot(args.plot, runs, configs, mode, workers, one_fp32)
+                if args.plot:
+                    write_plot(args.plot, runs, configs, mode, workers, one_fp32)
             except OSError as e:
                 fail(EXIT_IO, f"--plot {args.plot}: write failed ({e.strerror})")
             return EXIT_OK
