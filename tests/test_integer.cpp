@@ -383,3 +383,86 @@ TEST_CASE("int_quantize: the groups' ranges and values on every instruction set,
     }
   }
 }
+
+TEST_CASE("int_quantize_channels: int_quantize of the array with the channel axis moved to the front") {
+  // [outer][channels][inner] against the moved copy [channels][outer][inner] through int_quantize
+  // with group = outer * inner, moved back: values, params and counts, every mode's path (the
+  // one-pass loop: nearest_even, stochastic; the core: toward_zero, stochastic with 8 bits),
+  // chunks of a channel crossing rows and the 2048-value buffer, in place, threads.
+  struct shape {
+    std::size_t outer, channels, inner;
+  };
+  const cpd::int_format f{4, false}, g{8, true};
+  std::mt19937 gen(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const shape sh : {shape{1, 5, 7}, shape{3, 4, 1}, shape{2, 3, 2049}, shape{700, 3, 5}, shape{5, 1, 3},
+                         shape{0, 3, 4}}) {
+    const std::size_t per = sh.outer * sh.inner, n = per * sh.channels;
+    std::vector<float> in(n);
+    for (std::size_t j = 0; j < n; ++j) in[j] = normal(gen) * static_cast<float>(1 + j % 3 * 10);  // channels differ
+    if (n > 20) {
+      in[7] = std::numeric_limits<float>::infinity();
+      in[12] = std::numeric_limits<float>::quiet_NaN();
+    }
+    auto moved_at = [&](std::size_t o, std::size_t c, std::size_t i) { return (c * sh.outer + o) * sh.inner + i; };
+    auto at = [&](std::size_t o, std::size_t c, std::size_t i) { return (o * sh.channels + c) * sh.inner + i; };
+    std::vector<float> moved(n);
+    for (std::size_t o = 0; o < sh.outer; ++o)
+      for (std::size_t c = 0; c < sh.channels; ++c)
+        for (std::size_t i = 0; i < sh.inner; ++i) moved[moved_at(o, c, i)] = in[at(o, c, i)];
+    for (const cpd::int_format& fmt : {f, g})
+    for (rounding r : {rounding::nearest_even, rounding::stochastic, rounding::toward_zero})
+    for (int rbits : {32, 8}) {
+      if (rbits == 8 && r != rounding::stochastic) continue;
+      CAPTURE(sh.outer);
+      CAPTURE(sh.channels);
+      CAPTURE(sh.inner);
+      CAPTURE(std::string(cpd::to_string(r)));
+      CAPTURE(rbits);
+      cpd::bulk_options o;
+      o.seed = 5;
+      o.offset = (std::uint64_t(1) << 32) - 1000;  // (across a 2^32 block of counters)
+      o.random_bits = rbits;
+      cpd::value_stats want_st, st, st2;
+      std::vector<float> want_moved(n), want(n), out(n);
+      std::vector<cpd::int_params> want_p(sh.channels), p(sh.channels), p2(sh.channels);
+      o.stats = &want_st;
+      cpd::int_quantize(cpd::execution::seq, fmt, r, moved.data(), want_moved.data(), n, std::max<std::size_t>(per, 1),
+                        want_p.data(), o);
+      for (std::size_t oo = 0; oo < sh.outer; ++oo)
+        for (std::size_t c = 0; c < sh.channels; ++c)
+          for (std::size_t i = 0; i < sh.inner; ++i) want[at(oo, c, i)] = want_moved[moved_at(oo, c, i)];
+      o.stats = &st;
+      cpd::int_quantize_channels(cpd::execution::par(3), fmt, r, in.data(), out.data(), sh.outer, sh.channels,
+                                 sh.inner, p.data(), o);
+      std::vector<float> inplace = in;
+      o.stats = &st2;
+      cpd::int_quantize_channels(cpd::execution::seq, fmt, r, inplace.data(), inplace.data(), sh.outer, sh.channels,
+                                 sh.inner, p2.data(), o);
+      std::size_t bad = 0;
+      for (std::size_t j = 0; j < n; ++j) bad += !same(out[j], want[j]) + !same(inplace[j], want[j]);
+      CHECK(bad == 0);
+      for (std::size_t c = 0; c < sh.channels && n != 0; ++c) {
+        CHECK(p[c].scale == want_p[c].scale);
+        CHECK(p[c].zero_point == want_p[c].zero_point);
+        CHECK(p2[c].scale == want_p[c].scale);
+      }
+      for (const auto& field : cpd::value_stats_fields) {
+        CAPTURE(std::string(field.name));
+        CHECK(st.*field.member == want_st.*field.member);
+        CHECK(st2.*field.member == want_st.*field.member);
+      }
+    }
+  }
+  std::vector<float> x(8), y(9);
+  CHECK_THROWS_AS(cpd::int_quantize_channels(cpd::execution::seq, f, rounding::nearest_even, x.data(), y.data(), 2, 0, 4),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cpd::int_quantize_channels(cpd::execution::seq, f, rounding::nearest_even, x.data(), y.data(), 2, 4, 0),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cpd::int_quantize_channels(cpd::execution::seq, f, rounding::nearest_even, x.data(), y.data(),
+                                             std::size_t(1) << 40, std::size_t(1) << 30, 1),
+                  std::length_error);
+  CHECK_THROWS_AS(cpd::int_quantize_channels(cpd::execution::seq, f, rounding::nearest_even, y.data(), y.data() + 1, 2,
+                                             2, 2),
+                  std::invalid_argument);  // (out overlaps in partly)
+}

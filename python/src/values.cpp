@@ -121,35 +121,73 @@ py::dict hadamard(const py::buffer& in, const py::buffer& out, const std::string
   return d;
 }
 
+/// The arguments of cpd.int_quantize's two calls: the values in and out, the scales (float32)
+/// and zero points (int32) out, one per group, the format, mode and key.
+struct int_call {
+  view x, y, s, z;
+  cpd::int_format f;
+  cpd::rounding r;
+  cpd::bulk_options opt;
+  std::vector<cpd::int_params> p;
+
+  int_call(const py::buffer& in, const py::buffer& out, const py::buffer& scales, const py::buffer& zero_points,
+           std::size_t groups, int bits, bool symmetric, const std::string& rounding, std::uint64_t seed,
+           std::uint64_t stream, const std::string& generator, std::uint64_t offset)
+      : f{bits, symmetric}, r(parse_rounding(rounding)), opt(key_options(seed, stream, generator, offset)), p(groups) {
+    const char* who = "cpd.int_quantize";
+    x = float_view(in, false, who, "the input");
+    y = float_view(out, true, who, "out");
+    same_size(x, y, who);
+    s = float_view(scales, true, who, "scales");
+    z = get_view(zero_points, true, who, "zero_points");
+    if (s.n != groups || z.n != groups || z.itemsize != 4 || z.kind != 'u')
+      throw std::invalid_argument(std::string(who) + ": scales and zero_points must hold one float32 and one int32 per group");
+  }
+  /// Writes the groups' scales and zero points.
+  void write_params() const {
+    for (std::size_t b = 0; b < p.size(); ++b) {
+      static_cast<float*>(s.ptr)[b] = p[b].scale;
+      static_cast<std::int32_t*>(z.ptr)[b] = p[b].zero_point;
+    }
+  }
+};
+
 /// cpd::int_quantize of a float32 buffer in groups of `group` values, each group's scale and
 /// zero point written to `scales` (float32) and `zero_points` (int32) (cpd.int_quantize).
 py::object int_quantize(const py::buffer& in, const py::buffer& out, const py::buffer& scales,
                         const py::buffer& zero_points, int bits, bool symmetric, std::size_t group,
                         const std::string& rounding, std::uint64_t seed, std::uint64_t stream,
                         const std::string& generator, std::uint64_t offset, unsigned threads, bool stats) {
-  const char* who = "cpd.int_quantize";
-  const view x = float_view(in, false, who, "the input");
-  const view y = float_view(out, true, who, "out");
-  same_size(x, y, who);
-  const view s = float_view(scales, true, who, "scales");
-  const view z = get_view(zero_points, true, who, "zero_points");
-  const std::size_t groups = group == 0 ? 0 : (x.n + group - 1) / group;
-  if (s.n != groups || z.n != groups || z.itemsize != 4 || z.kind != 'u')
-    throw std::invalid_argument(std::string(who) + ": scales and zero_points must hold one float32 and one int32 per group");
-  const cpd::int_format f{bits, symmetric};
-  const cpd::rounding r = parse_rounding(rounding);
-  cpd::bulk_options opt = key_options(seed, stream, generator, offset);
-  std::vector<cpd::int_params> p(groups);
-  py::object counts = counted_call(opt, stats, [&] {
+  const std::size_t n = float_view(in, false, "cpd.int_quantize", "the input").n;
+  int_call a(in, out, scales, zero_points, group == 0 ? 0 : (n + group - 1) / group, bits, symmetric, rounding, seed,
+             stream, generator, offset);
+  py::object counts = counted_call(a.opt, stats, [&] {
     with_policy(threads, [&](auto policy) {
-      cpd::int_quantize(policy, f, r, static_cast<const float*>(x.ptr), static_cast<float*>(y.ptr), x.n, group,
-                        p.data(), opt);
+      cpd::int_quantize(policy, a.f, a.r, static_cast<const float*>(a.x.ptr), static_cast<float*>(a.y.ptr), a.x.n, group,
+                        a.p.data(), a.opt);
     });
   });
-  for (std::size_t b = 0; b < groups; ++b) {
-    static_cast<float*>(s.ptr)[b] = p[b].scale;
-    static_cast<std::int32_t*>(z.ptr)[b] = p[b].zero_point;
-  }
+  a.write_params();
+  return counts;
+}
+
+/// cpd::int_quantize_channels of a float32 buffer of shape [outer][channels][inner], each
+/// channel's scale and zero point written to `scales` and `zero_points` (cpd.int_quantize(axis=)).
+py::object int_quantize_channels(const py::buffer& in, const py::buffer& out, const py::buffer& scales,
+                                 const py::buffer& zero_points, int bits, bool symmetric, std::size_t outer,
+                                 std::size_t channels, std::size_t inner, const std::string& rounding,
+                                 std::uint64_t seed, std::uint64_t stream, const std::string& generator,
+                                 std::uint64_t offset, unsigned threads, bool stats) {
+  int_call a(in, out, scales, zero_points, channels, bits, symmetric, rounding, seed, stream, generator, offset);
+  if (outer * channels * inner != a.x.n)
+    throw std::invalid_argument("cpd.int_quantize: the shape does not hold the buffer's values");
+  py::object counts = counted_call(a.opt, stats, [&] {
+    with_policy(threads, [&](auto policy) {
+      cpd::int_quantize_channels(policy, a.f, a.r, static_cast<const float*>(a.x.ptr), static_cast<float*>(a.y.ptr),
+                                 outer, channels, inner, a.p.data(), a.opt);
+    });
+  });
+  a.write_params();
   return counts;
 }
 
@@ -225,6 +263,7 @@ void bind_values(py::module_& m) {
   m.def("cast", &cast);
   m.def("fixed_point_quantize", &fixed_point_quantize);
   m.def("int_quantize", &int_quantize);
+  m.def("int_quantize_channels", &int_quantize_channels);
   m.def("hadamard", &hadamard);
   m.def("time_quantize", &time_quantize);
   m.def("scalar_quantize", &scalar_quantize, py::arg("format"), py::arg("rounding"), py::arg("overflow"), py::arg("x"),

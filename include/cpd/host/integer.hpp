@@ -500,4 +500,93 @@ void int_quantize(Policy&& policy, const int_format& f, rounding r, const float*
   if (options.stats) *options.stats = total;
 }
 
+namespace detail {
+
+/// Values int_quantize_channels gathers from one channel at a time (a stack buffer).
+inline constexpr std::size_t int_channel_chunk = 2048;
+
+/// Channel values [k0, k0 + m) of a [outer][channels][inner] array (the k-th in (outer, inner)
+/// order at in[(k / inner * channels + c) * inner + k % inner]) into buf, or back from buf.
+template <bool Gather, class Src, class Dst>
+void move_channel_chunk(Src* array, Dst* buf, std::size_t channels, std::size_t inner, std::size_t c,
+                        std::size_t k0, std::size_t m) noexcept {
+  std::size_t o = k0 / inner, i = k0 % inner;
+  for (std::size_t j = 0; j < m;) {
+    const std::size_t run = std::min(inner - i, m - j);  // the rest of one (o, c) row
+    const std::size_t at = (o * channels + c) * inner + i;
+    if constexpr (Gather) std::copy(array + at, array + at + run, buf + j);
+    else std::copy(buf + j, buf + j + run, array + at);
+    j += run;
+    i = 0;
+    ++o;
+  }
+}
+
+}  // namespace detail
+
+/// int_quantize per channel of a row-major array [outer][channels][inner]: the channels of the
+/// middle axis (per-channel quantization along axis a of a tensor of shape s: outer = s[0] *
+/// ... * s[a - 1], channels = s[a], inner = s[a + 1] * ...; the leading axis is int_quantize
+/// with group = inner). Channel c's scale and zero point come from its outer * inner values
+/// (int_params_for of their finite range; scale 1 without any) into params[c] when params is
+/// not null. Values, params and counts are int_quantize's of the array with the channel axis
+/// moved to the front (group = outer * inner), moved back, random counters included: channel
+/// c's k-th value in (outer, inner) order draws offset + c * outer * inner + k. No copy of the
+/// array is made (each channel goes through a buffer of int_channel_chunk values); in == out
+/// allowed; channels and inner at least 1.
+template <class Policy, class = std::enable_if_t<execution::is_execution_policy_v<Policy>>>
+void int_quantize_channels(Policy&& policy, const int_format& f, rounding r, const float* in, float* out,
+                           std::size_t outer, std::size_t channels, std::size_t inner, int_params* params = nullptr,
+                           const bulk_options& options = {}) {
+  const detail::default_fp_env fp_env;
+  const char* who = "cpd::int_quantize_channels";
+  detail::check_int_format(f, who);
+  if (channels == 0 || inner == 0) detail::fail_invalid(std::string(who) + ": channels and inner must be at least 1");
+  const std::size_t limit = std::numeric_limits<std::size_t>::max();
+  if (outer > limit / inner || outer * inner > limit / channels)
+    detail::fail_length(std::string(who) + ": outer * channels * inner does not fit in std::size_t");
+  const std::size_t per = outer * inner, n = per * channels;
+  detail::require_format_values(who, options, "integers round to their own grid");
+  if (!detail::begin_call(who, in, out, n, options)) {
+    for (std::size_t c = 0; params && c < channels; ++c) params[c] = detail::int_params_of(f, 0.0f, 0.0f);
+    return;
+  }
+  const detail::isa where = detail::active_isa();
+  const bool fast = detail::int_fast_path(r, options), count = options.stats != nullptr;
+  const value_stats st = detail::parallel_for(policy, channels, [&](std::size_t first, std::size_t last) {
+    float buf[detail::int_channel_chunk];
+    value_stats s;
+    for (std::size_t c = first; c < last; ++c) {
+      float lo = 0.0f, hi = 0.0f;  // (the range of the finite values and 0: finite_range's, chunk by chunk)
+      for (std::size_t k = 0; k < per; k += detail::int_channel_chunk) {
+        const std::size_t m = std::min(detail::int_channel_chunk, per - k);
+        detail::move_channel_chunk<true>(in, buf, channels, inner, c, k, m);
+        const auto [a, b] = detail::finite_range(where, buf, m);
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+      }
+      const int_params p = detail::int_params_of(f, lo, hi);
+      if (params) params[c] = p;
+      for (std::size_t k = 0; k < per; k += detail::int_channel_chunk) {
+        const std::size_t m = std::min(detail::int_channel_chunk, per - k);
+        const std::uint64_t at = options.offset + c * per + k;
+        detail::move_channel_chunk<true>(in, buf, channels, inner, c, k, m);
+        if (fast) {
+          s += detail::int_fast(where, f, p, r, buf, buf, m, count, options, at);
+        } else {
+          value_stats one;
+          bulk_options o = options;
+          o.offset = at;
+          o.stats = count ? &one : nullptr;
+          int_fake_quantize(execution::seq, f, p, r, buf, buf, m, o);
+          s += one;
+        }
+        detail::move_channel_chunk<false>(out, buf, channels, inner, c, k, m);
+      }
+    }
+    return s;
+  });
+  if (options.stats) *options.stats = st;
+}
+
 }  // namespace cpd
