@@ -649,11 +649,16 @@ def write_plot(path, runs, configs, mode, workers, one_fp32):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    # A color per format (APS on and off share it, solid and dashed), and per other scaling.
     colors = {"fp32": "black", "e5m2": "tab:blue", "e4m3": "tab:orange", "e3m0": "tab:red"}
-    palette = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray"])
-    for f, _ in configs:
-        if f not in colors:
-            colors[f] = next(palette, "tab:gray")
+    palette = iter(["tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"] +
+                   [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab20b").colors])
+
+    def key(f, a):
+        return f if a in ("off", "on") else (f, a)
+    for f, a in configs:
+        if key(f, a) not in colors:
+            colors[key(f, a)] = next(palette, "tab:gray")
     seeds = sorted({r["seed"] for r in runs})
     curves = []
     for fmt, aps in configs:
@@ -664,7 +669,7 @@ def write_plot(path, runs, configs, mode, workers, one_fp32):
         name = fmt + ("" if fmt == "fp32" and one_fp32 else ", APS" if aps == "on" else ", no APS" if aps == "off"
                       else ", " + aps)
         solid = aps != "off" or fmt == "fp32"
-        curves.append({"name": name, "color": colors[fmt], "style": "-" if solid else "--",
+        curves.append({"name": name, "color": colors[key(fmt, aps)], "style": "-" if solid else "--",
                        "marker": "o" if solid else "x", "xs": list(range(1, ep + 1)),
                        "mean": [sum(v) / len(v) for v in per], "lo": [min(v) for v in per],
                        "hi": [max(v) for v in per], "finals": finals, "final_mean": sum(finals) / len(finals)})

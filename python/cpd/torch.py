@@ -90,7 +90,11 @@ def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_
         raise ValueError(f"{who}: format {format} ({f.name}) is not compiled into the exchange; use one of "
                          + ", ".join(_cpd_pkg.exchange_formats()))
     if scaler not in scalers and scaler is not None:
-        raise ValueError(f"{who}: scaler {scaler!r} is not one of " + ", ".join(scalers))
+        hint = ""
+        if scaler in _cpd_pkg.block_rules:
+            hint = (" (block scales run in process only: cpd.torch.EmulatedWorkers(scaler=...) and "
+                    "cpd.simulate_block_scaled_allreduce)")
+        raise ValueError(f"{who}: scaler {scaler!r} is not one of " + ", ".join(scalers) + hint)
     if algorithm not in algorithms:
         raise ValueError(f"{who}: algorithm {algorithm!r} is not one of " + ", ".join(algorithms))
     if rounding not in _HOOK_ROUNDINGS:
