@@ -598,13 +598,13 @@ def int_quantize(x, bits=8, symmetric=True, axis=None, block_size=None, rounding
     def body(a, o, ni, no):
         if ni != "float32" or no != "float32":
             raise TypeError(f"{who}: takes and gives float32 (not {ni}, {no}); use .astype(numpy.float32) or .float()")
-        group = max(a.size, 1)
+        flat, dest, group = a, o, max(a.size, 1)
         if axis is not None:
             ax = _int(who, "axis", axis, -a.ndim, a.ndim - 1) % a.ndim if a.ndim else None
             if ax is None:
                 raise ValueError(f"{who}: axis {axis} of a 0-d array")
-            if a.size:  # cpd::int_quantize_channels: no moved copy of the array
-                outer, channels, inner = _math.prod(a.shape[:ax]), a.shape[ax], _math.prod(a.shape[ax + 1:])
+            outer, channels, inner = _math.prod(a.shape[:ax]), a.shape[ax], _math.prod(a.shape[ax + 1:])
+            if a.size and inner >= 64:  # cpd::int_quantize_channels, no moved copy (the same bits)
                 scales, zps = _np.empty(channels, _np.float32), _np.empty(channels, _np.int32)
                 r = _cpd.int_quantize_channels(a.reshape(-1), o.reshape(-1), scales, zps, bits, bool(symmetric),
                                                outer, channels, inner, rounding, s, st, g, int(offset), th, bool(stats))
@@ -612,12 +612,18 @@ def int_quantize(x, bits=8, symmetric=True, axis=None, block_size=None, rounding
                 if stats:
                     counts.update(r)
                 return
+            # short runs of a channel (channels last): numpy's moved copy beats a strided gather
+            flat = _np.ascontiguousarray(_np.moveaxis(a, ax, 0))
+            dest = _np.empty_like(flat)
+            group = max(flat.size // max(flat.shape[0], 1), 1)
         elif block_size is not None:
             group = _int(who, "block_size", block_size, 1, 2**62)
-        groups = (a.size + group - 1) // group
+        groups = (flat.size + group - 1) // group
         scales, zps = _np.empty(groups, _np.float32), _np.empty(groups, _np.int32)
-        r = _cpd.int_quantize(a.reshape(-1), o.reshape(-1), scales, zps, bits, bool(symmetric), int(group),
+        r = _cpd.int_quantize(flat.reshape(-1), dest.reshape(-1), scales, zps, bits, bool(symmetric), int(group),
                               rounding, s, st, g, int(offset), th, bool(stats))
+        if flat is not a:
+            o[...] = _np.moveaxis(dest, 0, ax)
         params.update(scales=scales, zero_points=zps)
         if stats:
             counts.update(r)
