@@ -388,7 +388,8 @@ TEST_CASE("int_quantize_channels: int_quantize of the array with the channel axi
   // [outer][channels][inner] against the moved copy [channels][outer][inner] through int_quantize
   // with group = outer * inner, moved back: values, params and counts, every mode's path (the
   // one-pass loop: nearest_even, stochastic; the core: toward_zero, stochastic with 8 bits),
-  // chunks of a channel crossing rows and the 2048-value buffer, in place, threads.
+  // chunks of a channel crossing rows and the 2048-value buffer, blocks of channels with short
+  // runs (64 and 6 at a time, a last partial block), in place, threads.
   struct shape {
     std::size_t outer, channels, inner;
   };
@@ -396,7 +397,7 @@ TEST_CASE("int_quantize_channels: int_quantize of the array with the channel axi
   std::mt19937 gen(9);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const shape sh : {shape{1, 5, 7}, shape{3, 4, 1}, shape{2, 3, 2049}, shape{700, 3, 5}, shape{5, 1, 3},
-                         shape{0, 3, 4}}) {
+                         shape{0, 3, 4}, shape{300, 70, 1}, shape{50, 9, 10}, shape{4, 2, 64}}) {  // (blocks of channels)
     const std::size_t per = sh.outer * sh.inner, n = per * sh.channels;
     std::vector<float> in(n);
     for (std::size_t j = 0; j < n; ++j) in[j] = normal(gen) * static_cast<float>(1 + j % 3 * 10);  // channels differ

@@ -532,8 +532,8 @@ void move_channel_chunk(Src* array, Dst* buf, std::size_t channels, std::size_t 
 /// not null. Values, params and counts are int_quantize's of the array with the channel axis
 /// moved to the front (group = outer * inner), moved back, random counters included: channel
 /// c's k-th value in (outer, inner) order draws offset + c * outer * inner + k. No copy of the
-/// array is made (each channel goes through a buffer of int_channel_chunk values); in == out
-/// allowed; channels and inner at least 1.
+/// array is made (the channels pass through a buffer of int_channel_chunk values, up to 64 of
+/// them at a time when their runs are short); in == out allowed; channels and inner at least 1.
 template <class Policy, class = std::enable_if_t<execution::is_execution_policy_v<Policy>>>
 void int_quantize_channels(Policy&& policy, const int_format& f, rounding r, const float* in, float* out,
                            std::size_t outer, std::size_t channels, std::size_t inner, int_params* params = nullptr,
@@ -553,35 +553,51 @@ void int_quantize_channels(Policy&& policy, const int_format& f, rounding r, con
   }
   const detail::isa where = detail::active_isa();
   const bool fast = detail::int_fast_path(r, options), count = options.stats != nullptr;
-  const value_stats st = detail::parallel_for(policy, channels, [&](std::size_t first, std::size_t last) {
+  // Channels in blocks of cb whose short runs share cache lines (cb * inner <= 64 values of a
+  // row; a strided gather of one channel at a time touched every line once per channel), each
+  // channel's values in rounds of `cap` through its part of the buffer.
+  const std::size_t cb = inner >= 64 ? 1 : std::min(channels, 64 / inner);
+  const std::size_t cap = detail::int_channel_chunk / cb, blocks = (channels + cb - 1) / cb;
+  const value_stats st = detail::parallel_for(policy, blocks, [&](std::size_t first, std::size_t last) {
     float buf[detail::int_channel_chunk];
+    float lo[64], hi[64];
+    int_params pc[64];
     value_stats s;
-    for (std::size_t c = first; c < last; ++c) {
-      float lo = 0.0f, hi = 0.0f;  // (the range of the finite values and 0: finite_range's, chunk by chunk)
-      for (std::size_t k = 0; k < per; k += detail::int_channel_chunk) {
-        const std::size_t m = std::min(detail::int_channel_chunk, per - k);
-        detail::move_channel_chunk<true>(in, buf, channels, inner, c, k, m);
-        const auto [a, b] = detail::finite_range(where, buf, m);
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-      }
-      const int_params p = detail::int_params_of(f, lo, hi);
-      if (params) params[c] = p;
-      for (std::size_t k = 0; k < per; k += detail::int_channel_chunk) {
-        const std::size_t m = std::min(detail::int_channel_chunk, per - k);
-        const std::uint64_t at = options.offset + c * per + k;
-        detail::move_channel_chunk<true>(in, buf, channels, inner, c, k, m);
-        if (fast) {
-          s += detail::int_fast(where, f, p, r, buf, buf, m, count, options, at);
-        } else {
-          value_stats one;
-          bulk_options o = options;
-          o.offset = at;
-          o.stats = count ? &one : nullptr;
-          int_fake_quantize(execution::seq, f, p, r, buf, buf, m, o);
-          s += one;
+    for (std::size_t blk = first; blk < last; ++blk) {
+      const std::size_t c0 = blk * cb, c1 = std::min(channels, c0 + cb);
+      for (std::size_t c = c0; c < c1; ++c) lo[c - c0] = hi[c - c0] = 0.0f;  // (finite_range's, round by round)
+      for (std::size_t k = 0; k < per; k += cap) {
+        const std::size_t m = std::min(cap, per - k);
+        for (std::size_t c = c0; c < c1; ++c) {
+          float* part = buf + (c - c0) * cap;
+          detail::move_channel_chunk<true>(in, part, channels, inner, c, k, m);
+          const auto [a, h] = detail::finite_range(where, part, m);
+          lo[c - c0] = a < lo[c - c0] ? a : lo[c - c0];
+          hi[c - c0] = h > hi[c - c0] ? h : hi[c - c0];
         }
-        detail::move_channel_chunk<false>(out, buf, channels, inner, c, k, m);
+      }
+      for (std::size_t c = c0; c < c1; ++c) {
+        pc[c - c0] = detail::int_params_of(f, lo[c - c0], hi[c - c0]);
+        if (params) params[c] = pc[c - c0];
+      }
+      for (std::size_t k = 0; k < per; k += cap) {
+        const std::size_t m = std::min(cap, per - k);
+        for (std::size_t c = c0; c < c1; ++c) {
+          float* part = buf + (c - c0) * cap;
+          const std::uint64_t at = options.offset + c * per + k;
+          detail::move_channel_chunk<true>(in, part, channels, inner, c, k, m);
+          if (fast) {
+            s += detail::int_fast(where, f, pc[c - c0], r, part, part, m, count, options, at);
+          } else {
+            value_stats one;
+            bulk_options o = options;
+            o.offset = at;
+            o.stats = count ? &one : nullptr;
+            int_fake_quantize(execution::seq, f, pc[c - c0], r, part, part, m, o);
+            s += one;
+          }
+          detail::move_channel_chunk<false>(out, part, channels, inner, c, k, m);
+        }
       }
     }
     return s;
