@@ -69,6 +69,17 @@ void same_size(const view& a, const view& b, const char* who) {
                                 " values and the output " + std::to_string(b.n));
 }
 
+std::vector<const float*> worker_arrays(const std::vector<py::buffer>& workers, const view& out, const char* who) {
+  if (workers.empty()) throw std::invalid_argument(std::string(who) + ": no workers");
+  std::vector<const float*> x;
+  for (const py::buffer& b : workers) {
+    const view v = float_view(b, false, who, "a worker's tensor");
+    same_size(v, out, who);
+    x.push_back(static_cast<const float*>(v.ptr));
+  }
+  return x;
+}
+
 py::dict stats_dict(const cpd::value_stats& s) {
   py::dict d;
   for (const cpd::value_stats_field& f : cpd::value_stats_fields) d[f.name] = s.*f.member;

@@ -77,6 +77,10 @@ view code_view(const py::buffer& b, bool writable, const char* who, const char* 
 /// std::invalid_argument unless a and b hold as many elements.
 void same_size(const view& a, const view& b, const char* who);
 
+/// The W workers' float32 buffers of an in-process exchange, each holding as many values as
+/// out (std::invalid_argument naming `who` when there are none or a size differs).
+std::vector<const float*> worker_arrays(const std::vector<py::buffer>& workers, const view& out, const char* who);
+
 // --- rounding calls ---------------------------------------------------------------
 
 /// Runs f(policy): sequential for one thread, else cpd::execution::par(threads) (0: all).

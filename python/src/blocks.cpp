@@ -25,18 +25,6 @@
 namespace cpd_python {
 namespace {
 
-/// The workers' float32 arrays, each as many elements as out.
-std::vector<const float*> worker_arrays(const std::vector<py::buffer>& workers, const view& out, const char* who) {
-  if (workers.empty()) throw std::invalid_argument(std::string(who) + ": no workers");
-  std::vector<const float*> x;
-  for (const py::buffer& b : workers) {
-    const view v = float_view(b, false, who, "a worker's tensor");
-    same_size(v, out, who);
-    x.push_back(static_cast<const float*>(v.ptr));
-  }
-  return x;
-}
-
 /// cpd::simulate_block_scaled_allreduce<F, nearest_even, saturate> of W workers' arrays under
 /// rule "mx32" (cpd::mx_block_scaling<F>) or "nvfp4" (cpd::nvfp4_block_scaling<F>).
 py::dict simulate_blocks(const std::vector<py::buffer>& workers, const py::buffer& out, const std::string& fmt,

@@ -78,14 +78,8 @@ py::dict simulate(const std::vector<py::buffer>& workers, const py::buffer& out,
                   bool kahan, bool mean, std::uint64_t seed, std::uint64_t stream, const std::string& generator,
                   unsigned threads, bool diagnostics) {
   const char* who = "cpd.simulate_allreduce";
-  if (workers.empty()) throw std::invalid_argument(std::string(who) + ": no workers");
   const view y = float_view(out, true, who, "out");
-  std::vector<const float*> x;
-  for (const py::buffer& b : workers) {
-    const view v = float_view(b, false, who, "a worker's tensor");
-    same_size(v, y, who);
-    x.push_back(static_cast<const float*>(v.ptr));
-  }
+  const std::vector<const float*> x = worker_arrays(workers, y, who);
   cpd::allreduce_options opt = simulation_options(fmt, rounding, algorithm, kahan, who);
   opt.mean = mean;
   opt.key = {seed, stream, parse_generator(generator)};
