@@ -65,6 +65,7 @@ set(CPD_HEADERS
   include/cpd/host/detail/avx512.hpp
   include/cpd/host/detail/avx512_decode.hpp
   include/cpd/host/detail/avx512_hop.hpp
+  include/cpd/host/detail/avx512_posit.hpp
   include/cpd/host/detail/avx512_random.hpp
   include/cpd/host/detail/call.hpp
   include/cpd/host/detail/decode.hpp

@@ -7,8 +7,10 @@
 // execution policy, with bulk_options' statistics, random key and float scale
 // (scale, scale_inverse). Each element goes through the scalar core
 // (detail::posit_round_bits, posit_decode_as), in loops compiled for the baseline,
-// AVX2 and AVX-512 and picked at run time (detail::run_kernel), so every path gives
-// the scalar calls' bits. in == out is allowed.
+// AVX2 and AVX-512 and picked at run time (detail::run_kernel); from and to float without
+// statistics, on an AVX-512 CPU, the kernels of cpd/host/detail/avx512_posit.hpp run
+// instead (posits of up to 31 bits). Every path gives the scalar calls' bits. in == out
+// is allowed.
 //
 // Statistics: zeros (inputs +-0), overflow and saturated (finite inputs beyond maxpos,
 // which become +-maxpos), nan (+-inf inputs, which become NaR), nan_inputs,
@@ -22,6 +24,7 @@
 #include <cpd/core/posit.hpp>
 #include <cpd/host/detail/call.hpp>
 #include <cpd/host/detail/isa.hpp>
+#include <cpd/host/detail/avx512_posit.hpp>
 #include <cpd/host/detail/kernels.hpp>
 #include <cpd/host/detail/run.hpp>
 #include <cpd/host/execution.hpp>
@@ -134,6 +137,12 @@ void posit_round_call(Policy&& policy, const posit_format& p, rounding r, const 
       kernel.rbits = o.random_bits;
       return run_kernel(policy, kernel, where, in, out, n, o);
     };
+#if CPD_FAST_KERNELS
+    if constexpr (std::is_same_v<T, float>) {
+      if (!o.stats && where == isa::avx512 && fast::posit_kernel_takes(p.spec()))
+        return go(fast::posit_kernel<R, Out, Quantize>{});
+    }
+#endif
     if (o.stats) return go(posit_round_kernel<R, T, Out, Quantize, true>{});
     return go(posit_round_kernel<R, T, Out, Quantize, false>{});
   }, who);
@@ -228,8 +237,19 @@ void posit_decode(Policy&& policy, const posit_format& p, const Code* in, T* out
       if ((in[i] & stray) != 0) detail::fail_posit_codes(who, p, in, n);
   const value_stats st = options.stats ? detail::posit_decode_stats(p, in, n) : value_stats{};
   std::atomic<std::uint64_t> seen{0};
-  detail::posit_decode_kernel<Code, T> k{p.spec(), stray, &seen};
-  detail::run_kernel(policy, k, detail::active_isa(), in, out, n, options);
+  const detail::isa where = detail::active_isa();
+  bool done = false;
+#if CPD_FAST_KERNELS
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.fits_float() && where == detail::isa::avx512) {
+      detail::run_kernel(policy, detail::fast::posit_decode_kernel<Code>{p.spec(), stray, &seen}, where, in, out, n,
+                         options);
+      done = true;
+    }
+  }
+#endif
+  if (!done) detail::run_kernel(policy, detail::posit_decode_kernel<Code, T>{p.spec(), stray, &seen}, where, in, out, n,
+                                options);
   if (seen.load(std::memory_order_relaxed) != 0) detail::fail_posit_codes(who, p, in, n);
   if (options.stats) *options.stats = st;
 }
