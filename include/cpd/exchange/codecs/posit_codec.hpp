@@ -76,17 +76,27 @@ class posit_codec final : public codec {
     }
     const int k = scale_exponent(detail::bit_cast<float>(amax_bits));
     detail::store_le32(payload, static_cast<std::uint32_t>(k));
-    std::vector<double> scaled(n);  // x 2^k, exact in double
-    for (std::size_t i = 0; i < n; ++i) scaled[i] = std::ldexp(static_cast<double>(in[i]), k);
-    std::vector<std::uint16_t> codes(n);
+    // The codes of x 2^k: x 2^k in float (posit_encode's scale) is exact, or below float's
+    // normal range and so below minpos (2^-112 or more for these posits): +-minpos either
+    // way, except where the product is 0 (|x| 2^k <= 2^-150, so only for k < 0), set to
+    // +-minpos after.
     bulk_options o;
     o.seed = key.seed;
     o.stream = key.stream;
     o.generator = key.generator;
-    posit_encode(p_, r_, scaled.data(), codes.data(), n, o);
-    const std::size_t bytes = static_cast<std::size_t>(p_.bits()) / 8;
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t b = 0; b < bytes; ++b) payload[4 + bytes * i + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
+    o.scale = detail::pow2<float>(k);
+    if (p_.bits() == 8) {
+      posit_encode(p_, r_, in, payload + 4, n, o);
+      if (k < 0) fix_zeros(in, payload + 4, n);
+      return;
+    }
+    std::vector<std::uint16_t> codes(n);
+    posit_encode(p_, r_, in, codes.data(), n, o);
+    if (k < 0) fix_zeros(in, codes.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      payload[4 + 2 * i] = static_cast<std::uint8_t>(codes[i]);
+      payload[5 + 2 * i] = static_cast<std::uint8_t>(codes[i] >> 8);
+    }
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
@@ -96,19 +106,30 @@ class posit_codec final : public codec {
       return;
     }
     const int k = static_cast<std::int32_t>(detail::load_le32(payload));
-    const std::size_t bytes = static_cast<std::size_t>(p_.bits()) / 8;
-    std::vector<std::uint16_t> codes(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t c = 0;
-      for (std::size_t b = 0; b < bytes; ++b) c |= static_cast<std::uint32_t>(payload[4 + bytes * i + b]) << (8 * b);
-      codes[i] = static_cast<std::uint16_t>(c);
+    // (the values are floats: posit8 and posit16 with es <= 3)
+    if (p_.bits() == 8) {
+      posit_decode(p_, payload + 4, out, n);
+    } else {
+      std::vector<std::uint16_t> codes(n);
+      for (std::size_t i = 0; i < n; ++i)
+        codes[i] = static_cast<std::uint16_t>(payload[4 + 2 * i] | (payload[5 + 2 * i] << 8));
+      posit_decode(p_, codes.data(), out, n);
     }
-    std::vector<double> values(n);
-    posit_decode(p_, codes.data(), values.data(), n);
-    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::ldexp(values[i], -k));  // (exact)
+    const float unscale = detail::pow2<float>(-k);  // (a normal float: k's clamp)
+    for (std::size_t i = 0; i < n; ++i) out[i] *= unscale;  // (exact)
   }
 
  private:
+  /// codes[i] = +-minpos where x[i] is not 0 and its code is 0 (x 2^k was 0 in float).
+  template <class Code>
+  void fix_zeros(const float* x, Code* codes, std::size_t n) const noexcept {
+    const auto minus_minpos = static_cast<Code>(p_.spec().code_mask());
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t b = detail::bit_cast<std::uint32_t>(x[i]);
+      if (codes[i] == 0 && (b & 0x7FFFFFFFu) != 0) codes[i] = (b >> 31) != 0 ? minus_minpos : Code(1);
+    }
+  }
+
   static posit_format checked(int n, int es) {
     if ((n != 8 && n != 16) || es < 0 || es > 3)
       detail::fail_invalid("cpd::posit_codec: posit<" + std::to_string(n) + ", " + std::to_string(es) +
