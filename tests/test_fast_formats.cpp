@@ -39,8 +39,9 @@ namespace fast = cd::fast;
 constexpr rounding all_modes[] = {rounding::nearest_even, rounding::nearest_away, rounding::toward_zero,
                                   rounding::upward,       rounding::downward,     rounding::stochastic,
                                   rounding::odd};
-constexpr encoding_kind all_encodings[] = {encoding_kind::ieee, encoding_kind::fn, encoding_kind::fnuz,
-                                           encoding_kind::finite, encoding_kind::fnu};
+constexpr encoding_kind all_encodings[] = {encoding_kind::ieee,     encoding_kind::fn,       encoding_kind::fnuz,
+                                           encoding_kind::finite,   encoding_kind::fnu,      encoding_kind::p3109_sf,
+                                           encoding_kind::p3109_se, encoding_kind::p3109_uf, encoding_kind::p3109_ue};
 
 /// A format the fast kernels take: for rounding in some mode, for decoding, or both.
 struct accepted {
@@ -60,6 +61,9 @@ const std::vector<accepted>& accepted_formats() {
           // Values that are floats need emax <= 127 and a smallest value >= 2^-149, so
           // bias >= -127 and bias <= 150: the loop's range holds all of them.
           for (int bias = -200; bias <= 200; ++bias) {
+            // P3109's signed formats take fnuz's kernels, held at every bias by fnuz's own
+            // formats; theirs add the specials, read off the core: every 16th bias and P3109's.
+            if (cpd::is_p3109(enc) && bias % 16 != 0 && bias != cd::default_bias(e, enc)) continue;
             if (cd::format_error(e, m, enc, bias) != nullptr) continue;
             const cd::spec s = cd::make_spec(e, m, enc, bias);
             if (!s.fits_float) continue;

@@ -44,8 +44,10 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i decode16(const decode_plan& p, __m51
                                                      _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
   }
   const __m512i qnan = splat(0x7FC00000u);
-  if (p.enc == encoding_kind::fnuz) {
+  if (p.enc == encoding_kind::fnuz || p.enc == encoding_kind::p3109_sf || p.enc == encoding_kind::p3109_se) {
     v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(c, splat(p.nan_code)), qnan);
+    if (p.enc == encoding_kind::p3109_se)  // +-inf at the largest magnitude code (the sign below)
+      v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(mag, splat(p.inf_code)), splat(0x7F800000u));
   } else if (p.enc != encoding_kind::finite) {
     v = _mm512_mask_mov_epi32(v, _mm512_cmpgt_epu32_mask(mag, splat(p.max_code)), qnan);
     if (p.enc == encoding_kind::ieee)

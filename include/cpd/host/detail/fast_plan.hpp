@@ -64,13 +64,28 @@ struct plan {
   bool hardware_overflow = false;  ///< f16c with overflow::infinity: the conversion's overflow is the core's
 };
 
+/// IEEE P3109's signed formats with at least one fraction bit (binary{K}p{P}, s or e,
+/// P >= 2, at any bias: a scale_exponent moves it): their codes are fnuz's (no -0, NaN at
+/// the sign bit alone; p3109_se's +-inf at the largest magnitude code), and what they do
+/// with overflow, infinities and NaN is read off the core like every format's (make_plan),
+/// so they take fnuz's kernels. P = 1 (ties to the even code, which is then the exponent's
+/// parity) and the unsigned formats stay with the generic kernels.
+constexpr bool p3109_fast(const spec& s) noexcept {
+  return (s.enc == encoding_kind::p3109_sf || s.enc == encoding_kind::p3109_se) && s.M >= 1;
+}
+
 /// The formats the fast kernels can take at all: formats the vector kernels round in
 /// float (vector_kernel_takes<float>) with M <= 22, zero, subnormals (not flushed) and a
 /// sign, and codes of at most max_bits bits. method_for and decode_method_for start from it.
 constexpr bool fast_shape(const spec& s, int max_bits) noexcept {
   return vector_kernel_takes<float>(s) && s.M <= 22 && s.has_subnormals && !s.flush && s.has_zero &&
-         s.enc != encoding_kind::fnu && !is_p3109(s.enc) && s.bits <= max_bits;
+         s.enc != encoding_kind::fnu && (!is_p3109(s.enc) || p3109_fast(s)) && s.bits <= max_bits;
 }
+
+/// The encoding whose fast kernel rounds to formats of encoding K (P3109's signed formats:
+/// fnuz's, p3109_fast).
+template <encoding_kind K>
+inline constexpr encoding_kind kernel_encoding = is_p3109(K) ? encoding_kind::fnuz : K;
 
 /// The modes the fast kernels implement: all but nearest_zero (ties toward zero), which the
 /// generic vector kernels round.

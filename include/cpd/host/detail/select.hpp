@@ -66,10 +66,13 @@ struct kernel_choice {
 };
 
 /// True when the fast rounding kernel is compiled for (R, K, T, Out): float in, float or
-/// 8/16-bit codes out, an encoding with a sign (not P3109's), on a build with the fast kernels.
+/// 8/16-bit codes out, an encoding with a sign (P3109's signed ones, and K = p3109_se, which
+/// the runtime calls use for all four P3109 encodings: fnuz's kernel, fast::p3109_fast), on a
+/// build with the fast kernels.
 template <encoding_kind K, class T, class Out>
 inline constexpr bool fast_kernel_compiled =
-    CPD_FAST_KERNELS && std::is_same_v<T, float> && K != encoding_kind::fnu && !is_p3109(K) &&
+    CPD_FAST_KERNELS && std::is_same_v<T, float> && K != encoding_kind::fnu && K != encoding_kind::p3109_uf &&
+    K != encoding_kind::p3109_ue &&
     (std::is_same_v<Out, float> || std::is_same_v<Out, std::uint8_t> || std::is_same_v<Out, std::uint16_t>);
 
 /// The choice for rounding n values of T to the spec s of encoding K in mode R, out to Out,
@@ -138,7 +141,7 @@ void run_fast(const kernel_choice& c, Policy&& policy, const SP& sp, const T* in
     const bool same = static_cast<const void*>(in) == static_cast<const void*>(out);
     const bool stream = !same && n * sizeof(Out) >= tuning::stream_threshold_bytes;
     const fast::plan p = fast_plan_for<R, O>(sp.get(), o.random_bits, ro);
-    run_kernel(policy, fast::kernel<R, K, Out>{p, stream}, c.where, in, out, n, o);
+    run_kernel(policy, fast::kernel<R, fast::kernel_encoding<K>, Out>{p, stream}, c.where, in, out, n, o);
   }
 }
 #endif
