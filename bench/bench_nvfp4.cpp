@@ -19,14 +19,21 @@ namespace {
 
 struct buffers {
   std::vector<float> in, out;
-  std::vector<std::uint8_t> packed, scales, codes;
+  std::vector<std::uint8_t> packed, scales, codes, mx_scales, mx_codes;
   float s = 0.0f;
   explicit buffers(std::size_t n)
-      : in(n), out(n), packed(cpd::nvfp4_packed_size(n)), scales(cpd::nvfp4_scale_count(n)), codes(n) {
+      : in(n),
+        out(n),
+        packed(cpd::nvfp4_packed_size(n)),
+        scales(cpd::nvfp4_scale_count(n)),
+        codes(n),
+        mx_scales(cpd::mx_scale_count(n, 32)),
+        mx_codes(n) {
     std::mt19937 g(42);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (float& v : in) v = nd(g) * 8.0f;
     cpd::nvfp4_encode(in.data(), n, packed.data(), scales.data(), &s);
+    cpd::mx_encode<cpd::float4_e2m1fn>(in.data(), n, mx_scales.data(), mx_codes.data());
   }
 };
 
@@ -89,6 +96,15 @@ void BM_mx_quantize_e2m1(benchmark::State& st) {
   rates(st, b.in.size());
 }
 
+void BM_mx_decode_e2m1(benchmark::State& st) {
+  auto& b = get(static_cast<std::size_t>(st.range(0)));
+  for (auto _ : st) {
+    cpd::mx_decode<cpd::float4_e2m1fn>(b.mx_scales.data(), b.mx_codes.data(), b.in.size(), b.out.data());
+    benchmark::ClobberMemory();
+  }
+  rates(st, b.in.size());
+}
+
 }  // namespace
 
 BENCHMARK(BM_memcpy)->Arg(1 << 22)->Arg(1 << 14);
@@ -97,5 +113,6 @@ BENCHMARK(BM_nvfp4_quantize<cpd::rounding::stochastic>)->Arg(1 << 22)->Arg(1 << 
 BENCHMARK(BM_nvfp4_encode)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_nvfp4_decode)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_mx_quantize_e2m1)->Arg(1 << 22)->Arg(1 << 14);
+BENCHMARK(BM_mx_decode_e2m1)->Arg(1 << 22)->Arg(1 << 14);
 
 BENCHMARK_MAIN();

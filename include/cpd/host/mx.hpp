@@ -14,7 +14,9 @@
 // exact, so these are the definition's bits, except where some non-zero x * 2^-e falls below
 // float's normal range (a block spanning more than ~2^100): such a block is rounded from
 // double, element by element, as the definition. tests/test_mx.cpp holds every instruction
-// set to the definition. The calls run in the default floating-point environment
+// set to the definition. Decode: the element values by the bulk decoder, then each block's
+// times 2^e in float (the exact product rounded once, as the definition's double product
+// narrowed to float). The calls run in the default floating-point environment
 // (cpd/core/detail/fenv.hpp).
 
 #include <cpd/core/config.hpp>
@@ -211,15 +213,24 @@ void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* co
                     {out, n, sizeof(float), "the output"}});
   using Code = typename Elem::storage_type;
   const Code stray = detail::stray_bits<Code>(Elem::spec);  // a code with these bits is rejected
+  Code all = 0;
+  for (std::size_t i = 0; i < n; ++i) all = static_cast<Code>(all | codes[i]);
+  if ((all & stray) != 0)
+    for (std::size_t i = 0; i < n; ++i)
+      if ((codes[i] & stray) != 0) detail::fail_stray_code("cpd::mx_decode", Elem::spec, codes[i], &i);
+  // The element values by the bulk decoder, then each block's times 2^e in float: the
+  // exact product rounded once (to a subnormal or inf where it leaves float's range), as
+  // a double product cast to float.
+  decode<Elem>(execution::seq, codes, out, n);
+  const detail::isa where = detail::active_isa();
   for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
     hi = detail::block_end(lo, opt.block_size, n);
     const std::uint8_t sc = scales[blk];
-    const double x = detail::pow2<double>(static_cast<int>(sc) - 127);
-    for (std::size_t i = lo; i < hi; ++i) {
-      if ((codes[i] & stray) != 0) detail::fail_stray_code("cpd::mx_decode", Elem::spec, codes[i], &i);
-      out[i] = sc == mx_nan_scale ? detail::bit_cast<float>(0x7FC00000u)
-                                  : static_cast<float>(static_cast<double>(Elem::from_bits(codes[i])) * x);
-    }
+    if (sc == mx_nan_scale)
+      std::fill(out + lo, out + hi, detail::bit_cast<float>(0x7FC00000u));
+    else
+      detail::lanes<detail::mx_unscale_loop>(where, static_cast<const float*>(out + lo),
+                                             detail::mx_pow2f(static_cast<int>(sc) - 127), out + lo, hi - lo);
   }
 }
 
