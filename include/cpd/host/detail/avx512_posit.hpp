@@ -101,6 +101,22 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE posit_consts make_posit_consts(const posit_s
   return c;
 }
 
+/// Whether each lane moves up to the next code in a deterministic mode R, from the round
+/// bit, the sticky bits, the kept code's last bit and the sign (the core's rule; 0 for
+/// stochastic, which the callers decide).
+template <rounding R>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __mmask16 posit_up(__mmask16 round_bit, __mmask16 sticky, __mmask16 odd,
+                                                     __mmask16 neg) noexcept {
+  const __mmask16 inexact = round_bit | sticky;
+  if constexpr (R == rounding::nearest_even) return round_bit & (sticky | odd);
+  else if constexpr (R == rounding::nearest_away) return round_bit;
+  else if constexpr (R == rounding::nearest_zero) return round_bit & sticky;
+  else if constexpr (R == rounding::upward) return inexact & static_cast<__mmask16>(~neg);
+  else if constexpr (R == rounding::downward) return inexact & neg;
+  else if constexpr (R == rounding::odd) return inexact & static_cast<__mmask16>(~odd);
+  else return 0;  // toward_zero; stochastic
+}
+
 /// posit_round_bits<R, float> of 16 floats (bits x), for posit_kernel_takes(p); *core: the
 /// lanes the core must redo (stochastic rounding that drops exponent bits; a clamped
 /// regime is +-minpos or +-maxpos whatever the bit decides).
@@ -134,15 +150,8 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i posit_round16(const posit_consts& c,
   const __mmask16 sticky = _mm512_test_epi32_mask(str, c.round_mask) | _mm512_test_epi32_mask(low, low);
   const __mmask16 inexact = round_bit | sticky;
   const __mmask16 odd = _mm512_test_epi32_mask(kept, c.one);
-  __mmask16 up = 0;
-  if constexpr (R == rounding::nearest_even) up = round_bit & (sticky | odd);
-  else if constexpr (R == rounding::nearest_away) up = round_bit;
-  else if constexpr (R == rounding::nearest_zero) up = round_bit & sticky;
-  else if constexpr (R == rounding::toward_zero) up = 0;
-  else if constexpr (R == rounding::upward) up = inexact & static_cast<__mmask16>(~neg);
-  else if constexpr (R == rounding::downward) up = inexact & neg;
-  else if constexpr (R == rounding::odd) up = inexact & static_cast<__mmask16>(~odd);
-  else if constexpr (R == rounding::stochastic) {
+  __mmask16 up = posit_up<R>(round_bit, sticky, odd, neg);
+  if constexpr (R == rounding::stochastic) {
     const __m512i top = _mm512_or_si512(_mm512_sll_epi32(str, c.top_left), _mm512_srl_epi32(low, c.low_right));
     const __m512i linear = _mm512_srl_epi32(top, c.linear_right);
     const __m512i threshold = _mm512_xor_si512(c.kmask, _mm512_and_si512(rnd, c.kmask));
@@ -191,15 +200,8 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i posit_value16(const posit_consts& c,
   const __mmask16 bit_d = _mm512_test_epi32_mask(a, ulp);
   const __mmask16 odd = (bit_d & static_cast<__mmask16>(~at_zero)) | (at_zero & c.odd_at_zero(bit_d, k));
   const __mmask16 neg = _mm512_movepi32_mask(x);
-  __mmask16 up = 0;
-  if constexpr (R == rounding::nearest_even) up = round_bit & (sticky | odd);
-  else if constexpr (R == rounding::nearest_away) up = round_bit;
-  else if constexpr (R == rounding::nearest_zero) up = round_bit & sticky;
-  else if constexpr (R == rounding::toward_zero) up = 0;
-  else if constexpr (R == rounding::upward) up = inexact & static_cast<__mmask16>(~neg);
-  else if constexpr (R == rounding::downward) up = inexact & neg;
-  else if constexpr (R == rounding::odd) up = inexact & static_cast<__mmask16>(~odd);
-  else if constexpr (R == rounding::stochastic) {
+  __mmask16 up = posit_up<R>(round_bit, sticky, odd, neg);
+  if constexpr (R == rounding::stochastic) {
     const __m512i top = _mm512_sllv_epi32(dropped, _mm512_sub_epi32(c.thirty_two, d));  // (0 when d = 0)
     const __m512i linear = _mm512_srl_epi32(top, c.linear_right);
     const __m512i threshold = _mm512_xor_si512(c.kmask, _mm512_and_si512(rnd, c.kmask));
