@@ -22,9 +22,9 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/posit.hpp>
+#include <cpd/host/detail/avx512_posit.hpp>
 #include <cpd/host/detail/call.hpp>
 #include <cpd/host/detail/isa.hpp>
-#include <cpd/host/detail/avx512_posit.hpp>
 #include <cpd/host/detail/kernels.hpp>
 #include <cpd/host/detail/run.hpp>
 #include <cpd/host/execution.hpp>
