@@ -141,6 +141,19 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
   return _mm512_set1_epi32(static_cast<int>(u));
 }
 
+/// The mask of the first min(left, 16) lanes (a loop's last, partial vector).
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __mmask16 tail_mask(std::size_t left) noexcept {
+  return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+/// Prefetches the line tuning::prefetch_distance floats' bytes past p, for a loop that reads
+/// forward (address arithmetic on integers: the prefetched address may lie past the array).
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void prefetch_ahead(const void* p) noexcept {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) +
+                                             tuning::prefetch_distance * sizeof(float)),
+               _MM_HINT_T0);
+}
+
 /// IEEE binary16 in a hardware mode, 16 floats (bits x, magnitudes a, signs neg).
 template <rounding R, bool Code>
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i round16_f16c(const vconsts& c, __m512i x, __m512i a,
@@ -473,10 +486,7 @@ struct kernel {
       __m512i v[lines<Out>::vectors];
 #pragma GCC unroll 4
       for (std::size_t u = 0; u < lines<Out>::vectors; ++u) {
-        // (address arithmetic on integers: the prefetched address may lie past the array)
-        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i + 16 * u) +
-                                                   tuning::prefetch_distance * sizeof(float)),
-                     _MM_HINT_T0);
+        prefetch_ahead(in + i + 16 * u);
         v[u] = round16<R, K, H, codes>(c, _mm512_loadu_si512(in + i + 16 * u), draw_next(gen));
       }
       const __m512i packed = lines<Out>::pack(v);

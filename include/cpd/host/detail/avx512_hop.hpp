@@ -54,10 +54,6 @@ struct hop_kernel {
   plan p;          ///< the rounding plan of F
   decode_plan dp;  ///< codes: the decoder of F
 
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE __mmask16 head(std::size_t left) noexcept {
-    return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
-  }
-
   /// 16 operands of add_round as float bits (codes decoded by method D).
   template <method D>
   CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i operand(const Out* v, __mmask16 m, __m128i d0) const noexcept {
@@ -139,10 +135,8 @@ struct hop_kernel {
     const __m512 v1 = _mm512_set1_ps(f1), v2 = _mm512_set1_ps(f2);
     const __m512i tiny = splat(0x00800000u), zero = _mm512_setzero_si512();
     for (std::size_t j = 0; j < n; j += 16) {
-      const __mmask16 m = head(n - j);
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(x + j) +
-                                                 tuning::prefetch_distance * sizeof(float)),
-                   _MM_HINT_T0);
+      const __mmask16 m = tail_mask(n - j);
+      prefetch_ahead(x + j);
       __m512i v;
       if (!scaled16(c, _mm512_maskz_loadu_ps(m, x + j), v1, v2, tiny, thr, m, v)) return j;
       store16<Out>::masked(q + j, m, round16<R, K, H, codes, false>(c, v, zero));
@@ -163,7 +157,7 @@ struct hop_kernel {
     const __m512i sum_thr = sum_threshold<Exact>(thr);
     const __m512i zero = _mm512_setzero_si512();
     for (std::size_t j = 0; j < n; j += 16) {
-      const __mmask16 m = head(n - j);
+      const __mmask16 m = tail_mask(n - j);
       const __m512i xi = operand<D>(s + j, m, d0), yi = operand<D>(q + j, m, d0);
       const __m512 x = _mm512_castsi512_ps(xi), y = _mm512_castsi512_ps(yi);
       __m512i t;
@@ -202,7 +196,7 @@ struct hop_kernel {
     const unscaler u(inverse, mean_w);
     out += at;
     for (std::size_t j = 0; j < n; j += 16) {
-      const __mmask16 m = head(n - j);
+      const __mmask16 m = tail_mask(n - j);
       __m512i v;
       if (!scaled16(c, _mm512_maskz_loadu_ps(m, x[0] + at + j), v1, v2, tiny, thr, m, v)) return j;
       __m512i sum = round16<R, K, H, false, false>(c, v, zero);
@@ -236,7 +230,7 @@ struct hop_kernel {
     const unscaler u(inverse, w);
     const __m512 qnan = _mm512_castsi512_ps(splat(0x7FC00000u));
     for (std::size_t j = 0; j < n; j += 16) {
-      const __mmask16 m = head(n - j);
+      const __mmask16 m = tail_mask(n - j);
       __m512 r = u(_mm512_castsi512_ps(operand<D>(s + j, m, d0)));
       r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), qnan);
       if (m == 0xFFFF) _mm512_storeu_ps(out + j, r);

@@ -30,7 +30,6 @@
 #include <cpd/host/detail/avx512_random.hpp>
 #include <cpd/host/detail/fast_plan.hpp>
 #include <cpd/host/detail/isa.hpp>
-#include <cpd/host/detail/tuning.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -259,12 +258,8 @@ struct posit_kernel {
     const posit_consts c = make_posit_consts(p, rbits);
     vrandom<G> gen(key);  // (stochastic only)
     for (std::size_t i = 0; i < n; i += 16) {
-      const std::size_t cnt = n - i < 16 ? n - i : 16;
-      const __mmask16 mk = static_cast<__mmask16>((1u << cnt) - 1);
-      // (address arithmetic on integers: the prefetched address may lie past the array)
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i) +
-                                                 tuning::prefetch_distance * sizeof(float)),
-                   _MM_HINT_T0);
+      const __mmask16 mk = tail_mask(n - i);
+      prefetch_ahead(in + i);
       const __m512i x = _mm512_maskz_loadu_epi32(mk, in + i);
       __m512i rnd = _mm512_setzero_si512();
       if constexpr (stochastic) rnd = gen.at(lo0 + static_cast<std::uint32_t>(i));
@@ -333,11 +328,8 @@ struct posit_decode_kernel {
     const posit_consts c = make_posit_consts(p, 32);
     __m512i all = _mm512_setzero_si512();
     for (std::size_t i = 0; i < n; i += 16) {
-      const std::size_t cnt = n - i < 16 ? n - i : 16;
-      const __mmask16 mk = static_cast<__mmask16>((1u << cnt) - 1);
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(in + i) +
-                                                 tuning::prefetch_distance * sizeof(float)),
-                   _MM_HINT_T0);
+      const __mmask16 mk = tail_mask(n - i);
+      prefetch_ahead(in + i);
       __m512i codes;
       if constexpr (sizeof(Code) == 1) codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mk, in + i));
       else if constexpr (sizeof(Code) == 2) codes = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, in + i));
