@@ -6,6 +6,12 @@
   (gloo, or NCCL where torch has CUDA), with APS per parameter tensor, and gives the bits
   of cpd::simulate_allreduce (and of cpd::mpi::allreduce_plan) for the same inputs.
 - all_reduce(tensors, format, ...): the same exchange of a list of tensors, without DDP.
+- scaler="mx32" or "nvfp4" (all_reduce, comm_hook): a scale per block instead of one per
+  tensor (OCP MX's power of two per 32 values; NVFP4's E4M3 per 16 and an fp32 per tensor),
+  the steps and bits of cpd::mpi::block_scaled_plan and cpd.simulate_block_scaled_allreduce:
+  the block codes (one byte a block; NVFP4 first the tensor's amax) combined by MAX over the
+  ranks, each rank's values scaled block by block, summed nearest-even (saturating), the sum
+  scaled back. They run on the host (a CUDA bucket goes through host copies).
 - EmulatedWorkers: W workers in one process (CPD's emulate_node): the batch is split into
   W shards, each shard's gradient is one worker's, and the W gradients are summed as
   cpd.simulate_allreduce sums them, so that one machine can study 64 workers.
@@ -33,6 +39,7 @@ int64: a disagreement raises MismatchError on every rank; a rank that never arri
 AgreementError on the others after `timeout`.
 """
 
+import collections as _collections
 import datetime as _datetime
 import functools as _functools
 import hashlib as _hashlib
@@ -48,12 +55,21 @@ from . import _torch_cuda as _device
 from ._fakequant import QuantSpec, Quantizer, quantize_ste
 
 __all__ = ["comm_hook", "CommHook", "all_reduce", "EmulatedWorkers", "tensor_stream", "emulate_allreduce",
-           "MismatchError", "AgreementError", "QuantSpec", "quantize_ste", "Quantizer"]
+           "MismatchError", "AgreementError", "BlockScale", "QuantSpec", "quantize_ste", "Quantizer"]
 
 _HOOK_ALGORITHMS = _cpd.rank_algorithms  # (cpd::rank_algorithms: ring, pipelined_ring, two_step, all_gather)
 ROTATION_STREAM = 0x0207A7E  # the random stream of the rotation's signs (cpd-train --rotate's)
 _HOOK_ROUNDINGS = ("nearest_even", "stochastic")
 _SCALERS = ("aps", "none")
+_BLOCK_RULES = tuple(_cpd_pkg.block_rules)  # ("mx32", "nvfp4": a scale per block, cpd.torch.BlockScale)
+_ALL_SCALERS = _SCALERS + _BLOCK_RULES
+
+
+class BlockScale(_collections.namedtuple("BlockScale", "nonfinite tensor_scale codes")):
+    """What an exchange with block scales (scaler="mx32" or "nvfp4") did to one tensor:
+    nonfinite (some rank's block held inf or NaN: the result holds NaN there), tensor_scale
+    (NVFP4's shared fp32 scale s; 0 for MX) and codes (every block's combined scale code, a
+    uint8 array: OCP MX's E8M0 exponent, NVFP4's E4M3 scale; 0xFF: inf or NaN in the block)."""
 
 
 class MismatchError(RuntimeError):
@@ -82,7 +98,7 @@ def tensor_stream(step, bucket, position, world_size):
     return ((step << 20) + (bucket << 10) + position) * 8 * world_size * world_size
 
 
-def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_HOOK_ALGORITHMS, scalers=_SCALERS):
+def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_HOOK_ALGORITHMS, scalers=_ALL_SCALERS):
     if not isinstance(format, str):
         raise TypeError(f"{who}: format must be a string, not {type(format).__name__}")
     f = _cpd_pkg.finfo(format)  # ValueError for a name cpd::format::parse rejects
@@ -90,15 +106,14 @@ def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_
         raise ValueError(f"{who}: format {format} ({f.name}) is not compiled into the exchange; use one of "
                          + ", ".join(_cpd_pkg.exchange_formats()))
     if scaler not in scalers and scaler is not None:
-        hint = ""
-        if scaler in _cpd_pkg.block_rules:
-            hint = (" (block scales run in process only: cpd.torch.EmulatedWorkers(scaler=...) and "
-                    "cpd.simulate_block_scaled_allreduce)")
-        raise ValueError(f"{who}: scaler {scaler!r} is not one of " + ", ".join(scalers) + hint)
+        raise ValueError(f"{who}: scaler {scaler!r} is not one of " + ", ".join(scalers))
     if algorithm not in algorithms:
         raise ValueError(f"{who}: algorithm {algorithm!r} is not one of " + ", ".join(algorithms))
     if rounding not in _HOOK_ROUNDINGS:
         raise ValueError(f"{who}: rounding {rounding!r} is not one of " + ", ".join(_HOOK_ROUNDINGS))
+    if scaler in _BLOCK_RULES and rounding != "nearest_even":
+        raise ValueError(f"{who}: the block rule {scaler} rounds nearest_even (its elements saturate), not "
+                         f"{rounding}")
 
 
 def _rotation(who, rotation):
@@ -164,7 +179,7 @@ def _agreement(o, sizes):
     for a digest (sizes, streams)."""
     index, formats, _ = _exchange_format(o["format"])
     return [("the format", index, formats),
-            ("the scaler", _SCALERS.index(o["scaler"]), _SCALERS),
+            ("the scaler", _ALL_SCALERS.index(o["scaler"]), _ALL_SCALERS),
             ("the algorithm", _HOOK_ALGORITHMS.index(o["algorithm"]), _HOOK_ALGORITHMS),
             ("the rounding", _HOOK_ROUNDINGS.index(o["rounding"]), _HOOK_ROUNDINGS),
             ("kahan", int(bool(o["kahan"])), None),
@@ -289,18 +304,13 @@ class _Transport:
                 "The process group cannot be used after this") from e
 
 
-class _HostExchange:
-    """One rank's side on the host (cpd::rank_exchange, bound by cpd._cpd): the messages are
-    NumPy views of its buffers."""
+class _HostSteps:
+    """The steps of one rank's side on the host (cpd._cpd's Exchange or BlockExchange x, loaded):
+    the messages are NumPy views of its buffers."""
 
-    def __init__(self, o, sizes, scales, world, rank, flat, out):
-        self._x = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes),
-                                     [s.exponent for s in scales], [s.nonfinite for s in scales], o["seed"],
-                                     list(o["streams"]), o["generator"], world, rank, bool(o["kahan"]),
-                                     bool(o["mean"]), out.numpy())
-        self._x.load(flat.numpy())
-        self.steps, self.send_to, self.recv_from, self.complete = (self._x.steps, self._x.send_to,
-                                                                  self._x.recv_from, self._x.complete)
+    def __init__(self, x):
+        self._x = x
+        self.steps, self.send_to, self.recv_from, self.complete = x.steps, x.send_to, x.recv_from, x.complete
 
     def send(self, step):
         return _np.frombuffer(self._x.send(step), dtype=_np.uint8)
@@ -312,12 +322,22 @@ class _HostExchange:
         return self._x.out_nonfinite
 
 
-def _exchange(who, flat, sizes, out, o, transport, timeout, agreed=False):
+def _HostExchange(o, sizes, scales, world, rank, flat, out):
+    """One rank's side on the host (cpd::rank_exchange, bound by cpd._cpd), loaded with flat."""
+    x = _cpd.make_exchange(o["format"], o["rounding"], o["algorithm"], list(sizes), [s.exponent for s in scales],
+                           [s.nonfinite for s in scales], o["seed"], list(o["streams"]), o["generator"], world, rank,
+                           bool(o["kahan"]), bool(o["mean"]), out.numpy())
+    x.load(flat.numpy())
+    return _HostSteps(x)
+
+
+def _exchange(who, flat, sizes, out, o, transport, timeout, agreed=False, stats=None):
     """The exchange of the tensors held back to back in the float32 tensor `flat` into `out`
     (on the CPU, or on a GPU: the device exchange, cpd/_torch_cuda.py), with the options o
     (format, scaler, algorithm, rounding, kahan, mean, seed, generator, streams, rotation), after the ranks
     agreed on them (agreed: they have); returns (scales, statistics bytes, payload bytes sent, nonfinite
-    values in out)."""
+    values in out). A block rule (mx32, nvfp4; CPU tensors) gives a BlockScale per tensor and, with
+    a dict `stats`, adds to it what rounding this rank's scaled values did."""
     w, r = transport.world, transport.rank
     sb = 0
     if w > 1 and not agreed:
@@ -326,9 +346,12 @@ def _exchange(who, flat, sizes, out, o, transport, timeout, agreed=False):
     if block:  # rotated values in, the rotated sum rotated back (cpd::allreduce_options::rotation)
         rotated_out = _torch.empty_like(out)
         scales, sb2, sent, _ = _exchange(who, _rotate(flat, sizes, block, o["seed"], o["generator"], False), sizes,
-                                         rotated_out, dict(o, rotation=0), transport, timeout, agreed=True)
+                                         rotated_out, dict(o, rotation=0), transport, timeout, agreed=True,
+                                         stats=stats)
         out.copy_(_rotate(rotated_out, sizes, block, o["seed"], o["generator"], True))
         return scales, sb + sb2, sent, int((~_torch.isfinite(out)).sum())  # (a NaN fills its rotation block)
+    if o["scaler"] in _BLOCK_RULES:
+        return _block_exchange(flat, sizes, out, o, transport, sb, stats)
     sc = _cpd.make_scaler(o["scaler"], o["format"], world_size=w)  # aps, or none
     # each tensor's statistic, their MAX over the ranks, the scales: cpd::exchange_scales, as
     # cpd::mpi's (on a GPU from [max|x|], which has x's statistic)
@@ -338,13 +361,45 @@ def _exchange(who, flat, sizes, out, o, transport, timeout, agreed=False):
     if w > 1:
         sb += 4 * len(sizes)
     ex = (_device.Exchange if device else _HostExchange)(o, sizes, scales, w, r, flat, out)
+    return scales, sb, _run_steps(ex, transport), ex.out_nonfinite()
+
+
+def _run_steps(ex, transport):
+    """The rank schedule of <cpd/exchange/schedule.hpp>, as cpd::mpi runs it, of the exchange
+    ex; returns the payload bytes this rank sent."""
     sent = 0
-    for step in range(ex.steps()):  # the rank schedule of <cpd/exchange/schedule.hpp>, as cpd::mpi runs it
+    for step in range(ex.steps()):
         send, recv = ex.send(step), ex.recv(step)
         transport.sendrecv(ex.send_to(step), send, ex.recv_from(step), recv)
         sent += _nbytes(send)
         ex.complete(step)
-    return scales, sb, sent, ex.out_nonfinite()
+    return sent
+
+
+def _block_exchange(flat, sizes, out, o, transport, sb, stats):
+    """_exchange with the block rule o["scaler"] on CPU tensors: the steps of
+    cpd::mpi::block_scaled_plan (and of cpd.simulate_block_scaled_allreduce): NVFP4's tensor
+    amax (one float32 a tensor) and the block codes (one byte a block) each combined by one
+    all_reduce(MAX), then the values scaled block by block are summed by the rank schedule
+    (nearest-even, the elements saturating) and the sum unscaled."""
+    w, r = transport.world, transport.rank
+    bx = _cpd.make_block_exchange(o["format"], o["scaler"], o["algorithm"], list(sizes), o["seed"], list(o["streams"]),
+                                  o["generator"], w, r, bool(o["kahan"]), bool(o["mean"]), out.numpy())
+    x = flat.numpy()
+    amax = bx.local_amax(x)
+    if bx.two_level and w > 1:
+        amax = transport.all_max(amax)
+        sb += amax.nbytes
+    codes = bx.local_codes(x, amax)
+    if w > 1 and codes.size:
+        codes = transport.all_max(codes)
+        sb += codes.nbytes
+    bx.load_blocks(x, codes, stats is not None)
+    sent = _run_steps(_HostSteps(bx), transport)
+    if stats is not None:
+        for k, v in bx.scaled_stats().items():
+            stats[k] = stats.get(k, 0) + v
+    return [BlockScale(*t) for t in bx.results()], sb, sent, bx.out_nonfinite
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,
@@ -358,8 +413,10 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
     agree on every option and size (MismatchError on every rank when not); timeout (seconds or
     a timedelta; None: the group's own) bounds the wait for a rank that does not come
     (AgreementError). rotation=B: every tensor rotated in blocks of B before (the module's
-    doc; CPU tensors). Returns a dict: scales, statistics_bytes (the agreement check's and the
-    statistics') and payload_bytes this rank sent, out_nonfinite."""
+    doc; CPU tensors). scaler="mx32" or "nvfp4": block scales (the module's doc; rounding
+    nearest_even), on the host. Returns a dict: scales (a cpd.Scale per tensor; a BlockScale
+    with a block rule), statistics_bytes (the agreement check's and the statistics', with the
+    block codes) and payload_bytes this rank sent, out_nonfinite."""
     who = "cpd.torch.all_reduce"
     _check_options(who, format, scaler, algorithm, rounding, kahan)
     rotation = _rotation(who, rotation)
@@ -386,7 +443,8 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
     sizes = [t.numel() for t in tensors]
     if rotation and device.type != "cpu":
         raise ValueError(f"{who}: rotation runs on CPU tensors only (these are on {device})")
-    here = device if _device.takes(tensors[0], algorithm) else _torch.device("cpu")
+    on_host = scaler in _BLOCK_RULES or not _device.takes(tensors[0], algorithm)
+    here = _torch.device("cpu") if on_host else device
     flat = _torch.cat([t.detach().reshape(-1).to(here) for t in tensors])
     out = _torch.empty_like(flat)
     o = {"format": format, "scaler": scaler or "none", "algorithm": algorithm, "rounding": rounding, "kahan": kahan,
@@ -415,7 +473,9 @@ class CommHook:
     Every bucket starts with all_reduce's agreement check (the bucket's sizes and streams,
     the hook's options): MismatchError on every rank when they differ, AgreementError after
     `timeout` when some rank does not come. rotation=B rotates every gradient tensor in blocks
-    of B before the exchange and the sum back (CPU buckets; the module's doc)."""
+    of B before the exchange and the sum back (CPU buckets; the module's doc). scaler="mx32" or
+    "nvfp4" exchanges with block scales (the module's doc; on the host, CUDA buckets through
+    host copies): records then keep each tensor's BlockScale, bytes_sent counts the codes."""
 
     def __init__(self, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
                  process_group=None, record=False, diagnostics=False, timeout=None, generator=None, rotation=0):
@@ -459,19 +519,20 @@ class CommHook:
         streams = [tensor_stream(self.steps, index, p, w) for p in range(len(sizes))]
         if self.rotation and buf.device.type != "cpu":
             raise ValueError(f"cpd.torch.comm_hook: rotation runs on CPU buckets only (this one is on {buf.device})")
-        # a CUDA bucket stays on its device (with the CUDA module); else the exchange runs on the host
-        here = buf.device if _device.takes(buf, self.algorithm) else _torch.device("cpu")
+        # a CUDA bucket stays on its device (with the CUDA module; block rules run on the host)
+        block = self.scaler in _BLOCK_RULES
+        here = buf.device if not block and _device.takes(buf, self.algorithm) else _torch.device("cpu")
         flat = buf.detach().to(here).contiguous()
         out = _torch.empty_like(flat)
         o = {"format": self.format, "scaler": self.scaler, "algorithm": self.algorithm, "rounding": self.rounding,
              "kahan": self.kahan, "mean": True, "seed": self.seed, "generator": self.generator,
              "streams": streams, "rotation": self.rotation}
         scales, sb, pb, bad = _exchange("cpd.torch.comm_hook", flat, sizes, out, o, _Transport(group, buf.device),
-                                        self.timeout)
+                                        self.timeout, stats=self.stats if self.diagnostics and block else None)
         if self.record:
             self.records.append({"step": self.steps, "bucket": index, "sizes": sizes, "streams": streams,
-                                 "scales": [s.exponent for s in scales]})
-        if self.diagnostics:  # (the values quantized: rotated where the exchange rotates)
+                                 "scales": scales if block else [s.exponent for s in scales]})
+        if self.diagnostics and not block:  # (the values quantized: rotated where the exchange rotates)
             x = _rotate(flat, sizes, self.rotation, self.seed, self.generator, False) if self.rotation else flat
             self._count(x.cpu().numpy(), sizes, scales)
         self.values += buf.numel()
@@ -519,8 +580,10 @@ def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", ro
     """worker_tensors[w][t]: tensor t of worker w (W lists of float32 CPU tensors of the
     same shapes). Returns the list of tensors t summed (mean=True: averaged) over the W
     workers by cpd.simulate_allreduce, tensor t with the stream tensor_stream(step, 0, t, W),
-    and the list of each tensor's info (scale, nonfinite_out). rotation=B: each worker's tensor
-    rotated in blocks of B first, the sum rotated back (the module's doc)."""
+    and the list of each tensor's info (scale, nonfinite_out). scaler="mx32" or "nvfp4": by
+    cpd.simulate_block_scaled_allreduce (its info: nonfinite, blocks, tensor_scale,
+    nonfinite_out). rotation=B: each worker's tensor rotated in blocks of B first, the sum
+    rotated back (the module's doc)."""
     who = "cpd.torch.emulate_allreduce"
     _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms)
     rotation = _rotation(who, rotation)
@@ -538,10 +601,15 @@ def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", ro
             if any(x.device.type != "cpu" for x in xs):
                 raise ValueError(f"{who}: rotation runs on CPU tensors only")
             xs = [_rotate(x.reshape(-1), [x.numel()], rotation, seed, g, False).view_as(x) for x in xs]
-        res, info = _cpd_pkg.simulate_allreduce(xs, format, scaler=scaler or "none", algorithm=algorithm,
-                                                rounding=rounding, kahan=kahan, mean=mean, seed=seed,
-                                                stream=tensor_stream(step, t // 1024, t % 1024, w), threads=threads,
-                                                generator=generator)
+        stream = tensor_stream(step, t // 1024, t % 1024, w)
+        if scaler in _BLOCK_RULES:
+            res, info = _cpd_pkg.simulate_block_scaled_allreduce(xs, format, rule=scaler, algorithm=algorithm,
+                                                                 kahan=kahan, mean=mean, seed=seed, stream=stream,
+                                                                 threads=threads, generator=generator)
+        else:
+            res, info = _cpd_pkg.simulate_allreduce(xs, format, scaler=scaler or "none", algorithm=algorithm,
+                                                    rounding=rounding, kahan=kahan, mean=mean, seed=seed, stream=stream,
+                                                    threads=threads, generator=generator)
         if rotation:  # (a NaN fills its rotation block)
             res = _rotate(res.reshape(-1), [res.numel()], rotation, seed, g, True).view_as(res)
             info["nonfinite_out"] = int((~_torch.isfinite(res)).sum())
@@ -590,10 +658,7 @@ class EmulatedWorkers:
             scaler = "none"
         format = format or "fp32"
         _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms,
-                       scalers=_SCALERS + _cpd_pkg.block_rules)
-        if scaler in _cpd_pkg.block_rules and rounding != "nearest_even":
-            raise ValueError(f"{who}: the block rule {scaler} rounds nearest_even (its elements saturate), not "
-                             f"{rounding}")
+                       scalers=_ALL_SCALERS)
         self.codec, self.rotation = codec, _rotation(who, rotation)
         self._bits = 0 if codec is not None else _cpd_pkg.finfo(format).bits
         if codec is not None:  # the name is checked now, by an exchange of one value

@@ -95,4 +95,5 @@ PYBIND11_MODULE(_cpd, m) {
   bind_scalers(m);
   bind_exchange(m);
   bind_blocks(m);
+  bind_block_exchange(m);
 }

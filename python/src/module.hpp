@@ -45,5 +45,8 @@ cpd::allreduce_options simulation_options(const std::string& fmt, const std::str
 /// blocks.cpp: simulate_blocks (the in-process allreduce with OCP MX's or NVFP4's block
 /// scales) and simulate_codec (through a gradient codec).
 void bind_blocks(pybind11::module_& m);
+/// block_exchange.cpp: BlockExchange (one rank's side of an exchange with OCP MX's or NVFP4's
+/// block scales: cpd.torch with scaler="mx32"/"nvfp4"); after bind_exchange (its base).
+void bind_block_exchange(pybind11::module_& m);
 
 }  // namespace cpd_python

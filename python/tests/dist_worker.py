@@ -52,6 +52,7 @@ AGREE_CASES = [
     ("width", lambda r, w: {"format": "bf16" if last(r, w) else "e4m3fn"}, {"the format"}),
     ("fp4", lambda r, w: {"format": "e2m1fn" if last(r, w) else "e3m2fn"}, {"the format"}),
     ("scaler", lambda r, w: {"scaler": "none" if last(r, w) else "aps"}, {"the scaler"}),
+    ("block rule", lambda r, w: {"scaler": "nvfp4" if last(r, w) else "mx32"}, {"the scaler"}),
     ("split", lambda r, w: {"sizes": [40, 60] if last(r, w) else [60, 40]}, {"the sizes"}),
     ("total", lambda r, w: {"sizes": [100 + r]}, {"total elements", "the sizes"}),
     ("count", lambda r, w: {"sizes": [50, 50] if last(r, w) else [100]},
@@ -180,7 +181,11 @@ def main():
         info = ct.all_reduce(ts, a.format, scaler=a.scaler, algorithm=a.algorithm, rounding=a.rounding,
                              kahan=a.kahan, seed=5, rotation=a.rotation)
         result["tensors"] = [t.cpu().numpy().copy() for t in ts]
-        result["scales"] = [(s.exponent, s.nonfinite) for s in info["scales"]]
+        if a.scaler in ct._BLOCK_RULES:  # (cpd.torch.BlockScale: nonfinite, tensor_scale, codes)
+            result["scales"] = [(s.nonfinite, s.tensor_scale, s.codes.copy()) for s in info["scales"]]
+        else:
+            result["scales"] = [(s.exponent, s.nonfinite) for s in info["scales"]]
+        result["statistics_bytes"] = info["statistics_bytes"]
         result["out_nonfinite"] = info["out_nonfinite"]
         result["payload_bytes"] = info["payload_bytes"]
     dist.destroy_process_group()

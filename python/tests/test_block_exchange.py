@@ -250,5 +250,19 @@ def test_emulated_workers_reject_what_does_not_apply():
         ct.EmulatedWorkers(net, 2, "e2m1fn", scaler="nvfp4", rounding="stochastic")
     with pytest.raises(ValueError, match="scaler 'mx64' is not one of aps, none, mx32, nvfp4"):
         ct.EmulatedWorkers(net, 2, "e2m1fn", scaler="mx64")
-    with pytest.raises(ValueError, match="scaler 'mx32' is not one of aps, none"):
-        ct.comm_hook("e2m1fn", scaler="mx32")
+    with pytest.raises(ValueError, match="the block rule mx32 rounds nearest_even"):
+        ct.comm_hook("e2m1fn", scaler="mx32", rounding="stochastic")
+
+
+@pytest.mark.parametrize("rule", ["mx32", "nvfp4"])
+def test_emulate_allreduce_takes_the_block_rules(rule):
+    """cpd.torch.emulate_allreduce(scaler=rule): each tensor by cpd.simulate_block_scaled_allreduce
+    with the stream tensor_stream(step, 0, t, W), whose result the MX reference above gives."""
+    xs = workers_data(3, 200, 7)
+    res, infos = ct.emulate_allreduce([[torch.from_numpy(x)] for x in xs], "e2m1fn", scaler=rule, step=2,
+                                      algorithm="sequential")
+    sim, info = cpd.simulate_block_scaled_allreduce(xs, "e2m1fn", rule=rule, algorithm="sequential", mean=True,
+                                                    stream=ct.tensor_stream(2, 0, 0, 3))
+    assert same(res[0], sim) and infos[0] == info and info["blocks"] == (7 if rule == "mx32" else 13)
+    if rule == "mx32":
+        assert same(res[0], mx_reference(xs, oracle("ml_dtypes").float4_e2m1fn, 2, 6.0))

@@ -84,9 +84,25 @@ CASES = [
 ROTATED_CASES = [(3, "e2m1fn", "ring", "nearest_even", False, 16), (2, "e4m3fn", "all_gather", "stochastic", False, 8)]
 
 
-@pytest.mark.parametrize("world,fmt,algorithm,rounding,kahan,rotation", [c + (0,) for c in CASES] + ROTATED_CASES)
-def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, kahan, rotation):
-    res = run_ranks(tmp_path, world, "ddp", fmt, algorithm, rounding, kahan=kahan, rotation=rotation)
+# with block scales (scaler="mx32", "nvfp4"): cpd.simulate_block_scaled_allreduce's bits
+BLOCK_HOOK_CASES = [(3, "e2m1fn", "ring", "nearest_even", False, 0, "nvfp4"),
+                    (2, "e4m3fn", "all_gather", "nearest_even", True, 0, "mx32"),
+                    (3, "e2m1fn", "pipelined_ring", "nearest_even", False, 16, "mx32")]
+
+
+def simulate_tensor(xs, fmt, scaler, **kw):
+    """cpd's in-process exchange of one tensor of W workers under `scaler` (a block rule by
+    cpd.simulate_block_scaled_allreduce)."""
+    if scaler in cpd.block_rules:
+        kw.pop("rounding")
+        return cpd.simulate_block_scaled_allreduce(xs, fmt, rule=scaler, **kw)
+    return cpd.simulate_allreduce(xs, fmt, scaler=scaler, **kw)
+
+
+@pytest.mark.parametrize("world,fmt,algorithm,rounding,kahan,rotation,scaler",
+                         [c + (0, "aps") for c in CASES] + [c + ("aps",) for c in ROTATED_CASES] + BLOCK_HOOK_CASES)
+def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, kahan, rotation, scaler):
+    res = run_ranks(tmp_path, world, "ddp", fmt, algorithm, rounding, kahan=kahan, rotation=rotation, scaler=scaler)
     net = dist_worker.make_model()
     params = list(net.parameters())
     assert res[0]["steps"] == dist_worker.STEPS
@@ -111,10 +127,14 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
             xs = [local[r][i].contiguous() for r in range(world)]
             if rotation:
                 xs = [rotated(x, rotation) for x in xs]
-            sim, info = cpd.simulate_allreduce(xs, fmt, algorithm=algorithm, rounding=rounding, kahan=kahan, mean=True,
-                                               seed=5, stream=stream, diagnostics=True)
+            sim, info = simulate_tensor(xs, fmt, scaler, algorithm=algorithm, rounding=rounding, kahan=kahan,
+                                        mean=True, seed=5, stream=stream, diagnostics=True)
             if rotation:
                 sim = rotated(sim, rotation, inverse=True)
+            if scaler in cpd.block_rules:  # the hook's record of this tensor's block scales
+                rec = [sc for rc in recs for n, sc in zip(rc["sizes"], rc["scales"]) if n == params[i].numel()]
+                assert any(sc.tensor_scale == info["tensor_scale"] and sc.codes.size == info["blocks"]
+                           for sc in rec), (step, i)
             for r in range(world):
                 assert same(sim, res[r][f"step{step}"][i]), (step, i, r)
             for k, v in info["scaled"].items():
@@ -131,29 +151,35 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
 
 @pytest.mark.skipif(not (torch.cuda.is_available() and torch.distributed.is_nccl_available()),
                     reason="needs a CUDA device and NCCL (one rank: NCCL refuses two ranks on one GPU)")
-@pytest.mark.parametrize("fmt,algorithm,rounding,kahan", [("e4m3fn", "ring", "nearest_even", False),
-                                                          ("e5m2", "all_gather", "stochastic", False),
-                                                          ("bf16", "pipelined_ring", "nearest_even", True)])
-def test_hook_and_all_reduce_on_a_gpu_with_nccl(tmp_path, fmt, algorithm, rounding, kahan):
+@pytest.mark.parametrize("fmt,algorithm,rounding,kahan,scaler", [("e4m3fn", "ring", "nearest_even", False, "aps"),
+                                                                 ("e5m2", "all_gather", "stochastic", False, "aps"),
+                                                                 ("bf16", "pipelined_ring", "nearest_even", True, "aps"),
+                                                                 ("e2m1fn", "ring", "nearest_even", False, "nvfp4")])
+def test_hook_and_all_reduce_on_a_gpu_with_nccl(tmp_path, fmt, algorithm, rounding, kahan, scaler):
     # DDP on the GPU: every bucket's result equals the simulation of its buffer (one worker),
-    # tensor by tensor, with the streams the hook recorded.
-    res = run_ranks(tmp_path, 1, "ddp", fmt, algorithm, rounding, kahan=kahan, backend="nccl", device="cuda")[0]
+    # tensor by tensor, with the streams the hook recorded (block rules: through host copies).
+    res = run_ranks(tmp_path, 1, "ddp", fmt, algorithm, rounding, kahan=kahan, backend="nccl", device="cuda",
+                    scaler=scaler)[0]
     assert res["steps"] == dist_worker.STEPS and len(res["buckets"]) == len(res["records"]) > 1
     for rc, (before, after) in zip(res["records"], res["buckets"]):
         at = 0
         for n, stream in zip(rc["sizes"], rc["streams"]):
-            sim = cpd.simulate_allreduce([torch.from_numpy(before[at:at + n])], fmt, algorithm=algorithm,
-                                         rounding=rounding, kahan=kahan, mean=True, seed=5, stream=stream)[0]
+            sim = simulate_tensor([torch.from_numpy(before[at:at + n])], fmt, scaler, algorithm=algorithm,
+                                  rounding=rounding, kahan=kahan, mean=True, seed=5, stream=stream)[0]
             assert same(sim, after[at:at + n]), (rc["step"], rc["bucket"], at)
             at += n
     # all_reduce on GPU tensors with NaN, 1e30 and tensors of 1 and 2 values
-    res = run_ranks(tmp_path, 1, "allreduce", fmt, algorithm, rounding, backend="nccl", device="cuda")[0]
+    res = run_ranks(tmp_path, 1, "allreduce", fmt, algorithm, rounding, backend="nccl", device="cuda",
+                    scaler=scaler)[0]
     for i, t in enumerate(dist_worker.tensors(0, 1)):
-        sim, info = cpd.simulate_allreduce([t], fmt, algorithm=algorithm, rounding=rounding, mean=True, seed=5,
-                                           stream=8 * i)
+        sim, info = simulate_tensor([t], fmt, scaler, algorithm=algorithm, rounding=rounding, mean=True, seed=5,
+                                    stream=8 * i)
         assert same(sim, res["tensors"][i]), i
-        assert res["scales"][i] == (info["scale"].exponent, info["scale"].nonfinite)
-    assert np.isnan(res["tensors"][4][100]) and res["scales"][4][1]
+        if scaler in cpd.block_rules:
+            assert res["scales"][i][:2] == (info["nonfinite"], info["tensor_scale"])
+        else:
+            assert res["scales"][i] == (info["scale"].exponent, info["scale"].nonfinite)
+    assert np.isnan(res["tensors"][4][100]) and res["scales"][4][0 if scaler in cpd.block_rules else 1]
 
 
 @pytest.mark.parametrize("world,fmt,algorithm,rounding", [(2, "e4m3fn", "ring", "nearest_even"),
@@ -205,6 +231,41 @@ def test_all_reduce_with_a_rotation(tmp_path, world, fmt, algorithm, rounding, b
     nan_block = np.isnan(res[0]["tensors"][4])
     assert nan_block.sum() == block and nan_block[100 // block * block:(100 // block + 1) * block].all()
     assert not same(res[0]["tensors"][3], plain[0]["tensors"][3])
+
+
+@pytest.mark.parametrize("world,fmt,scaler,algorithm,kahan,rotation", [(2, "e4m3fn", "mx32", "ring", False, 0),
+                                                                     (3, "e2m1fn", "nvfp4", "all_gather", False, 0),
+                                                                     (4, "e2m1fn", "mx32", "ring", True, 0),
+                                                                     (3, "e3m2fn", "mx32", "two_step", False, 0),
+                                                                     (2, "e3m2fn", "nvfp4", "pipelined_ring", False, 0),
+                                                                     (1, "e2m1fn", "mx32", "ring", False, 0),
+                                                                     (3, "e2m1fn", "nvfp4", "ring", False, 32)])
+def test_all_reduce_with_block_scales(tmp_path, world, fmt, scaler, algorithm, kahan, rotation):
+    """scaler="mx32"/"nvfp4" over gloo: on every rank the bits, block codes, tensor scale and
+    nonfinite flags of cpd.simulate_block_scaled_allreduce of all ranks' tensors (the rotated
+    ones with rotation=B, the sum rotated back), the NaN of the last rank marked and kept; the
+    codes (one byte a block) and NVFP4's amax (4 bytes a tensor) counted in statistics_bytes."""
+    res = run_ranks(tmp_path, world, "allreduce", fmt, algorithm, scaler=scaler, kahan=kahan, rotation=rotation)
+    local = [dist_worker.tensors(r, world) for r in range(world)]
+    nonfinite, blocks = 0, 0
+    for i in range(len(local[0])):
+        xs = [rotated(local[r][i], rotation) if rotation else local[r][i] for r in range(world)]
+        sim, info = cpd.simulate_block_scaled_allreduce(xs, fmt, rule=scaler, algorithm=algorithm, kahan=kahan,
+                                                        mean=True, seed=5, stream=8 * world * world * i)
+        sim = rotated(sim, rotation, inverse=True) if rotation else np.asarray(sim)
+        nonfinite += int((~np.isfinite(sim)).sum())
+        blocks += info["blocks"]
+        for r in range(world):
+            assert same(sim, res[r]["tensors"][i]), (i, r)
+            bad, tensor_scale, codes = res[r]["scales"][i]
+            assert bad == info["nonfinite"] and tensor_scale == info["tensor_scale"], (i, r)
+            assert codes.dtype == np.uint8 and codes.size == info["blocks"], (i, r)
+    assert res[0]["scales"][4][0] and np.isnan(res[0]["tensors"][4][100])
+    assert not any(s[0] for s in res[0]["scales"][:4])
+    assert all(r["out_nonfinite"] == nonfinite for r in res)
+    if world > 1:  # the agreement check's 13 fields (two int64 each), then the amax and the codes
+        expected = 13 * 16 + blocks + (4 * len(local[0]) if scaler == "nvfp4" else 0)
+        assert all(r["statistics_bytes"] == expected for r in res), [r["statistics_bytes"] for r in res]
 
 
 def test_rotation_options_are_checked():
@@ -313,6 +374,8 @@ def test_bad_input():
         ct.comm_hook("e4m3fn", rounding="odd")
     with pytest.raises(ValueError, match="scaler"):
         ct.comm_hook("e4m3fn", scaler="amax")
+    with pytest.raises(ValueError, match="the block rule nvfp4 rounds nearest_even"):
+        ct.comm_hook("e2m1fn", scaler="nvfp4", rounding="stochastic")
     with pytest.raises(RuntimeError, match="not initialized"):
         ct.all_reduce([torch.zeros(3)], "e4m3fn")
     with pytest.raises(ValueError, match="workers"):
