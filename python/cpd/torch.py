@@ -12,6 +12,11 @@
   the block codes (one byte a block; NVFP4 first the tensor's amax) combined by MAX over the
   ranks, each rank's values scaled block by block, summed nearest-even (saturating), the sum
   scaled back. They run on the host (a CUDA bucket goes through host copies).
+- codec="int:4:32" (all_reduce, comm_hook; any cpd::make_codec name, with format and scaler
+  None): a gradient codec, the steps and bits of cpd::mpi::codec_allreduce and
+  cpd.simulate_codec_allreduce: each rank encodes each tensor (stochastic codecs with the
+  stream tensor_stream * W + rank), one all_gather moves the payloads, and every rank decodes
+  all of them and sums them in float in rank order. On the host, as the block rules.
 - EmulatedWorkers: W workers in one process (CPD's emulate_node): the batch is split into
   W shards, each shard's gradient is one worker's, and the W gradients are summed as
   cpd.simulate_allreduce sums them, so that one machine can study 64 workers.
@@ -34,7 +39,7 @@ keys it) of every worker's tensors before the statistics and the quantization, a
 back once (cpd::allreduce_options::rotation: docs/scaling.md).
 
 Before any value moves, the ranks check that they agree on the call (format, scaler,
-algorithm, rounding, kahan, mean, seed, rotation, tensor sizes, streams) with one all_reduce of a few
+algorithm, rounding, kahan, mean, seed, rotation, codec, tensor sizes, streams) with one all_reduce of a few
 int64: a disagreement raises MismatchError on every rank; a rank that never arrives raises
 AgreementError on the others after `timeout`.
 """
@@ -116,6 +121,19 @@ def _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_
                          f"{rounding}")
 
 
+def _codec(who, codec, format, scaler, rounding, kahan):
+    """None without a codec; else the codec's name (cpd::make_codec's; ValueError for a name it
+    rejects), after checking that format, scaler, rounding and kahan are left as a codec needs."""
+    if codec is None:
+        return None
+    if not isinstance(codec, str):
+        raise TypeError(f"{who}: codec must be a string (a cpd::make_codec name), not {type(codec).__name__}")
+    if format not in (None, "fp32") or scaler not in (None, "none") or rounding != "nearest_even" or kahan:
+        raise ValueError(f"{who}: a codec ({codec}) scales and rounds by itself: leave format, scaler, "
+                         "rounding and kahan at None/fp32, none, nearest_even and False")
+    return _cpd.Codec(codec).name
+
+
 def _rotation(who, rotation):
     """0 or None (no rotation), or a power-of-two block of 2 .. 65536 values."""
     if rotation is None:
@@ -159,6 +177,10 @@ def _digest(values):
     return int.from_bytes(_hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
+def _digest_text(text):
+    return int.from_bytes(_hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
 def _listed(values):
     shown = ", ".join(str(int(v)) for v in values[:8]) + (", ..." if len(values) > 8 else "")
     return shown or "none"
@@ -187,6 +209,7 @@ def _agreement(o, sizes):
             ("the seed", int(o["seed"]), None),
             ("the generator", _cpd_pkg.generators.index(o["generator"]), _cpd_pkg.generators),
             ("the rotation block", int(o.get("rotation", 0)), None),
+            ("the codec", _digest_text(o.get("codec") or ""), o.get("codec") or "none"),
             ("the tensor count", len(sizes), None),
             ("total elements", sum(sizes), None),
             ("the sizes", _digest(sizes), _listed(sizes)),
@@ -270,6 +293,14 @@ class _Transport:
         else:
             recv.copy_(rt)
 
+    def all_gather(self, a):
+        """Every rank's NumPy uint8 array `a` (of one size on every rank) as the rows of a
+        (world, size) array, rank by rank."""
+        t = self._on_wire(_np.ascontiguousarray(a))
+        rows = [_torch.empty_like(t) for _ in range(self.world)]
+        _dist.all_gather(rows, t, group=self.group)
+        return _np.stack([r.cpu().numpy() for r in rows])
+
     def all_max(self, values, who=None, timeout=None):
         """The element-wise MAX over the ranks of the numpy array `values`. With `who` (the
         agreement check), a failure or a wait past `timeout` raises AgreementError."""
@@ -350,6 +381,8 @@ def _exchange(who, flat, sizes, out, o, transport, timeout, agreed=False, stats=
                                          stats=stats)
         out.copy_(_rotate(rotated_out, sizes, block, o["seed"], o["generator"], True))
         return scales, sb + sb2, sent, int((~_torch.isfinite(out)).sum())  # (a NaN fills its rotation block)
+    if o.get("codec"):
+        return _codec_exchange(flat, sizes, out, o, transport, sb)
     if o["scaler"] in _BLOCK_RULES:
         return _block_exchange(flat, sizes, out, o, transport, sb, stats)
     sc = _cpd.make_scaler(o["scaler"], o["format"], world_size=w)  # aps, or none
@@ -374,6 +407,20 @@ def _run_steps(ex, transport):
         sent += _nbytes(send)
         ex.complete(step)
     return sent
+
+
+def _codec_exchange(flat, sizes, out, o, transport, sb):
+    """_exchange through the codec o["codec"] on CPU tensors: the steps of
+    cpd::mpi::codec_allreduce (and the bits of cpd.simulate_codec_allreduce): this rank encodes
+    each tensor (the stream tensor_stream * W + rank, as the simulation's worker), one
+    all_gather moves every rank's payloads, and every rank decodes them all and sums them in
+    float in rank order (a mean: then / W). No scales: returns [] for them."""
+    c = _cpd.Codec(o["codec"])
+    w = transport.world
+    mine = c.encode(flat.numpy(), list(sizes), o["seed"], list(o["streams"]), o["generator"], w, transport.rank)
+    rows = transport.all_gather(mine) if w > 1 else mine.reshape(1, -1)
+    bad = c.reduce(rows, list(sizes), w, bool(o["mean"]), out.numpy())
+    return [], sb, mine.nbytes, bad
 
 
 def _block_exchange(flat, sizes, out, o, transport, sb, stats):
@@ -403,7 +450,7 @@ def _block_exchange(flat, sizes, out, o, transport, sb, stats):
 
 
 def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, mean=True,
-               seed=0, streams=None, group=None, timeout=None, generator=None, rotation=0):
+               seed=0, streams=None, group=None, timeout=None, generator=None, rotation=0, codec=None):
     """Sums (mean=True: averages) the float32 tensors of every rank of `group` in `format`, in
     place (CPU tensors, or CUDA tensors of one device: on the device, with the CUDA module),
     tensor by tensor with the chunks, order and roundings of
@@ -415,9 +462,15 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
     (AgreementError). rotation=B: every tensor rotated in blocks of B before (the module's
     doc; CPU tensors). scaler="mx32" or "nvfp4": block scales (the module's doc; rounding
     nearest_even), on the host. Returns a dict: scales (a cpd.Scale per tensor; a BlockScale
-    with a block rule), statistics_bytes (the agreement check's and the statistics', with the
-    block codes) and payload_bytes this rank sent, out_nonfinite."""
+    with a block rule; none with a codec), statistics_bytes (the agreement check's and the
+    statistics', with the block codes) and payload_bytes this rank sent, out_nonfinite.
+    codec="int:4:32" (any cpd::make_codec name; then format and scaler None): every rank's
+    tensors encoded, the payloads all-gathered, decoded and summed in float in rank order, as
+    cpd::mpi::codec_allreduce (the module's doc)."""
     who = "cpd.torch.all_reduce"
+    codec = _codec(who, codec, format, scaler, rounding, kahan)
+    if codec is not None:
+        format, scaler = "fp32", "none"
     _check_options(who, format, scaler, algorithm, rounding, kahan)
     rotation = _rotation(who, rotation)
     timeout = _timeout(who, timeout)
@@ -443,12 +496,12 @@ def all_reduce(tensors, format, scaler="aps", algorithm="ring", rounding="neares
     sizes = [t.numel() for t in tensors]
     if rotation and device.type != "cpu":
         raise ValueError(f"{who}: rotation runs on CPU tensors only (these are on {device})")
-    on_host = scaler in _BLOCK_RULES or not _device.takes(tensors[0], algorithm)
+    on_host = codec is not None or scaler in _BLOCK_RULES or not _device.takes(tensors[0], algorithm)
     here = _torch.device("cpu") if on_host else device
     flat = _torch.cat([t.detach().reshape(-1).to(here) for t in tensors])
     out = _torch.empty_like(flat)
     o = {"format": format, "scaler": scaler or "none", "algorithm": algorithm, "rounding": rounding, "kahan": kahan,
-         "mean": mean, "seed": seed, "generator": generator, "streams": streams, "rotation": rotation}
+         "mean": mean, "seed": seed, "generator": generator, "streams": streams, "rotation": rotation, "codec": codec}
     scales, sb, pb, bad = _exchange(who, flat, sizes, out, o, _Transport(group, device), timeout)
     at = 0
     for t, n in zip(tensors, sizes):
@@ -475,12 +528,19 @@ class CommHook:
     `timeout` when some rank does not come. rotation=B rotates every gradient tensor in blocks
     of B before the exchange and the sum back (CPU buckets; the module's doc). scaler="mx32" or
     "nvfp4" exchanges with block scales (the module's doc; on the host, CUDA buckets through
-    host copies): records then keep each tensor's BlockScale, bytes_sent counts the codes."""
+    host copies): records then keep each tensor's BlockScale, bytes_sent counts the codes.
+    codec="int:4:32" (format and scaler None) exchanges through a gradient codec (the module's
+    doc; on the host): no scales or diagnostics; a step is non-finite where the result holds
+    inf or NaN."""
 
     def __init__(self, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-                 process_group=None, record=False, diagnostics=False, timeout=None, generator=None, rotation=0):
+                 process_group=None, record=False, diagnostics=False, timeout=None, generator=None, rotation=0,
+                 codec=None):
         who = "cpd.torch.comm_hook"
         self.generator = _cpd_pkg._generator(who, generator)
+        self.codec = _codec(who, codec, format, scaler, rounding, kahan)
+        if self.codec is not None:
+            format, scaler = "fp32", "none"
         _check_options(who, format, scaler, algorithm, rounding, kahan)
         self.rotation = _rotation(who, rotation)
         self.timeout = _timeout(who, timeout)
@@ -490,7 +550,8 @@ class CommHook:
         self.rounding, self.kahan, self.seed = rounding, bool(kahan), _cpd_pkg._int(who, "seed", seed, 0, 2**64 - 1)
         self.process_group = process_group
         self.record = record
-        self.__name__ = self.__qualname__ = f"cpd_comm_hook_{format}_{algorithm}"  # (DDP logs them)
+        what = format if self.codec is None else self.codec
+        self.__name__ = self.__qualname__ = f"cpd_comm_hook_{what}_{algorithm}"  # (DDP logs them)
         self.records = []
         self.steps = 0
         self.values = 0
@@ -521,24 +582,25 @@ class CommHook:
             raise ValueError(f"cpd.torch.comm_hook: rotation runs on CPU buckets only (this one is on {buf.device})")
         # a CUDA bucket stays on its device (with the CUDA module; block rules run on the host)
         block = self.scaler in _BLOCK_RULES
-        here = buf.device if not block and _device.takes(buf, self.algorithm) else _torch.device("cpu")
+        on_host = block or self.codec is not None or not _device.takes(buf, self.algorithm)
+        here = _torch.device("cpu") if on_host else buf.device
         flat = buf.detach().to(here).contiguous()
         out = _torch.empty_like(flat)
         o = {"format": self.format, "scaler": self.scaler, "algorithm": self.algorithm, "rounding": self.rounding,
              "kahan": self.kahan, "mean": True, "seed": self.seed, "generator": self.generator,
-             "streams": streams, "rotation": self.rotation}
+             "streams": streams, "rotation": self.rotation, "codec": self.codec}
         scales, sb, pb, bad = _exchange("cpd.torch.comm_hook", flat, sizes, out, o, _Transport(group, buf.device),
                                         self.timeout, stats=self.stats if self.diagnostics and block else None)
         if self.record:
             self.records.append({"step": self.steps, "bucket": index, "sizes": sizes, "streams": streams,
                                  "scales": scales if block else [s.exponent for s in scales]})
-        if self.diagnostics and not block:  # (the values quantized: rotated where the exchange rotates)
+        if self.diagnostics and not block and self.codec is None:  # (the values quantized: rotated where it rotates)
             x = _rotate(flat, sizes, self.rotation, self.seed, self.generator, False) if self.rotation else flat
             self._count(x.cpu().numpy(), sizes, scales)
         self.values += buf.numel()
         self.bytes_sent += sb + pb
         self.out_nonfinite += bad
-        self._step_nonfinite |= any(s.nonfinite for s in scales)
+        self._step_nonfinite |= any(s.nonfinite for s in scales) or (self.codec is not None and bad > 0)
         if bucket.is_last():
             self.nonfinite_steps += int(self._step_nonfinite)
             self._step_nonfinite = False
@@ -565,14 +627,15 @@ class CommHook:
 
 
 def comm_hook(format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False, seed=0,
-              process_group=None, record=False, diagnostics=False, timeout=None, generator=None, rotation=0):
+              process_group=None, record=False, diagnostics=False, timeout=None, generator=None, rotation=0,
+              codec=None):
     """A DDP communication hook that exchanges gradients in `format` (see CommHook):
 
         model = DistributedDataParallel(net)
         model.register_comm_hook(None, cpd.torch.comm_hook("e4m3fn", scaler="aps"))
     """
     return CommHook(format, scaler, algorithm, rounding, kahan, seed, process_group, record, diagnostics, timeout,
-                    generator, rotation)
+                    generator, rotation, codec)
 
 
 def emulate_allreduce(worker_tensors, format, scaler="aps", algorithm="ring", rounding="nearest_even", kahan=False,
@@ -649,20 +712,13 @@ class EmulatedWorkers:
         who = "cpd.torch.EmulatedWorkers"
         self.generator = _cpd_pkg._generator(who, generator)
         workers = _cpd_pkg._int(who, "workers", workers, 1, 2**31 - 1)
-        if codec is not None:
-            if not isinstance(codec, str):
-                raise TypeError(f"{who}: codec must be a string (a cpd::make_codec name), not {type(codec).__name__}")
-            if format not in (None, "fp32") or scaler not in (None, "none") or rounding != "nearest_even" or kahan:
-                raise ValueError(f"{who}: a codec ({codec}) scales and rounds by itself: leave format, scaler, "
-                                 "rounding and kahan at None/fp32, none, nearest_even and False")
+        if _codec(who, codec, format, scaler, rounding, kahan) is not None:
             scaler = "none"
         format = format or "fp32"
         _check_options(who, format, scaler, algorithm, rounding, kahan, algorithms=_cpd_pkg.algorithms,
                        scalers=_ALL_SCALERS)
         self.codec, self.rotation = codec, _rotation(who, rotation)
         self._bits = 0 if codec is not None else _cpd_pkg.finfo(format).bits
-        if codec is not None:  # the name is checked now, by an exchange of one value
-            _cpd_pkg.simulate_codec_allreduce([_np.zeros(1, dtype=_np.float32)], codec)
         self.payload_bits = 0
         self.model, self.workers, self.format = model, workers, format
         self.scaler, self.algorithm, self.rounding = scaler or "none", algorithm, rounding
@@ -723,7 +779,7 @@ class EmulatedWorkers:
         if self.codec is not None:
             res, info = _cpd_pkg.simulate_codec_allreduce(xs, self.codec, **common)
             self.payload_bits += 8 * info["payload_bytes"]
-            info["nonfinite"] = False  # (a NaN or inf comes out as NaN in nonfinite_out)
+            info["nonfinite"] = info["nonfinite_out"] > 0  # (an inf or NaN comes out as NaN over its block)
             return res, info
         diagnostics = self.diagnostics is not False
         if self.scaler in _cpd_pkg.block_rules:

@@ -43,7 +43,7 @@ cpd::allreduce_options simulation_options(const std::string& fmt, const std::str
                                           const std::string& algorithm, bool kahan, const char* who);
 
 /// blocks.cpp: simulate_blocks (the in-process allreduce with OCP MX's or NVFP4's block
-/// scales) and simulate_codec (through a gradient codec).
+/// scales), simulate_codec (through a gradient codec) and Codec (one rank's side of it).
 void bind_blocks(pybind11::module_& m);
 /// block_exchange.cpp: BlockExchange (one rank's side of an exchange with OCP MX's or NVFP4's
 /// block scales: cpd.torch with scaler="mx32"/"nvfp4"); after bind_exchange (its base).

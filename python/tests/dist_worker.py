@@ -53,6 +53,10 @@ AGREE_CASES = [
     ("fp4", lambda r, w: {"format": "e2m1fn" if last(r, w) else "e3m2fn"}, {"the format"}),
     ("scaler", lambda r, w: {"scaler": "none" if last(r, w) else "aps"}, {"the scaler"}),
     ("block rule", lambda r, w: {"scaler": "nvfp4" if last(r, w) else "mx32"}, {"the scaler"}),
+    ("codec", lambda r, w: {"format": None, "scaler": None, "codec": "int:8" if last(r, w) else "int:4:32"},
+     {"the codec"}),
+    ("codec or not", lambda r, w: {"format": "fp32", "scaler": None, "codec": None if last(r, w) else "int:8"},
+     {"the codec"}),
     ("split", lambda r, w: {"sizes": [40, 60] if last(r, w) else [60, 40]}, {"the sizes"}),
     ("total", lambda r, w: {"sizes": [100 + r]}, {"total elements", "the sizes"}),
     ("count", lambda r, w: {"sizes": [50, 50] if last(r, w) else [100]},
@@ -136,6 +140,7 @@ def main():
     p.add_argument("--scaler", default="aps")
     p.add_argument("--kahan", action="store_true")
     p.add_argument("--rotation", type=int, default=0)
+    p.add_argument("--codec", default=None)
     p.add_argument("--backend", default="gloo")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", required=True)
@@ -156,7 +161,7 @@ def main():
         ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.05,
                                                         device_ids=None if dev.type == "cpu" else [dev])
         hook = ct.comm_hook(a.format, scaler=a.scaler, algorithm=a.algorithm, rounding=a.rounding, kahan=a.kahan,
-                            seed=5, record=True, diagnostics=True, rotation=a.rotation)
+                            seed=5, record=True, diagnostics=True, rotation=a.rotation, codec=a.codec)
         buckets = []
 
         def recording_hook(state, bucket):  # each bucket's buffer before and after the hook
@@ -174,12 +179,13 @@ def main():
         result["buckets"] = buckets
         result["records"] = hook.records
         result["bits_per_value"] = hook.bits_per_value
+        result["nonfinite_steps"] = hook.nonfinite_steps
         result["steps"] = hook.steps
         result["stats"] = hook.stats
     else:
         ts = [t.to(dev) for t in tensors(a.rank, a.world)]
         info = ct.all_reduce(ts, a.format, scaler=a.scaler, algorithm=a.algorithm, rounding=a.rounding,
-                             kahan=a.kahan, seed=5, rotation=a.rotation)
+                             kahan=a.kahan, seed=5, rotation=a.rotation, codec=a.codec)
         result["tensors"] = [t.cpu().numpy().copy() for t in ts]
         if a.scaler in ct._BLOCK_RULES:  # (cpd.torch.BlockScale: nonfinite, tensor_scale, codes)
             result["scales"] = [(s.nonfinite, s.tensor_scale, s.codes.copy()) for s in info["scales"]]

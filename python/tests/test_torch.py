@@ -29,7 +29,7 @@ def free_port():
 
 
 def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_even", scaler="aps", kahan=False,
-              backend="gloo", device="cpu", rotation=0):
+              backend="gloo", device="cpu", rotation=0, codec=None):
     port = free_port()
     procs, outs = [], []
     for r in range(world):
@@ -38,7 +38,8 @@ def run_ranks(tmp_path, world, mode, fmt, algorithm="ring", rounding="nearest_ev
         cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "dist_worker.py"), "--world", str(world),
                "--rank", str(r), "--port", str(port), "--mode", mode, "--format", fmt, "--algorithm", algorithm,
                "--rounding", rounding, "--scaler", scaler, "--backend", backend, "--device", device,
-               "--rotation", str(rotation), "--out", str(out)] + (["--kahan"] if kahan else [])
+               "--rotation", str(rotation), "--out", str(out)] + (["--kahan"] if kahan else []) + (
+                   ["--codec", codec] if codec else [])
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     logs = []
     try:
@@ -88,21 +89,28 @@ ROTATED_CASES = [(3, "e2m1fn", "ring", "nearest_even", False, 16), (2, "e4m3fn",
 BLOCK_HOOK_CASES = [(3, "e2m1fn", "ring", "nearest_even", False, 0, "nvfp4"),
                     (2, "e4m3fn", "all_gather", "nearest_even", True, 0, "mx32"),
                     (3, "e2m1fn", "pipelined_ring", "nearest_even", False, 16, "mx32")]
+# through gradient codecs (codec=SPEC): cpd.simulate_codec_allreduce's bits
+CODEC_HOOK_CASES = [(3, "fp32", "ring", "nearest_even", False, 0, "none", "int:4:32"),
+                    (2, "fp32", "ring", "nearest_even", False, 16, "none", "posit:8:2:sr")]
 
 
-def simulate_tensor(xs, fmt, scaler, **kw):
+def simulate_tensor(xs, fmt, scaler, codec=None, **kw):
     """cpd's in-process exchange of one tensor of W workers under `scaler` (a block rule by
-    cpd.simulate_block_scaled_allreduce)."""
+    cpd.simulate_block_scaled_allreduce) or through `codec` (cpd.simulate_codec_allreduce)."""
+    if codec is not None:
+        return cpd.simulate_codec_allreduce(xs, codec, mean=kw["mean"], seed=kw["seed"], stream=kw["stream"])
     if scaler in cpd.block_rules:
         kw.pop("rounding")
         return cpd.simulate_block_scaled_allreduce(xs, fmt, rule=scaler, **kw)
     return cpd.simulate_allreduce(xs, fmt, scaler=scaler, **kw)
 
 
-@pytest.mark.parametrize("world,fmt,algorithm,rounding,kahan,rotation,scaler",
-                         [c + (0, "aps") for c in CASES] + [c + ("aps",) for c in ROTATED_CASES] + BLOCK_HOOK_CASES)
-def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, kahan, rotation, scaler):
-    res = run_ranks(tmp_path, world, "ddp", fmt, algorithm, rounding, kahan=kahan, rotation=rotation, scaler=scaler)
+@pytest.mark.parametrize("world,fmt,algorithm,rounding,kahan,rotation,scaler,codec",
+                         [c + (0, "aps", None) for c in CASES] + [c + ("aps", None) for c in ROTATED_CASES]
+                         + [c + (None,) for c in BLOCK_HOOK_CASES] + CODEC_HOOK_CASES)
+def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, kahan, rotation, scaler, codec):
+    res = run_ranks(tmp_path, world, "ddp", fmt, algorithm, rounding, kahan=kahan, rotation=rotation, scaler=scaler,
+                    codec=codec)
     net = dist_worker.make_model()
     params = list(net.parameters())
     assert res[0]["steps"] == dist_worker.STEPS
@@ -127,7 +135,7 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
             xs = [local[r][i].contiguous() for r in range(world)]
             if rotation:
                 xs = [rotated(x, rotation) for x in xs]
-            sim, info = simulate_tensor(xs, fmt, scaler, algorithm=algorithm, rounding=rounding, kahan=kahan,
+            sim, info = simulate_tensor(xs, fmt, scaler, codec, algorithm=algorithm, rounding=rounding, kahan=kahan,
                                         mean=True, seed=5, stream=stream, diagnostics=True)
             if rotation:
                 sim = rotated(sim, rotation, inverse=True)
@@ -137,11 +145,16 @@ def test_ddp_hook_equals_simulation(tmp_path, world, fmt, algorithm, rounding, k
                            for sc in rec), (step, i)
             for r in range(world):
                 assert same(sim, res[r][f"step{step}"][i]), (step, i, r)
-            for k, v in info["scaled"].items():
+            for k, v in info.get("scaled", {}).items():
                 expected[k] = expected.get(k, 0) + v
     # the hook's diagnostics (this rank's values, nearest-even) summed over the ranks: the
     # simulation's counts of every worker's scaled values
     got = {k: sum(r["stats"].get(k, 0) for r in res) for k in expected}
+    if codec is not None:  # (a codec has no diagnostics: its bits per value are its payload's)
+        assert not res[0]["stats"] and res[0]["nonfinite_steps"] == 0
+        payload = sum(cpd.simulate_codec_allreduce([p.detach().reshape(-1)], codec)[1]["payload_bytes"] for p in params)
+        assert res[0]["bits_per_value"] > 8 * payload / sum(p.numel() for p in params)
+        return
     assert got["count"] == expected["count"]
     if rounding == "nearest_even":
         assert got == expected
@@ -263,9 +276,33 @@ def test_all_reduce_with_block_scales(tmp_path, world, fmt, scaler, algorithm, k
     assert res[0]["scales"][4][0] and np.isnan(res[0]["tensors"][4][100])
     assert not any(s[0] for s in res[0]["scales"][:4])
     assert all(r["out_nonfinite"] == nonfinite for r in res)
-    if world > 1:  # the agreement check's 13 fields (two int64 each), then the amax and the codes
-        expected = 13 * 16 + blocks + (4 * len(local[0]) if scaler == "nvfp4" else 0)
+    if world > 1:  # the agreement check's 14 fields (two int64 each), then the amax and the codes
+        expected = 14 * 16 + blocks + (4 * len(local[0]) if scaler == "nvfp4" else 0)
         assert all(r["statistics_bytes"] == expected for r in res), [r["statistics_bytes"] for r in res]
+
+
+@pytest.mark.parametrize("world,codec,rotation", [(2, "int:8:32", 0), (3, "int:4:32", 0), (4, "qsgd:4bit:512", 0),
+                                                 (3, "posit:8:2:sr", 0), (1, "fp:e4m3fn", 0), (2, "int:4:32", 16)])
+def test_all_reduce_through_a_codec(tmp_path, world, codec, rotation):
+    """codec=SPEC over gloo: on every rank the bits of cpd.simulate_codec_allreduce of all ranks'
+    tensors (stochastic codecs: the same streams), the NaN of the last rank kept as NaN over its
+    block; payload_bytes is this rank's payload, the codec's for each tensor."""
+    res = run_ranks(tmp_path, world, "allreduce", "fp32", scaler="none", codec=codec, rotation=rotation)
+    local = [dist_worker.tensors(r, world) for r in range(world)]
+    nonfinite, payload = 0, 0
+    for i in range(len(local[0])):
+        xs = [rotated(local[r][i], rotation) if rotation else local[r][i] for r in range(world)]
+        sim, info = cpd.simulate_codec_allreduce(xs, codec, mean=True, seed=5, stream=8 * world * world * i)
+        sim = rotated(sim, rotation, inverse=True) if rotation else np.asarray(sim)
+        nonfinite += int((~np.isfinite(sim)).sum())
+        payload += info["payload_bytes"]
+        for r in range(world):
+            assert same(sim, res[r]["tensors"][i]), (i, r)
+    assert np.isnan(res[0]["tensors"][4][100]) and all(r["scales"] == [] for r in res)
+    assert all(r["out_nonfinite"] == nonfinite for r in res) and nonfinite > 0
+    assert all(r["payload_bytes"] == payload for r in res)
+    if world > 1:
+        assert all(r["statistics_bytes"] == 14 * 16 for r in res)
 
 
 def test_rotation_options_are_checked():
@@ -299,7 +336,7 @@ def test_ranks_that_disagree_raise_the_same_error_everywhere(tmp_path, world):
             msgs = [r[name][1] for r in res]
         named = {f for f in ("the format", "the scaler", "the algorithm", "the rounding", "kahan", "mean", "the seed",
                              "the generator", "the tensor count", "total elements", "the sizes", "the streams",
-                             "the rotation block")
+                             "the rotation block", "the codec")
                  if f + " (" in msgs[0]}
         assert named == fields, (name, msgs[0])
         without_this_rank = {re.sub(r"\(this rank: [^)]*\)", "", m) for m in msgs}
@@ -376,6 +413,15 @@ def test_bad_input():
         ct.comm_hook("e4m3fn", scaler="amax")
     with pytest.raises(ValueError, match="the block rule nvfp4 rounds nearest_even"):
         ct.comm_hook("e2m1fn", scaler="nvfp4", rounding="stochastic")
+    with pytest.raises(ValueError, match="a codec .int:4:32. scales and rounds by itself"):
+        ct.comm_hook("e4m3fn", codec="int:4:32")
+    with pytest.raises(ValueError, match="a codec .int:4:32. scales and rounds by itself"):
+        ct.comm_hook(None, codec="int:4:32")  # (the default scaler, aps)
+    with pytest.raises(ValueError, match="int:9"):
+        ct.comm_hook(None, scaler=None, codec="int:9")
+    with pytest.raises(TypeError, match="codec must be a string"):
+        ct.comm_hook(None, scaler=None, codec=4)
+    assert ct.comm_hook(None, scaler=None, codec="int:4:32").__name__ == "cpd_comm_hook_int:4:32_ring"
     with pytest.raises(RuntimeError, match="not initialized"):
         ct.all_reduce([torch.zeros(3)], "e4m3fn")
     with pytest.raises(ValueError, match="workers"):
