@@ -102,7 +102,7 @@ def make_parser():
                         "SCALING off (no scale), on (APS), mx32 (OCP MX: a power of two per 32 values) or nvfp4 "
                         "(an E4M3 scale per 16 values and a tensor scale), optionally +hB (a random Hadamard "
                         "rotation in blocks of B), e.g. e2m1fn/nvfp4+h16; or codec=SPEC, a cpd gradient codec "
-                        "(int:8:32, fp:binary8p3se, posit:8, ...). Emulated mode only, except FORMAT/off and /on")
+                        "(int:8:32, fp:binary8p3se, posit:8, ...); in ddp mode through cpd.torch.comm_hook too")
     p.add_argument("--fp32-aps-too", action="store_true",
                    help="also run fp32 with APS on; by default fp32 runs once (APS off), because scaling a "
                         "float32 sum by a power of two changes no bit")
@@ -161,7 +161,7 @@ def parse_args(argv):
     for v in a.aps:
         if v not in ("off", "on"):
             raise UsageError(f"--aps: '{v}' is not off or on")
-    a.exchanges = parse_exchanges(a.exchanges, a.mode) if a.exchanges is not None else None
+    a.exchanges = parse_exchanges(a.exchanges) if a.exchanges is not None else None
     seeds = split_list("--seeds", a.seeds) if a.seed is None else [str(a.seed)]
     try:
         a.seeds = [int(s) for s in seeds]
@@ -183,7 +183,7 @@ def split_list(flag, text):
     return items
 
 
-def parse_exchanges(text, mode):
+def parse_exchanges(text):
     """--exchanges: the (format, scaling) pairs; a codec is (SPEC, "codec")."""
     configs = []
     for item in split_list("--exchanges", text):
@@ -199,21 +199,23 @@ def parse_exchanges(text, mode):
             raise UsageError(f"--exchanges: '{item}' is not FORMAT/SCALING (SCALING off, on, mx32 or nvfp4, "
                              "optionally +hB) or codec=SPEC")
         configs.append((fmt, scaling))
-    for fmt, scaling in configs:
-        if mode == "ddp" and scaling not in ("off", "on"):
-            raise UsageError(f"--exchanges: {fmt}/{scaling} runs in --mode emulated only (the DDP hook takes "
-                             "FORMAT/off and FORMAT/on)")
     return configs
+
+
+def exchange_options(fmt, scaling):
+    """The cpd.torch options of one configuration (format, scaling): format, scaler, codec, rotation."""
+    if scaling == "codec":
+        return {"format": None, "scaler": None, "codec": fmt}
+    rule, _, block = scaling.partition("+h")
+    return {"format": fmt, "scaler": {"off": "none", "on": "aps"}.get(rule, rule),
+            "rotation": int(block) if block else 0}
 
 
 def make_workers(model, workers, fmt, scaling, threads):
     """The EmulatedWorkers of one configuration (format, scaling)."""
     import cpd.torch as ct
-    if scaling == "codec":
-        return ct.EmulatedWorkers(model, workers, None, scaler=None, codec=fmt, threads=threads)
-    rule, _, block = scaling.partition("+h")
-    return ct.EmulatedWorkers(model, workers, fmt, scaler={"off": "none", "on": "aps"}.get(rule, rule),
-                              rotation=int(block) if block else 0, threads=threads)
+    o = exchange_options(fmt, scaling)
+    return ct.EmulatedWorkers(model, workers, o.pop("format"), threads=threads, **o)
 
 
 def check_configs(configs, workers):
@@ -402,10 +404,11 @@ class TimedHook:
     """Wraps the bucket exchange of DDP: the cpd hook (synchronous) or DDP's own allreduce
     (waited for here, so that both are timed the same way, without overlap with backward).
     Counts, after the cpd hook, what rounding this rank's gradients to the format with the
-    hook's scales did (the counts of EmulatedWorkers.stats, for this rank's values)."""
+    hook's scales did (the counts of EmulatedWorkers.stats, for this rank's values); for the
+    block rules and rotations, the hook's own diagnostics (plain=False)."""
 
-    def __init__(self, inner, fmt):
-        self.inner, self.fmt = inner, fmt
+    def __init__(self, inner, fmt, plain=True):
+        self.inner, self.fmt, self.plain = inner, fmt, plain
         # DDP logs the hook's __name__ (register_comm_hook fails without one).
         self.__name__ = self.__qualname__ = "timed_" + (inner.__name__ if inner is not None else "allreduce_hook")
         self.seconds = 0.0
@@ -426,6 +429,9 @@ class TimedHook:
         fut = self.inner(state, bucket)
         self.seconds += time.perf_counter() - t0
         rec = self.inner.records.pop()
+        if not self.plain:  # (the hook's own diagnostics: the rotated or block-scaled values; a codec has none)
+            self.stats = {k: self.inner.stats.get(k, 0) for k in stat_keys()}
+            return fut
         for g, e in zip(grads, rec["scales"]):
             _, c = cpd.quantize(g.detach().reshape(-1).contiguous(), self.fmt, scale_exponent=e, stats=True,
                                 threads=1)
@@ -471,12 +477,13 @@ def ddp_run(rank, args, shard, seed, fmt, aps):
     torch.manual_seed(seed)
     net = lenet5()
     model = DDP(net)
-    if fmt == "fp32" and args.ddp_fp32 == "allreduce":
+    plain = aps in ("off", "on")  # (the other exchanges: block rules, rotations and codecs)
+    if fmt == "fp32" and plain and args.ddp_fp32 == "allreduce":
         inner = None
-    else:
-        inner = ct.comm_hook("fp32" if fmt == "fp32" else fmt, scaler="aps" if aps == "on" else "none",
-                             seed=seed, record=True)
-    hook = TimedHook(inner, fmt)
+    else:  # the random key of EmulatedWorkers (seed 0): the rotation's signs, the same bits
+        o = exchange_options(fmt, aps)
+        inner = ct.comm_hook(o.pop("format"), seed=0, record=True, diagnostics=not plain, **o)
+    hook = TimedHook(inner, fmt, plain)
     model.register_comm_hook(None, hook)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
