@@ -274,6 +274,7 @@ struct table_kernel {
   static constexpr bool stochastic = false;
   static constexpr bool dispatch = true;
   static constexpr bool quantizes = false;
+  static constexpr bool lookup = true;  ///< a table lookup per value (detail::loop_avx2_lookup)
   const uint_of<T>* table = nullptr;
   Code stray = 0;
   std::atomic<std::uint64_t>* seen = nullptr;

@@ -42,7 +42,7 @@ CPD_NOINLINE auto lanes_baseline(A... a) noexcept {
 
 #if CPD_ISA_DISPATCH
 template <class L, class... A>
-CPD_TARGET_AVX2 CPD_NOINLINE auto lanes_avx2(A... a) noexcept {
+CPD_TARGET_AVX2_VECTOR CPD_NOINLINE auto lanes_avx2(A... a) noexcept {
   return L::run(a...);
 }
 
