@@ -28,7 +28,7 @@ constexpr std::size_t large_n = std::size_t(1) << 24;  // 64 MiB: far beyond the
 const char* const codec_names[] = {"dyntree8",      "dyntree8:2048", "linear8",       "linear8:2048",
                                    "qsgd:2bit:512", "qsgd:4bit:512", "qsgd:8bit:512", "onebit:512",
                                    "fp:e4m3fn",     "fp:e2m1fn",     "int:4:32",      "int:8",
-                                   "posit:8",       "posit:8:2:sr",  "posit:16:1",    "fp:binary8p3se"};
+                                   "posit:8",       "posit:8:2:sr",  "posit:16:1",    "fp:binary8p3se", "fp:bf16"};
 
 /// Gradient-like values (normal, sigma 1e-3), filled once per size.
 const std::vector<float>& input(std::size_t n) {

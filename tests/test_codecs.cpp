@@ -505,3 +505,91 @@ TEST_CASE("float codec: IEEE P3109 binary8p3se and binary8p4se, within half an u
   const auto c = cpd::make_codec("fp:binary8p3se");
   for (float v : decode(*c, encode(*c, bad), 8)) CHECK(std::isnan(v));
 }
+
+namespace {
+
+/// bfloat16's nearest-even rounding of a finite float, by its bits: the upper half, ties to even.
+float bf16_nearest(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+/// APS with one worker, as the float codec's payload states it: emax - ceil(log2 amax), clamped.
+int codec_exponent(float amax, int emax, int lowest, int highest) {
+  int e = 0;
+  const double m = std::frexp(double(amax), &e);  // amax = m 2^e, m in [1/2, 1)
+  const int ceil_log2 = m == 0.5 ? e - 1 : e;
+  return std::clamp(emax - ceil_log2, lowest, highest);
+}
+
+bool same_bits(float a, float b) {
+  std::uint32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return x == y;
+}
+
+}  // namespace
+
+TEST_CASE("float codec: bf16 and fp16 words are F's nearest-even rounding of x 2^k (bf16's bit rule, _Float16)") {
+  const std::size_t n = 3001;
+  for (float s : {1e-30f, 1e-3f, 1.0f, 3e3f, 1e6f}) {
+    CAPTURE(s);
+    std::vector<float> x = wide_values(n, 5);
+    for (float& v : x) v *= s;
+    x[17] = amax(x, 0, n) * 0.75f;  // (some ties and exact values)
+    const float m = amax(x, 0, n);
+    {
+      const auto c = cpd::make_codec("fp:bf16");
+      const std::vector<std::uint8_t> p = encode(*c, x);
+      const auto k = static_cast<std::int32_t>(cpd::detail::load_le32(p.data()));
+      CHECK(k == codec_exponent(m, 127, 0, 16));
+      const std::vector<float> y = decode(*c, p, n);
+      int bad = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        bad += !same_bits(y[i], static_cast<float>(std::ldexp(double(bf16_nearest(std::ldexp(x[i], k))), -k)));
+      CHECK(bad == 0);
+    }
+#if defined(__FLT16_MAX__)
+    {
+      const auto c = cpd::make_codec("fp:fp16");
+      const std::vector<std::uint8_t> p = encode(*c, x);
+      const auto k = static_cast<std::int32_t>(cpd::detail::load_le32(p.data()));
+      CHECK(k == codec_exponent(m, 15, -112, 125));
+      const std::vector<float> y = decode(*c, p, n);
+      int bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto h = static_cast<_Float16>(std::ldexp(double(x[i]), k));  // (one rounding, from double)
+        bad += !same_bits(y[i], static_cast<float>(std::ldexp(double(h), -k)));
+      }
+      CHECK(bad == 0);
+    }
+#endif
+  }
+}
+
+TEST_CASE("float codec: bf16 stochastic rounding draws the bits of encode on x 2^k with the payload's key") {
+  const std::size_t n = 4099;
+  const std::vector<float> x = wide_values(n, 8);
+  const cpd::random_stream key{7, 3};
+  const auto c = cpd::make_codec("fp:bf16:sr");
+  const std::vector<std::uint8_t> p = encode(*c, x, key);
+  const auto k = static_cast<std::int32_t>(cpd::detail::load_le32(p.data()));
+  REQUIRE(k == codec_exponent(amax(x, 0, n), 127, 0, 16));
+  std::vector<float> xs(n);
+  for (std::size_t i = 0; i < n; ++i) xs[i] = std::ldexp(x[i], k);  // (exact: k >= 0, no overflow)
+  std::vector<std::uint16_t> codes(n);
+  cpd::bulk_options o;
+  o.seed = key.seed;
+  o.stream = key.stream;
+  o.generator = key.generator;
+  cpd::encode<cpd::bfloat16, cpd::rounding::stochastic, cpd::overflow::saturate>(xs.data(), codes.data(), n, o);
+  int bad = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    bad += (p[4 + 2 * i] | (p[5 + 2 * i] << 8)) != codes[i];
+  CHECK(bad == 0);
+}

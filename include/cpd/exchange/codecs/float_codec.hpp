@@ -68,11 +68,17 @@ class float_codec final : public codec {
     if constexpr (word == 0) {
       encode_packed<F, R, overflow::saturate>(in, payload + 4, n, o);
     } else {
+      // fp16, bf16, fp32: with k >= 0, x 2^k is exact in float (APS keeps it finite), so the
+      // kernels round it with F's own spec (o.scale: the fast kernels) rather than with a
+      // spec shifted by k, which leaves float's range for bf16 and fp32 and ran value by
+      // value in double. The same bits: the same significand, rounded at the same place.
+      if (k >= 0) {
+        o.scale_exponent = 0;
+        o.scale = detail::pow2<float>(k);
+      }
       std::vector<typename F::storage_type> codes(n);
       cpd::encode<F, R, overflow::saturate>(in, codes.data(), n, o);
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t b = 0; b < word; ++b)
-          payload[4 + word * i + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
+      detail::store_le_words(payload + 4, codes.data(), n);
     }
   }
 
@@ -87,13 +93,13 @@ class float_codec final : public codec {
     if constexpr (word == 0) {
       decode_packed<F>(payload + 4, out, n, o);
     } else {
+      // F's values, then times 2^-k in float: exact (k's clamp: every value of F times 2^-k
+      // is a float), where the decode of a shifted spec went value by value.
       std::vector<typename F::storage_type> codes(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint32_t c = 0;
-        for (std::size_t b = 0; b < word; ++b) c |= static_cast<std::uint32_t>(payload[4 + word * i + b]) << (8 * b);
-        codes[i] = static_cast<typename F::storage_type>(c);
-      }
-      cpd::decode<F>(codes.data(), out, n, o);
+      detail::load_le_words(payload + 4, codes.data(), n);
+      const float unscale = detail::pow2<float>(-o.scale_exponent);
+      cpd::decode<F>(codes.data(), out, n);
+      for (std::size_t i = 0; i < n; ++i) out[i] *= unscale;
     }
   }
 };

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace cpd {
 
@@ -76,6 +77,32 @@ inline void store_le32(std::uint8_t* p, std::uint32_t v) noexcept {
 [[nodiscard]] inline std::uint32_t load_le32(const std::uint8_t* p) noexcept {
   return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) |
          (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
+}
+/// Writes the n words w[0..n) (unsigned, 16 or 32 bits) as little-endian bytes at p: one
+/// memcpy on a little-endian host (the fp16/bf16 and posit16 codecs' payloads).
+template <class Word>
+void store_le_words(std::uint8_t* p, const Word* w, std::size_t n) noexcept {
+  static_assert(std::is_unsigned_v<Word> && (sizeof(Word) == 2 || sizeof(Word) == 4), "16- or 32-bit words");
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (n != 0) std::memcpy(p, w, n * sizeof(Word));
+#else
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t b = 0; b < sizeof(Word); ++b) p[sizeof(Word) * i + b] = static_cast<std::uint8_t>(w[i] >> (8 * b));
+#endif
+}
+/// Reads n words written by store_le_words.
+template <class Word>
+void load_le_words(const std::uint8_t* p, Word* w, std::size_t n) noexcept {
+  static_assert(std::is_unsigned_v<Word> && (sizeof(Word) == 2 || sizeof(Word) == 4), "16- or 32-bit words");
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (n != 0) std::memcpy(w, p, n * sizeof(Word));
+#else
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t c = 0;
+    for (std::size_t b = 0; b < sizeof(Word); ++b) c |= static_cast<std::uint32_t>(p[sizeof(Word) * i + b]) << (8 * b);
+    w[i] = static_cast<Word>(c);
+  }
+#endif
 }
 /// Writes a float32 as 4 little-endian bytes (its IEEE bits).
 inline void store_f32(std::uint8_t* p, float v) noexcept { store_le32(p, bit_cast<std::uint32_t>(v)); }

@@ -93,10 +93,7 @@ class posit_codec final : public codec {
     std::vector<std::uint16_t> codes(n);
     posit_encode(p_, r_, in, codes.data(), n, o);
     if (k < 0) fix_zeros(in, codes.data(), n);
-    for (std::size_t i = 0; i < n; ++i) {
-      payload[4 + 2 * i] = static_cast<std::uint8_t>(codes[i]);
-      payload[5 + 2 * i] = static_cast<std::uint8_t>(codes[i] >> 8);
-    }
+    detail::store_le_words(payload + 4, codes.data(), n);
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
@@ -111,8 +108,7 @@ class posit_codec final : public codec {
       posit_decode(p_, payload + 4, out, n);
     } else {
       std::vector<std::uint16_t> codes(n);
-      for (std::size_t i = 0; i < n; ++i)
-        codes[i] = static_cast<std::uint16_t>(payload[4 + 2 * i] | (payload[5 + 2 * i] << 8));
+      detail::load_le_words(payload + 4, codes.data(), n);
       posit_decode(p_, codes.data(), out, n);
     }
     const float unscale = detail::pow2<float>(-k);  // (a normal float: k's clamp)
