@@ -106,12 +106,12 @@ constexpr std::int64_t best = -1;
 BENCHMARK(BM_memcpy);
 BENCHMARK_TEMPLATE(BM_float_quantize, cpd::bfloat16, rounding::nearest_even);
 BENCHMARK_TEMPLATE(BM_float_quantize, cpd::float8_e4m3fn, rounding::nearest_even);
-BENCHMARK_TEMPLATE(BM_posit_quantize, 8, 0, rounding::nearest_even)->Arg(best);
-BENCHMARK_TEMPLATE(BM_posit_quantize, 8, 2, rounding::nearest_even)->Arg(best);
+BENCHMARK_TEMPLATE(BM_posit_quantize, 8, 0, rounding::nearest_even)->Arg(best)->Arg(1);
+BENCHMARK_TEMPLATE(BM_posit_quantize, 8, 2, rounding::nearest_even)->Arg(best)->Arg(1);
 BENCHMARK_TEMPLATE(BM_posit_quantize, 16, 1, rounding::nearest_even)->Arg(best)->Arg(1)->Arg(0);
 BENCHMARK_TEMPLATE(BM_posit_quantize, 16, 1, rounding::stochastic)->Arg(best)->Arg(1);
 BENCHMARK_TEMPLATE(BM_posit_quantize, 8, 0, rounding::stochastic)->Arg(best);
-BENCHMARK_TEMPLATE(BM_posit_quantize, 8, 2, rounding::stochastic)->Arg(best);
+BENCHMARK_TEMPLATE(BM_posit_quantize, 8, 2, rounding::stochastic)->Arg(best)->Arg(1);
 BENCHMARK(BM_posit16es1_encode)->Arg(best)->Arg(1);
 BENCHMARK(BM_posit16es1_decode)->Arg(best)->Arg(1);
 

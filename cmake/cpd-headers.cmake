@@ -62,6 +62,8 @@ set(CPD_HEADERS
   include/cpd/exchange/simulate.hpp
   include/cpd/exchange/wire.hpp
   include/cpd/host/bulk.hpp
+  include/cpd/host/detail/avx2_posit.hpp
+  include/cpd/host/detail/avx2_random.hpp
   include/cpd/host/detail/avx512.hpp
   include/cpd/host/detail/avx512_decode.hpp
   include/cpd/host/detail/avx512_hop.hpp

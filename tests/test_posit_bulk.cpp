@@ -143,7 +143,7 @@ void check_boundaries(const cpd::posit_format& p) {
 }  // namespace
 
 TEST_CASE("posit bulk: every n and es, at every rounding boundary, every mode, this ISA") {
-  // The AVX-512 kernels (cpd/host/detail/avx512_posit.hpp) take n <= 31: their shift
+  // The AVX-512 and AVX2 kernels (cpd/host/detail/avx512_posit.hpp, avx2_posit.hpp) take n <= 31: their shift
   // counts, the quantize shortcut's binades, the stochastic lanes the core redoes.
   for (int n = 2; n <= 32; ++n)
     for (int es = 0; es <= 4; ++es) check_boundaries(cpd::posit_format(n, es));

@@ -7,6 +7,7 @@
 
 #include <cpd/host/bulk.hpp>
 #include <cpd/core/random.hpp>
+#include <cpd/host/detail/avx2_random.hpp>
 #include <cpd/host/detail/avx512.hpp>
 
 #include <doctest/doctest.h>
@@ -263,6 +264,49 @@ TEST_CASE("the fast kernels' 16-lane generators draw random_bits' words") {
   }
   CHECK(vector_mismatches<cpd::random_generator::v1>() == 0);
   CHECK(vector_mismatches<cpd::random_generator::v2>() == 0);
+}
+
+namespace {
+// 8 lanes of the AVX2 generators (cpd/host/detail/avx2_random.hpp), as vector_bits.
+template <cpd::random_generator G>
+CPD_TARGET_AVX2 void vector_bits8(cpd::random_key key, std::uint32_t lo, std::uint32_t* out, int runs) {
+  cpd::detail::fast::vrandom8<G> gen(key);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), gen.at(lo));
+  gen.from(lo);
+  for (int r = 0; r < runs; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * (r + 1)), gen.next());
+}
+
+template <cpd::random_generator G>
+long vector_mismatches8() {
+  std::uint32_t lanes[8 * 9];
+  long bad = 0;
+  for (std::uint64_t seed : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(0xDEADBEEF12345678)}) {
+    for (std::uint32_t hi : {0u, 1u, 77u}) {
+      const cpd::random_key key = cpd::make_random_key(seed, 3, hi, G);
+      for (std::uint32_t lo : {0u, 1u, 7u, 1000u, 0x7FFFFFF8u, 0xFFFFFFA0u, 0xFFFFFFB7u}) {
+        vector_bits8<G>(key, lo, lanes, 8);
+        for (std::uint32_t j = 0; j < 8; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+        for (std::uint32_t j = 0; j < 64; ++j) bad += lanes[8 + j] != cpd::random_bits(key, lo + j);
+      }
+      if (G == cpd::random_generator::v1) {
+        for (std::uint32_t lo : {0xFFFFFFF8u, 0xFFFFFFF9u, 0xFFFFFFFFu}) {
+          vector_bits8<G>(key, lo, lanes, 0);
+          for (std::uint32_t j = 0; j < 8; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+        }
+      }
+    }
+  }
+  return bad;
+}
+}  // namespace
+
+TEST_CASE("the AVX2 kernels' 8-lane generators draw random_bits' words") {
+  if (cpd::detail::cpu_isa() == cpd::detail::isa::baseline) {
+    MESSAGE("no AVX2 on this CPU: the 8-lane generators are not run here");
+    return;
+  }
+  CHECK(vector_mismatches8<cpd::random_generator::v1>() == 0);
+  CHECK(vector_mismatches8<cpd::random_generator::v2>() == 0);
 }
 #endif
 

@@ -8,8 +8,8 @@
 // (scale, scale_inverse). Each element goes through the scalar core
 // (detail::posit_round_bits, posit_decode_as), in loops compiled for the baseline,
 // AVX2 and AVX-512 and picked at run time (detail::run_kernel); from and to float without
-// statistics, on an AVX-512 CPU, the kernels of cpd/host/detail/avx512_posit.hpp run
-// instead (posits of up to 31 bits). Every path gives the scalar calls' bits. in == out
+// statistics, on an AVX-512 or AVX2 CPU, the kernels of cpd/host/detail/avx512_posit.hpp
+// or avx2_posit.hpp run instead (posits of up to 31 bits). Every path gives the scalar calls' bits. in == out
 // is allowed.
 //
 // Statistics: zeros (inputs +-0), overflow and saturated (finite inputs beyond maxpos,
@@ -22,6 +22,7 @@
 #include <cpd/core/format.hpp>
 #include <cpd/core/options.hpp>
 #include <cpd/core/posit.hpp>
+#include <cpd/host/detail/avx2_posit.hpp>
 #include <cpd/host/detail/avx512_posit.hpp>
 #include <cpd/host/detail/call.hpp>
 #include <cpd/host/detail/isa.hpp>
@@ -139,8 +140,10 @@ void posit_round_call(Policy&& policy, const posit_format& p, rounding r, const 
     };
 #if CPD_FAST_KERNELS
     if constexpr (std::is_same_v<T, float>) {
-      if (!o.stats && where == isa::avx512 && fast::posit_kernel_takes(p.spec()))
-        return go(fast::posit_kernel<R, Out, Quantize>{});
+      if (!o.stats && fast::posit_kernel_takes(p.spec())) {
+        if (where == isa::avx512) return go(fast::posit_kernel<R, Out, Quantize>{});
+        if (where == isa::avx2) return go(fast::posit_kernel_avx2<R, Out, Quantize>{});
+      }
     }
 #endif
     if (o.stats) return go(posit_round_kernel<R, T, Out, Quantize, true>{});
@@ -244,6 +247,10 @@ void posit_decode(Policy&& policy, const posit_format& p, const Code* in, T* out
     if (p.fits_float() && where == detail::isa::avx512) {
       detail::run_kernel(policy, detail::fast::posit_decode_kernel<Code>{p.spec(), stray, &seen}, where, in, out, n,
                          options);
+      done = true;
+    } else if (p.fits_float() && where == detail::isa::avx2) {
+      detail::run_kernel(policy, detail::fast::posit_decode_kernel_avx2<Code>{p.spec(), stray, &seen}, where, in, out,
+                         n, options);
       done = true;
     }
   }

@@ -57,13 +57,6 @@ namespace cpd::detail::fast {
 
 #if CPD_FAST_KERNELS
 
-/// The fast loops are not instrumented by ASan/UBSan: their memory accesses are
-/// whole vectors and masked vectors whose bounds the loop computes (checked under
-/// the sanitizers once: tests/test_bulk.cpp, clean), and instrumenting hundreds
-/// of intrinsic loops made a sanitizer build of the bulk tests take many minutes
-/// and gigabytes. The scalar core and the generic loops stay instrumented.
-#define CPD_FAST_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
-
 /// The constants of a plan in vector registers.
 struct vconsts {
   __m512i abs_mask, sign_mask, exp_mask, quiet, one;

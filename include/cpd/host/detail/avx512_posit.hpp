@@ -4,7 +4,8 @@
 // AVX-512 kernels of the posit bulk calls (cpd/host/posit_bulk.hpp) from and to float,
 // in intrinsics: GCC 12 vectorizes neither the core's loop (its 64-bit string mixed with
 // 32-bit lanes) nor a 32-bit rewrite of it at -O2, and a scalar 32-bit rewrite ran slower
-// than the core; the other instruction sets keep the core's loops.
+// than the core. avx2_posit.hpp has the same kernels 8 lanes at a time; the baseline
+// keeps the core's loop.
 //
 //  * posit_round16: detail::posit_round_bits<R, float> 16 lanes at a time. From a float
 //    the core's 64-bit bit string (regime, es exponent bits, 23 fraction bits: at most

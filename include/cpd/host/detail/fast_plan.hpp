@@ -36,6 +36,12 @@
 #if CPD_ISA_DISPATCH && !defined(CPD_NO_FAST_KERNELS) && !defined(CPD_DETAIL_ASAN)
 #define CPD_FAST_KERNELS 1
 #include <immintrin.h>
+/// The fast loops are not instrumented by ASan/UBSan: their memory accesses are
+/// whole vectors and masked vectors whose bounds the loop computes (checked under
+/// the sanitizers once: tests/test_bulk.cpp, clean), and instrumenting hundreds
+/// of intrinsic loops made a sanitizer build of the bulk tests take many minutes
+/// and gigabytes. The scalar core and the generic loops stay instrumented.
+#define CPD_FAST_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 #else
 #define CPD_FAST_KERNELS 0
 #endif
