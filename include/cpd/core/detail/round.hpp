@@ -159,7 +159,9 @@ CPD_HOST_DEVICE CPD_ALWAYS_INLINE constexpr rounded<T> round_bits(
                           select(sh >= 0, U((rem + radd) >> shc), U(rem << min_of(max_of(-sh, 0), 31))));
     // Variant equal: up when inexact and the top of the k random bits is set (probability 1/2).
     const bool ve = v == stochastic_variant::equal;
-    up = select(ve, int(inexact & (((r >> (k - 1)) & 1u) != 0)), int(remk > U(kmask ^ (r & kmask)))) != 0;
+    // (the top bit as an int, r >> (k - 1) & 1: as a bool, GCC's vectorizer stops at the
+    // one-bit conversion it makes of it)
+    up = select(ve, int(inexact) & int((r >> (k - 1)) & 1u), int(remk > U(kmask ^ (r & kmask)))) != 0;
   }
   const U inc = U(up);
 
