@@ -204,7 +204,7 @@ struct int_round_loop {
                   inf = _mm512_set1_epi32(0x7F800000);
     std::uint64_t zeros = 0, underflow = 0, clamped = 0, nans = 0, infs = 0;
     for (std::size_t j = 0; j < n; j += 16) {
-      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __mmask16 m = fast::tail_mask(n - j);
       const __m512 x = _mm512_maskz_loadu_ps(m, in + j);
       const __m512 y = _mm512_mul_ps(x, vinv);
       __m512 k;
@@ -269,7 +269,7 @@ struct finite_range_loop {
       lo1 = _mm512_min_ps(u1, lo1), hi1 = _mm512_max_ps(u1, hi1);
     }
     for (; i < n; i += 16) {
-      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+      const __mmask16 m = fast::tail_mask(n - i);
       const __m512 v = _mm512_maskz_loadu_ps(m, in + i);
       const __mmask16 f = _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_EQ_OQ);
       const __m512 u = _mm512_maskz_mov_ps(f, v);

@@ -73,7 +73,7 @@ struct mx_scale_loop {
     const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), tiny = _mm512_set1_epi32(0x00800000);
     __mmask16 bad = 0;
     for (std::size_t i = 0; i < m; i += 16) {
-      const __mmask16 k = m - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (m - i)) - 1u);
+      const __mmask16 k = fast::tail_mask(m - i);
       const __m512 xv = _mm512_maskz_loadu_ps(k, x + i);
       const __m512 v = _mm512_mul_ps(xv, vinv);
       bad |= _mm512_cmplt_epu32_mask(_mm512_and_si512(_mm512_castps_si512(v), abs), tiny) &
@@ -96,7 +96,7 @@ struct mx_unscale_loop {
                                                             std::size_t m) noexcept {
     const __m512 vf = _mm512_set1_ps(f);
     for (std::size_t i = 0; i < m; i += 16) {
-      const __mmask16 k = m - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (m - i)) - 1u);
+      const __mmask16 k = fast::tail_mask(m - i);
       _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), vf));
     }
     return 0;

@@ -114,7 +114,7 @@ struct nvfp4_finite_amax_loop {
       m3 = _mm512_mask_max_epu32(m3, _mm512_cmplt_epu32_mask(b3, inf), m3, b3);
     }
     for (; i < n; i += 16) {
-      const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+      const __mmask16 k = fast::tail_mask(n - i);
       const __m512i b = _mm512_and_si512(_mm512_maskz_loadu_epi32(k, x + i), abs);
       m0 = _mm512_mask_max_epu32(m0, _mm512_cmplt_epu32_mask(b, inf), m0, b);
     }
@@ -164,7 +164,7 @@ struct nvfp4_divide_loop {
                   one = _mm512_set1_epi32(1), rebias = _mm512_set1_epi32(960), nan_code = _mm512_set1_epi32(0x7F);
     for (std::size_t k = 0; k < blocks; k += 16) {
       const std::size_t len = blocks - k < 16 ? blocks - k : 16;
-      const __mmask16 mk = len == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
+      const __mmask16 mk = fast::tail_mask(len);
       const __m512i a = _mm512_maskz_loadu_epi32(mk, amax + k);
       const __mmask16 nonfinite = _mm512_cmpge_epu32_mask(a, inf);
       __m512 b = _mm512_div_ps(_mm512_div_ps(_mm512_castsi512_ps(a), six), vs);
@@ -181,7 +181,7 @@ struct nvfp4_divide_loop {
     }
     for (std::size_t k = 0; k < blocks; ++k) {
       const std::size_t lo = k * nvfp4_block_size, len = m - lo < 16 ? m - lo : 16;
-      const __mmask16 mk = len == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
+      const __mmask16 mk = fast::tail_mask(len);
       const __mmask16 keep = codes[k] == nvfp4_nan_scale ? __mmask16(0) : mk;
       const __m512 q = _mm512_maskz_div_ps(keep, _mm512_maskz_loadu_ps(mk, x + lo), _mm512_set1_ps(factors[k]));
       _mm512_mask_storeu_ps(y + lo, mk, q);
@@ -218,7 +218,7 @@ struct nvfp4_product_loop {
     __m512i zeros = _mm512_setzero_si512(), nan_inputs = zeros, inf_inputs = zeros, nan = zeros, underflow = zeros;
     for (std::size_t lo = 0, k = 0; lo < m; lo += nvfp4_block_size, ++k) {
       const std::size_t len = m - lo < 16 ? m - lo : 16;
-      const __mmask16 mk = len == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
+      const __mmask16 mk = fast::tail_mask(len);
       const __m512 xv = _mm512_maskz_loadu_ps(mk, x + lo);
       const __m512 y = codes[k] == nvfp4_nan_scale
                            ? qnan
@@ -314,7 +314,7 @@ struct nvfp4_decode_loop {
     const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
     for (std::size_t lo = 0, blk = 0; lo < n; lo += nvfp4_block_size, ++blk) {
       const std::size_t len = n - lo < 16 ? n - lo : 16;
-      const __mmask16 mk = len == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
+      const __mmask16 mk = fast::tail_mask(len);
       const __mmask16 bytes = static_cast<__mmask16>((1u << ((len + 1) / 2)) - 1u);
       const __m128i b = _mm_maskz_loadu_epi8(bytes, packed + lo / 2);
       const __m512i c = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b)), shifts),

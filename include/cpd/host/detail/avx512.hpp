@@ -134,11 +134,6 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __m512i splat(std::uint32_t u) noexcept {
   return _mm512_set1_epi32(static_cast<int>(u));
 }
 
-/// The mask of the first min(left, 16) lanes (a loop's last, partial vector).
-CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __mmask16 tail_mask(std::size_t left) noexcept {
-  return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
-}
-
 /// Prefetches the line tuning::prefetch_distance floats' bytes past p, for a loop that reads
 /// forward (address arithmetic on integers: the prefetched address may lie past the array).
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void prefetch_ahead(const void* p) noexcept {

@@ -48,6 +48,13 @@
 
 namespace cpd::detail::fast {
 
+#if CPD_FAST_KERNELS
+/// The mask of the first min(left, 16) lanes (a 16-lane loop's last, partial vector).
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __mmask16 tail_mask(std::size_t left) noexcept {
+  return left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+}
+#endif
+
 /// How a format is rounded by the fast kernels (none: not by them).
 enum class method : unsigned char { none, integer, fp, f16c };
 

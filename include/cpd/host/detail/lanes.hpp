@@ -97,7 +97,7 @@ struct scale_pow2_loop {
                   big = _mm512_set1_epi32(0x7F7FFFFF);
     __mmask16 bad = 0;
     for (std::size_t j = 0; j < n; j += 16) {
-      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __mmask16 m = fast::tail_mask(n - j);
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + j);
       const __m512 v = _mm512_mul_ps(_mm512_mul_ps(xv, v1), v2);
       const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), abs);
@@ -135,7 +135,7 @@ struct amax_loop {
       m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_loadu_si512(g + i + 48), abs));
     }
     for (; i < n; i += 16) {
-      const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+      const __mmask16 k = fast::tail_mask(n - i);
       m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, g + i), abs));
     }
     return static_cast<std::uint32_t>(
@@ -166,7 +166,7 @@ struct block_amax_loop {
       const std::size_t hi = lo + k < m ? lo + k : m;
       __m512i a = _mm512_setzero_si512();
       for (std::size_t i = lo; i < hi; i += 16) {
-        const __mmask16 mk = hi - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hi - i)) - 1u);
+        const __mmask16 mk = fast::tail_mask(hi - i);
         a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_maskz_loadu_epi32(mk, x + i), abs));
       }
       amax[b] = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(a));
@@ -215,7 +215,7 @@ struct odd_sum_loop {
                   one = _mm512_set1_epi32(1), qnan = _mm512_set1_epi32(0x7FC00000);
     __mmask16 over = 0, nan = 0;
     for (std::size_t j = 0; j < n; j += 16) {
-      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __mmask16 m = fast::tail_mask(n - j);
       const __m512 x = _mm512_maskz_loadu_ps(m, a + j), y = _mm512_maskz_loadu_ps(m, b + j);
       const __m512 s = _mm512_add_ps(x, y);
       const __m512 bb = _mm512_sub_ps(s, x);
