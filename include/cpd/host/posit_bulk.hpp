@@ -9,8 +9,8 @@
 // (detail::posit_round_bits, posit_decode_as), in loops compiled for the baseline,
 // AVX2 and AVX-512 and picked at run time (detail::run_kernel); from and to float without
 // statistics, on an AVX-512 or AVX2 CPU, the kernels of cpd/host/detail/avx512_posit.hpp
-// or avx2_posit.hpp run instead (posits of up to 31 bits). Every path gives the scalar calls' bits. in == out
-// is allowed.
+// or avx2_posit.hpp run instead (posits of up to 31 bits). Every path gives the scalar
+// calls' bits. in == out is allowed.
 //
 // Statistics: zeros (inputs +-0), overflow and saturated (finite inputs beyond maxpos,
 // which become +-maxpos), nan (+-inf inputs, which become NaR), nan_inputs,

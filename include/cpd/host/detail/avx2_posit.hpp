@@ -270,8 +270,9 @@ CPD_TARGET_AVX2 CPD_ALWAYS_INLINE void store8(Out* p, __m256i v) noexcept {
 /// 8 codes of Code widened to 32-bit lanes.
 template <class Code>
 CPD_TARGET_AVX2 CPD_ALWAYS_INLINE __m256i load8(const Code* p) noexcept {
-  if constexpr (sizeof(Code) == 1) return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  else if constexpr (sizeof(Code) == 2) return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const auto* q = reinterpret_cast<const __m128i*>(p);
+  if constexpr (sizeof(Code) == 1) return _mm256_cvtepu8_epi32(_mm_loadl_epi64(q));
+  else if constexpr (sizeof(Code) == 2) return _mm256_cvtepu16_epi32(_mm_loadu_si128(q));
   else return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 

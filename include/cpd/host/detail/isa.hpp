@@ -53,9 +53,10 @@
 #if defined(__clang__)
 #define CPD_TARGET_AVX512_VECTOR CPD_TARGET_AVX512
 #else
-#define CPD_TARGET_AVX512_VECTOR                                                                             \
-  __attribute__((target("avx2,bmi,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,prefer-vector-width=512"), \
-                 optimize("vect-cost-model=dynamic")))
+#define CPD_TARGET_AVX512_VECTOR                                                                     \
+  __attribute__((                                                                                    \
+      target("avx2,bmi,bmi2,popcnt,lzcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,prefer-vector-width=512"), \
+      optimize("vect-cost-model=dynamic")))
 #endif
 #else
 #define CPD_ISA_DISPATCH 0

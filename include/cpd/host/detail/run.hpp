@@ -56,8 +56,9 @@ template <class K>
 struct looks_up<K, std::enable_if_t<K::lookup>> : std::true_type {};
 
 template <class K>
-CPD_TARGET_AVX512_VECTOR CPD_NOINLINE void loop_avx512(K k, const typename K::in_type* in, typename K::out_type* out,
-                                                std::size_t n, std::uint32_t lo0, bulk_counts* c) noexcept {
+CPD_TARGET_AVX512_VECTOR CPD_NOINLINE void loop_avx512(K k, const typename K::in_type* in,
+                                                       typename K::out_type* out, std::size_t n, std::uint32_t lo0,
+                                                       bulk_counts* c) noexcept {
   k.run(in, out, n, lo0, *c);
 }
 #endif
