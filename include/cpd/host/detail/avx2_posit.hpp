@@ -34,6 +34,44 @@ namespace cpd::detail::fast {
 
 #if CPD_FAST_KERNELS
 
+/// What the AVX-512 and AVX2 kernels of posit_quantize (Quantize) and posit_encode share
+/// (D: the kernel, whose loop<G> is its instruction set's code): the fields, the choice of
+/// generator, and the core's redo of the lanes a vector marks.
+template <class D, rounding R, class Out, bool Quantize>
+struct posit_round_base {
+  using in_type = float;
+  using out_type = Out;
+  static constexpr bool stochastic = R == rounding::stochastic;
+  static constexpr bool dispatch = false;  // loop() is the instruction set's code itself
+  static constexpr bool quantizes = Quantize;
+
+  posit_spec p;
+  std::uint32_t max_bits = 0;  ///< (the other kernels' field; no statistics here)
+  random_key key{};
+  int rbits = 32;
+
+  /// The lanes j of `lanes` (bit j) again, by the core, from the float bits inputs[j] and
+  /// words[j] (copies of the registers: in place, the output has overwritten the input).
+  void redo_lanes(const std::uint32_t* inputs, const std::uint32_t* words, unsigned lanes, Out* out) const noexcept {
+    for (unsigned j = 0; lanes != 0; ++j, lanes >>= 1) {
+      if ((lanes & 1u) == 0) continue;
+      const std::uint32_t code = posit_round_bits<R, float>(p, inputs[j], words[j], rbits);
+      if constexpr (Quantize) out[j] = bit_cast<float>(posit_decode_as<float>(p, code));
+      else out[j] = static_cast<Out>(code);
+    }
+  }
+
+  template <class Counts>  // (detail::bulk_counts; no statistics here)
+  void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& counts) const noexcept {
+    const D& d = static_cast<const D&>(*this);
+    counts = Counts{};
+    if constexpr (stochastic) {
+      if (key.generator == random_generator::v1) return d.template loop<random_generator::v1>(in, out, n, lo0);
+    }
+    d.template loop<random_generator::v2>(in, out, n, lo0);
+  }
+};
+
 /// A vector of 8 copies of u.
 CPD_TARGET_AVX2 CPD_ALWAYS_INLINE __m256i splat8(std::uint32_t u) noexcept {
   return _mm256_set1_epi32(static_cast<int>(u));
@@ -286,17 +324,9 @@ CPD_ALWAYS_INLINE void prefetch_ahead8(const void* p) noexcept {
 /// The AVX2 loop of posit_quantize (Quantize) and posit_encode from float, without
 /// statistics, for posit_kernel_takes(p) (posit_kernel's, 8 lanes).
 template <rounding R, class Out, bool Quantize>
-struct posit_kernel_avx2 {
-  using in_type = float;
-  using out_type = Out;
-  static constexpr bool stochastic = R == rounding::stochastic;
-  static constexpr bool dispatch = false;  // run() is AVX2 code itself
-  static constexpr bool quantizes = Quantize;
-
-  posit_spec p;
-  std::uint32_t max_bits = 0;  ///< (the other kernels' field; no statistics here)
-  random_key key{};
-  int rbits = 32;
+struct posit_kernel_avx2 : posit_round_base<posit_kernel_avx2<R, Out, Quantize>, R, Out, Quantize> {
+  using base = posit_round_base<posit_kernel_avx2<R, Out, Quantize>, R, Out, Quantize>;
+  using base::stochastic;
 
   /// The results of the 8 floats x (random words rnd) into out.
   CPD_TARGET_AVX2 CPD_ALWAYS_INLINE void eight(const posit_consts8& c, __m256i x, __m256i rnd, Out* out) const
@@ -322,8 +352,8 @@ struct posit_kernel_avx2 {
   template <random_generator G>
   CPD_TARGET_AVX2 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
                                                             std::uint32_t lo0) const noexcept {
-    const posit_consts8 c = make_posit_consts8(p, rbits);
-    vrandom8<G> gen(key);  // (stochastic only)
+    const posit_consts8 c = make_posit_consts8(this->p, this->rbits);
+    vrandom8<G> gen(this->key);  // (stochastic only)
     if constexpr (stochastic) gen.from(lo0);
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -350,25 +380,7 @@ struct posit_kernel_avx2 {
     alignas(32) std::uint32_t words[8], inputs[8];
     _mm256_store_si256(reinterpret_cast<__m256i*>(words), rnd);
     _mm256_store_si256(reinterpret_cast<__m256i*>(inputs), x);
-    for (unsigned j = 0; j < 8; ++j) {
-      if (((lanes >> j) & 1u) == 0) continue;
-      const std::uint32_t code = posit_round_bits<R, float>(p, inputs[j], words[j], rbits);
-      if constexpr (Quantize) out[j] = bit_cast<float>(posit_decode_as<float>(p, code));
-      else out[j] = static_cast<Out>(code);
-    }
-  }
-
-  template <class Counts>  // (detail::bulk_counts; no statistics here)
-  void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& counts) const noexcept {
-    if constexpr (stochastic) {
-      if (key.generator == random_generator::v1) {
-        loop<random_generator::v1>(in, out, n, lo0);
-        counts = Counts{};
-        return;
-      }
-    }
-    loop<random_generator::v2>(in, out, n, lo0);
-    counts = Counts{};
+    this->redo_lanes(inputs, words, lanes, out);
   }
 };
 

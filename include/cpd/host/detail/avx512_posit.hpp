@@ -27,6 +27,7 @@
 #include <cpd/core/detail/posit_round.hpp>
 #include <cpd/core/random.hpp>
 #include <cpd/core/rounding.hpp>
+#include <cpd/host/detail/avx2_posit.hpp>  // (posit_round_base)
 #include <cpd/host/detail/avx512.hpp>
 #include <cpd/host/detail/avx512_random.hpp>
 #include <cpd/host/detail/fast_plan.hpp>
@@ -241,23 +242,15 @@ constexpr bool posit_kernel_takes(const posit_spec& p) noexcept { return p.n <= 
 /// The AVX-512 loop of posit_quantize (Quantize) and posit_encode from float, without
 /// statistics, for posit_kernel_takes(p).
 template <rounding R, class Out, bool Quantize>
-struct posit_kernel {
-  using in_type = float;
-  using out_type = Out;
-  static constexpr bool stochastic = R == rounding::stochastic;
-  static constexpr bool dispatch = false;  // run() is AVX-512 code itself
-  static constexpr bool quantizes = Quantize;
-
-  posit_spec p;
-  std::uint32_t max_bits = 0;  ///< (the other kernels' field; no statistics here)
-  random_key key{};
-  int rbits = 32;
+struct posit_kernel : posit_round_base<posit_kernel<R, Out, Quantize>, R, Out, Quantize> {
+  using base = posit_round_base<posit_kernel<R, Out, Quantize>, R, Out, Quantize>;
+  using base::stochastic;
 
   template <random_generator G>
   CPD_TARGET_AVX512 CPD_NOINLINE CPD_FAST_NO_SANITIZE void loop(const float* in, Out* out, std::size_t n,
                                                               std::uint32_t lo0) const noexcept {
-    const posit_consts c = make_posit_consts(p, rbits);
-    vrandom<G> gen(key);  // (stochastic only)
+    const posit_consts c = make_posit_consts(this->p, this->rbits);
+    vrandom<G> gen(this->key);  // (stochastic only)
     for (std::size_t i = 0; i < n; i += 16) {
       const __mmask16 mk = tail_mask(n - i);
       prefetch_ahead(in + i);
@@ -288,25 +281,7 @@ struct posit_kernel {
     alignas(64) std::uint32_t words[16], inputs[16];
     _mm512_store_si512(words, rnd);
     _mm512_store_si512(inputs, x);
-    for (unsigned j = 0; j < 16; ++j) {
-      if (((lanes >> j) & 1u) == 0) continue;
-      const std::uint32_t code = posit_round_bits<R, float>(p, inputs[j], words[j], rbits);
-      if constexpr (Quantize) out[j] = bit_cast<float>(posit_decode_as<float>(p, code));
-      else out[j] = static_cast<Out>(code);
-    }
-  }
-
-  template <class Counts>  // (detail::bulk_counts; no statistics here)
-  void run(const float* in, Out* out, std::size_t n, std::uint32_t lo0, Counts& counts) const noexcept {
-    if constexpr (stochastic) {
-      if (key.generator == random_generator::v1) {
-        loop<random_generator::v1>(in, out, n, lo0);
-        counts = Counts{};
-        return;
-      }
-    }
-    loop<random_generator::v2>(in, out, n, lo0);
-    counts = Counts{};
+    this->redo_lanes(inputs, words, lanes, out);
   }
 };
 
