@@ -232,43 +232,34 @@ CPD_TARGET_AVX512 void vector_bits(cpd::random_key key, std::uint32_t lo, std::u
   for (int r = 0; r < runs; ++r) _mm512_storeu_si512(out + 16 * (r + 1), gen.next());
 }
 
-template <cpd::random_generator G>
-long vector_mismatches() {
-  std::uint32_t lanes[16 * 5];
+// The vector generators' lanes against random_bits: L lanes drawn by draw(key, lo, out, runs)
+// (vector_bits or vector_bits8): every lane of at() and of `runs` next() (64 words), from
+// even and odd counters; v1 also where the counters wrap past 2^32 - 1 within one vector
+// (v2's lanes are the scalar words within the key's block only, all that a kernel draws).
+template <cpd::random_generator G, std::uint32_t L, class Draw>
+long vector_mismatches(Draw draw) {
+  constexpr int runs = 64 / L;
+  std::uint32_t lanes[L + 64];
   long bad = 0;
   for (std::uint64_t seed : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(0xDEADBEEF12345678)}) {
     for (std::uint32_t hi : {0u, 1u, 77u}) {
       const cpd::random_key key = cpd::make_random_key(seed, 3, hi, G);
-      // every lane of at() and of four next(), from even and odd counters; v1 also where
-      // the counters wrap past 2^32 - 1 within one vector (v2's lanes are the scalar words
-      // within the key's block only, all that a kernel draws)
-      for (std::uint32_t lo : {0u, 1u, 15u, 1000u, 0x7FFFFFF8u, 0xFFFFFFA0u, 0xFFFFFFAFu}) {
-        vector_bits<G>(key, lo, lanes, 4);
-        for (std::uint32_t j = 0; j < 16; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
-        for (std::uint32_t j = 0; j < 64; ++j) bad += lanes[16 + j] != cpd::random_bits(key, lo + j);
+      for (std::uint32_t lo : {0u, 1u, L - 1, 1000u, 0x7FFFFFF8u, 0xFFFFFFA0u, 0xFFFFFFBFu - L}) {
+        draw(key, lo, lanes, runs);
+        for (std::uint32_t j = 0; j < L; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+        for (std::uint32_t j = 0; j < 64; ++j) bad += lanes[L + j] != cpd::random_bits(key, lo + j);
       }
       if (G == cpd::random_generator::v1) {
-        for (std::uint32_t lo : {0xFFFFFFF0u, 0xFFFFFFF9u, 0xFFFFFFFFu}) {
-          vector_bits<G>(key, lo, lanes, 0);
-          for (std::uint32_t j = 0; j < 16; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
+        for (std::uint32_t lo : {0u - L, 0xFFFFFFF9u, 0xFFFFFFFFu}) {
+          draw(key, lo, lanes, 0);
+          for (std::uint32_t j = 0; j < L; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
         }
       }
     }
   }
   return bad;
 }
-}  // namespace
 
-TEST_CASE("the fast kernels' 16-lane generators draw random_bits' words") {
-  if (cpd::detail::cpu_isa() != cpd::detail::isa::avx512) {
-    MESSAGE("no AVX-512 on this CPU: the 16-lane generators are not run here");
-    return;
-  }
-  CHECK(vector_mismatches<cpd::random_generator::v1>() == 0);
-  CHECK(vector_mismatches<cpd::random_generator::v2>() == 0);
-}
-
-namespace {
 // 8 lanes of the AVX2 generators (cpd/host/detail/avx2_random.hpp), as vector_bits.
 template <cpd::random_generator G>
 CPD_TARGET_AVX2 void vector_bits8(cpd::random_key key, std::uint32_t lo, std::uint32_t* out, int runs) {
@@ -277,38 +268,26 @@ CPD_TARGET_AVX2 void vector_bits8(cpd::random_key key, std::uint32_t lo, std::ui
   gen.from(lo);
   for (int r = 0; r < runs; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * (r + 1)), gen.next());
 }
-
-template <cpd::random_generator G>
-long vector_mismatches8() {
-  std::uint32_t lanes[8 * 9];
-  long bad = 0;
-  for (std::uint64_t seed : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(0xDEADBEEF12345678)}) {
-    for (std::uint32_t hi : {0u, 1u, 77u}) {
-      const cpd::random_key key = cpd::make_random_key(seed, 3, hi, G);
-      for (std::uint32_t lo : {0u, 1u, 7u, 1000u, 0x7FFFFFF8u, 0xFFFFFFA0u, 0xFFFFFFB7u}) {
-        vector_bits8<G>(key, lo, lanes, 8);
-        for (std::uint32_t j = 0; j < 8; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
-        for (std::uint32_t j = 0; j < 64; ++j) bad += lanes[8 + j] != cpd::random_bits(key, lo + j);
-      }
-      if (G == cpd::random_generator::v1) {
-        for (std::uint32_t lo : {0xFFFFFFF8u, 0xFFFFFFF9u, 0xFFFFFFFFu}) {
-          vector_bits8<G>(key, lo, lanes, 0);
-          for (std::uint32_t j = 0; j < 8; ++j) bad += lanes[j] != cpd::random_bits(key, lo + j);
-        }
-      }
-    }
-  }
-  return bad;
-}
 }  // namespace
+
+TEST_CASE("the fast kernels' 16-lane generators draw random_bits' words") {
+  if (cpd::detail::cpu_isa() != cpd::detail::isa::avx512) {
+    MESSAGE("no AVX-512 on this CPU: the 16-lane generators are not run here");
+    return;
+  }
+  using cpd::random_generator;
+  CHECK(vector_mismatches<random_generator::v1, 16>(vector_bits<random_generator::v1>) == 0);
+  CHECK(vector_mismatches<random_generator::v2, 16>(vector_bits<random_generator::v2>) == 0);
+}
 
 TEST_CASE("the AVX2 kernels' 8-lane generators draw random_bits' words") {
   if (cpd::detail::cpu_isa() == cpd::detail::isa::baseline) {
     MESSAGE("no AVX2 on this CPU: the 8-lane generators are not run here");
     return;
   }
-  CHECK(vector_mismatches8<cpd::random_generator::v1>() == 0);
-  CHECK(vector_mismatches8<cpd::random_generator::v2>() == 0);
+  using cpd::random_generator;
+  CHECK(vector_mismatches<random_generator::v1, 8>(vector_bits8<random_generator::v1>) == 0);
+  CHECK(vector_mismatches<random_generator::v2, 8>(vector_bits8<random_generator::v2>) == 0);
 }
 #endif
 
