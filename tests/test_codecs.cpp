@@ -388,7 +388,7 @@ TEST_CASE("integer codec: decode(encode(x)) is int_quantize's per-block int8/int
 static int posit_top(int n, int es) { return (n - 2) << es; }
 
 TEST_CASE("posit codec: decode(encode(x)) is posit_quantize of x 2^k, k putting amax in (1/2, 1]") {
-  const std::size_t n = 1000;
+  const std::size_t n = 5000;  // (posit16 goes in chunks of 4096)
   // Subnormals beside large values: x 2^k is 0 in float for the smallest (the codec
   // rounds in float), while the posit of the exact product is +-minpos.
   std::vector<float> tiny = normal_values(n, 8, 3e4f);
@@ -423,6 +423,23 @@ TEST_CASE("posit codec: decode(encode(x)) is posit_quantize of x 2^k, k putting 
       CHECK(diff == 0);
       CHECK(zeros == 0);  // a posit rounds no non-zero value to zero
     }
+  }
+  // Stochastic posit16 across its chunks: element i draws counter i of the payload's key.
+  {
+    const std::vector<float> x = normal_values(n, 9, 1e-3f);
+    const cpd::random_stream key{11, 4};
+    const cpd::posit_codec c16(16, 1, cpd::rounding::stochastic);
+    const std::vector<std::uint8_t> p = encode(c16, x, key);
+    const auto k = static_cast<std::int32_t>(cpd::detail::load_le32(p.data()));
+    REQUIRE(k >= 0);  // (x 2^k exact in float)
+    const cpd::posit_format f(16, 1);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t want = cpd::posit_encode(f, cpd::rounding::stochastic, std::ldexp(x[i], k),
+                                                   cpd::random_bits(key.seed, key.stream, i, key.generator), 32);
+      bad += (p[4 + 2 * i] | (p[5 + 2 * i] << 8)) != static_cast<int>(want);
+    }
+    CHECK(bad == 0);
   }
   // A power of two scales to 1 exactly; zeros give k = 0; inf or NaN anywhere: NaN everywhere.
   const cpd::posit_codec c(8, 2);

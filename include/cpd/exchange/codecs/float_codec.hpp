@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 namespace cpd {
 
@@ -31,6 +30,8 @@ class float_codec final : public codec {
   static_assert(is_float_format_v<F> && F::fits_float, "cpd::float_codec: F must be a cpd::float_t of float values");
 
   static constexpr std::size_t word = packed_bits<F> != 0 ? 0 : sizeof(typename F::storage_type);
+  /// Values per chunk of the 16- and 32-bit payloads' encode and decode.
+  static constexpr std::size_t word_chunk = 4096;
 
  public:
   [[nodiscard]] std::string name() const override {
@@ -76,9 +77,15 @@ class float_codec final : public codec {
         o.scale_exponent = 0;
         o.scale = detail::pow2<float>(k);
       }
-      std::vector<typename F::storage_type> codes(n);
-      cpd::encode<F, R, overflow::saturate>(in, codes.data(), n, o);
-      detail::store_le_words(payload + 4, codes.data(), n);
+      // In chunks through a buffer in the L1 cache (a whole-array vector of codes cost its
+      // allocation, page faults and an extra pass); element b + i still draws counter b + i.
+      typename F::storage_type codes[word_chunk];
+      for (std::size_t b = 0; b < n; b += word_chunk) {
+        const std::size_t m = std::min(word_chunk, n - b);
+        o.offset = b;
+        cpd::encode<F, R, overflow::saturate>(in + b, codes, m, o);
+        detail::store_le_words(payload + 4 + word * b, codes, m);
+      }
     }
   }
 
@@ -95,11 +102,14 @@ class float_codec final : public codec {
     } else {
       // F's values, then times 2^-k in float: exact (k's clamp: every value of F times 2^-k
       // is a float), where the decode of a shifted spec went value by value.
-      std::vector<typename F::storage_type> codes(n);
-      detail::load_le_words(payload + 4, codes.data(), n);
+      typename F::storage_type codes[word_chunk];
       const float unscale = detail::pow2<float>(-o.scale_exponent);
-      cpd::decode<F>(codes.data(), out, n);
-      for (std::size_t i = 0; i < n; ++i) out[i] *= unscale;
+      for (std::size_t b = 0; b < n; b += word_chunk) {
+        const std::size_t m = std::min(word_chunk, n - b);
+        detail::load_le_words(payload + 4 + word * b, codes, m);
+        cpd::decode<F>(codes, out + b, m);
+        detail::scale_in_place(out + b, m, unscale);
+      }
     }
   }
 };

@@ -27,7 +27,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace cpd {
 
@@ -90,10 +89,15 @@ class posit_codec final : public codec {
       if (k < 0) fix_zeros(in, payload + 4, n);
       return;
     }
-    std::vector<std::uint16_t> codes(n);
-    posit_encode(p_, r_, in, codes.data(), n, o);
-    if (k < 0) fix_zeros(in, codes.data(), n);
-    detail::store_le_words(payload + 4, codes.data(), n);
+    // posit16: in chunks through a buffer in the L1 cache; element b + i draws counter b + i.
+    std::uint16_t codes[chunk];
+    for (std::size_t b = 0; b < n; b += chunk) {
+      const std::size_t m = std::min(chunk, n - b);
+      o.offset = b;
+      posit_encode(p_, r_, in + b, codes, m, o);
+      if (k < 0) fix_zeros(in + b, codes, m);
+      detail::store_le_words(payload + 4 + 2 * b, codes, m);
+    }
   }
 
   void decode(const std::uint8_t* payload, std::size_t n, float* out) const override {
@@ -104,18 +108,25 @@ class posit_codec final : public codec {
     }
     const int k = static_cast<std::int32_t>(detail::load_le32(payload));
     // (the values are floats: posit8 and posit16 with es <= 3)
+    const float unscale = detail::pow2<float>(-k);  // (a normal float: k's clamp; exact products)
     if (p_.bits() == 8) {
       posit_decode(p_, payload + 4, out, n);
-    } else {
-      std::vector<std::uint16_t> codes(n);
-      detail::load_le_words(payload + 4, codes.data(), n);
-      posit_decode(p_, codes.data(), out, n);
+      detail::scale_in_place(out, n, unscale);
+      return;
     }
-    const float unscale = detail::pow2<float>(-k);  // (a normal float: k's clamp)
-    for (std::size_t i = 0; i < n; ++i) out[i] *= unscale;  // (exact)
+    std::uint16_t codes[chunk];
+    for (std::size_t b = 0; b < n; b += chunk) {
+      const std::size_t m = std::min(chunk, n - b);
+      detail::load_le_words(payload + 4 + 2 * b, codes, m);
+      posit_decode(p_, codes, out + b, m);
+      detail::scale_in_place(out + b, m, unscale);
+    }
   }
 
  private:
+  /// Values per chunk of posit16's encode and decode.
+  static constexpr std::size_t chunk = 4096;
+
   /// codes[i] = +-minpos where x[i] is not 0 and its code is 0 (x 2^k was 0 in float).
   template <class Code>
   void fix_zeros(const float* x, Code* codes, std::size_t n) const noexcept {

@@ -87,6 +87,26 @@ loop_fn<K> loop_for(isa where) noexcept {
   return &loop_baseline<K>;
 }
 
+/// to[i] = from[i] * f for i < m (the float scale's pass before the rounding), 8 at a time:
+/// the plain loop needs an epilogue, which GCC's -O2 cost model does not vectorize (the
+/// pass ran scalar there, 30 % of the fp:bf16 codec's encode).
+template <class T>
+CPD_ALWAYS_INLINE void scale_copy(const T* __restrict from, T* __restrict to, std::size_t m, T f) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    for (std::size_t k = 0; k < 8; ++k) to[i + k] = from[i + k] * f;
+  for (; i < m; ++i) to[i] = from[i] * f;
+}
+
+/// p[i] *= f for i < m (the pass after a scaled quantize), as scale_copy.
+template <class T>
+CPD_ALWAYS_INLINE void scale_in_place(T* p, std::size_t m, T f) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    for (std::size_t k = 0; k < 8; ++k) p[i + k] *= f;
+  for (; i < m; ++i) p[i] *= f;
+}
+
 /// The float scale of a call in T (x * scale is rounded; results * inverse).
 template <class T>
 struct float_scale_of {
@@ -128,7 +148,7 @@ struct range_runner {
       const In* src = in + j;
       if constexpr (floating) {
         if (scaled) {
-          for (std::size_t i = 0; i < m; ++i) tmp[i] = in[j + i] * fs.scale;
+          scale_copy(in + j, tmp, m, fs.scale);
           src = tmp;
         }
       }
@@ -147,8 +167,7 @@ struct range_runner {
         i += static_cast<std::size_t>(piece);
       }
       if constexpr (K::quantizes && floating) {
-        if (scaled)
-          for (std::size_t i2 = 0; i2 < m; ++i2) out[j + i2] = out[j + i2] * fs.inverse;
+        if (scaled) scale_in_place(out + j, m, fs.inverse);
       }
     }
     return st;
