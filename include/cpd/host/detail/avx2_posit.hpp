@@ -34,6 +34,46 @@ namespace cpd::detail::fast {
 
 #if CPD_FAST_KERNELS
 
+/// What the AVX-512 and AVX2 posit kernels derive from posit<n, es> and the random bits:
+/// the per-lane values (each splats them) and the uniform shift counts (the same registers
+/// for both; the consts structs derive from this).
+struct posit_shifts {
+  bool es_zero;
+  __m128i es, es_left, es_body, kept_right, round_right, top_left, low_right, linear_right, dec_left, dec_es_right;
+};
+struct posit_lane_values {
+  std::uint32_t lo_k, hi_k, max_code, code_mask, nar, round_mask, kmask, fb_limit;
+};
+
+inline posit_shifts posit_shifts_of(const posit_spec& p, int rbits) noexcept {
+  const int n = p.n, es = p.es;
+  posit_shifts s;
+  s.es_zero = es == 0;
+  s.es = _mm_cvtsi32_si128(es);
+  s.es_left = _mm_cvtsi32_si128(32 - es);  // (32 when es = 0: the shift gives 0)
+  s.es_body = _mm_cvtsi32_si128(9 - es);
+  s.kept_right = _mm_cvtsi32_si128(33 - n);
+  s.round_right = _mm_cvtsi32_si128(32 - n);
+  s.top_left = _mm_cvtsi32_si128(n - 1);
+  s.low_right = _mm_cvtsi32_si128(33 - n);
+  s.linear_right = _mm_cvtsi32_si128(32 - clamp_random_bits(rbits));
+  s.dec_left = _mm_cvtsi32_si128(33 - n);
+  s.dec_es_right = _mm_cvtsi32_si128(32 - es);
+  return s;
+}
+
+inline posit_lane_values posit_lane_values_of(const posit_spec& p, int rbits) noexcept {
+  const int n = p.n, kb = clamp_random_bits(rbits);
+  return {static_cast<std::uint32_t>(-(n - 1)),
+          static_cast<std::uint32_t>(n - 2),
+          p.max_code(),
+          p.code_mask(),
+          p.nar_code(),
+          (1u << (32 - n)) - 1u,
+          kb == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << kb) - 1),
+          static_cast<std::uint32_t>(n - 1 - p.es)};  // (no fraction bit kept when r > this)
+}
+
 /// What the AVX-512 and AVX2 kernels of posit_quantize (Quantize) and posit_encode share
 /// (D: the kernel, whose loop<G> is its instruction set's code): the fields, the choice of
 /// generator, and the core's redo of the lanes a vector marks.
@@ -107,11 +147,9 @@ CPD_TARGET_AVX2 CPD_ALWAYS_INLINE __m256i leading_zeros8(__m256i v) noexcept {
 }
 
 /// The constants of one posit<n, es> in vector registers (posit_consts' fields, 8 lanes).
-struct posit_consts8 {
+struct posit_consts8 : posit_shifts {
   __m256i abs_mask, below_inf, mant_mask, one, ones, bias, sub_e, lo_k, hi_k, two, max_code, code_mask, nar,
       round_mask, kmask, thirty_two, thirty_one, twenty_three, fb_limit, sign_bit, qnan, eight;
-  bool es_zero;
-  __m128i es, es_left, es_body, kept_right, round_right, top_left, low_right, linear_right, dec_left, dec_es_right;
 
   /// posit_consts::odd_at_zero with vector masks.
   CPD_TARGET_AVX2 CPD_ALWAYS_INLINE __m256i odd_at_zero(__m256i bit23, __m256i k) const noexcept {
@@ -121,9 +159,9 @@ struct posit_consts8 {
 };
 
 CPD_TARGET_AVX2 CPD_ALWAYS_INLINE posit_consts8 make_posit_consts8(const posit_spec& p, int rbits) noexcept {
-  const int n = p.n, es = p.es;
-  const int kb = clamp_random_bits(rbits);
   posit_consts8 c;
+  static_cast<posit_shifts&>(c) = posit_shifts_of(p, rbits);
+  const posit_lane_values v = posit_lane_values_of(p, rbits);
   c.abs_mask = splat8(0x7FFFFFFFu);
   c.below_inf = splat8(0x7F7FFFFFu);
   c.mant_mask = splat8(0x7FFFFFu);
@@ -131,32 +169,21 @@ CPD_TARGET_AVX2 CPD_ALWAYS_INLINE posit_consts8 make_posit_consts8(const posit_s
   c.ones = splat8(0xFFFFFFFFu);
   c.bias = splat8(127u);
   c.sub_e = splat8(static_cast<std::uint32_t>(-118));  // a subnormal's exponent: -118 - lzcnt
-  c.lo_k = splat8(static_cast<std::uint32_t>(-(n - 1)));
-  c.hi_k = splat8(static_cast<std::uint32_t>(n - 2));
+  c.lo_k = splat8(v.lo_k);
+  c.hi_k = splat8(v.hi_k);
   c.two = splat8(2u);
-  c.max_code = splat8(p.max_code());
-  c.code_mask = splat8(p.code_mask());
-  c.nar = splat8(p.nar_code());
-  c.round_mask = splat8((1u << (32 - n)) - 1u);
-  c.kmask = splat8(kb == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << kb) - 1));
+  c.max_code = splat8(v.max_code);
+  c.code_mask = splat8(v.code_mask);
+  c.nar = splat8(v.nar);
+  c.round_mask = splat8(v.round_mask);
+  c.kmask = splat8(v.kmask);
   c.thirty_two = splat8(32u);
   c.thirty_one = splat8(31u);
   c.twenty_three = splat8(23u);
-  c.es_zero = es == 0;
-  c.fb_limit = splat8(static_cast<std::uint32_t>(n - 1 - es));
+  c.fb_limit = splat8(v.fb_limit);
   c.sign_bit = splat8(0x80000000u);
   c.qnan = splat8(0x7FC00000u);
   c.eight = splat8(8u);
-  c.es = _mm_cvtsi32_si128(es);
-  c.es_left = _mm_cvtsi32_si128(32 - es);
-  c.es_body = _mm_cvtsi32_si128(9 - es);
-  c.kept_right = _mm_cvtsi32_si128(33 - n);
-  c.round_right = _mm_cvtsi32_si128(32 - n);
-  c.top_left = _mm_cvtsi32_si128(n - 1);
-  c.low_right = _mm_cvtsi32_si128(33 - n);
-  c.linear_right = _mm_cvtsi32_si128(32 - kb);
-  c.dec_left = _mm_cvtsi32_si128(33 - n);
-  c.dec_es_right = _mm_cvtsi32_si128(32 - es);
   return c;
 }
 

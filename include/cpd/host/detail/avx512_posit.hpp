@@ -48,11 +48,9 @@ namespace cpd::detail::fast {
 #if CPD_FAST_KERNELS
 
 /// The constants of one posit<n, es> in vector registers.
-struct posit_consts {
+struct posit_consts : posit_shifts {
   __m512i abs_mask, inf_bits, mant_mask, one, ones, bias, sub_e, lo_k, hi_k, two, max_code, code_mask, nar,
       round_mask, kmask, thirty_two, thirty_one, twenty_three, fb_limit, sign_bit, qnan;
-  bool es_zero;
-  __m128i es, es_left, es_body, kept_right, round_right, top_left, low_right, linear_right, dec_left, dec_es_right;
 
   /// The code's last bit where a rounding keeps no fraction bit (posit_value16): with es >= 1
   /// the exponent's last bit, e & 1, which is bit 23 of the float inverted; with es = 0 the
@@ -64,9 +62,9 @@ struct posit_consts {
 };
 
 CPD_TARGET_AVX512 CPD_ALWAYS_INLINE posit_consts make_posit_consts(const posit_spec& p, int rbits) noexcept {
-  const int n = p.n, es = p.es;
-  const int kb = clamp_random_bits(rbits);
   posit_consts c;
+  static_cast<posit_shifts&>(c) = posit_shifts_of(p, rbits);
+  const posit_lane_values v = posit_lane_values_of(p, rbits);
   c.abs_mask = splat(0x7FFFFFFFu);
   c.inf_bits = splat(0x7F800000u);
   c.mant_mask = splat(0x7FFFFFu);
@@ -74,31 +72,20 @@ CPD_TARGET_AVX512 CPD_ALWAYS_INLINE posit_consts make_posit_consts(const posit_s
   c.ones = splat(0xFFFFFFFFu);
   c.bias = splat(127u);
   c.sub_e = splat(static_cast<std::uint32_t>(-118));  // a subnormal's exponent: -118 - lzcnt
-  c.lo_k = splat(static_cast<std::uint32_t>(-(n - 1)));
-  c.hi_k = splat(static_cast<std::uint32_t>(n - 2));
+  c.lo_k = splat(v.lo_k);
+  c.hi_k = splat(v.hi_k);
   c.two = splat(2u);
-  c.max_code = splat(p.max_code());
-  c.code_mask = splat(p.code_mask());
-  c.nar = splat(p.nar_code());
-  c.round_mask = splat((1u << (32 - n)) - 1u);
-  c.kmask = splat(kb == 32 ? 0xFFFFFFFFu : ((std::uint32_t(1) << kb) - 1));
+  c.max_code = splat(v.max_code);
+  c.code_mask = splat(v.code_mask);
+  c.nar = splat(v.nar);
+  c.round_mask = splat(v.round_mask);
+  c.kmask = splat(v.kmask);
   c.thirty_two = splat(32u);
   c.thirty_one = splat(31u);
   c.twenty_three = splat(23u);
-  c.es_zero = es == 0;
-  c.fb_limit = splat(static_cast<std::uint32_t>(n - 1 - es));  // the code keeps no fraction bit when r > this
+  c.fb_limit = splat(v.fb_limit);
   c.sign_bit = splat(0x80000000u);
   c.qnan = splat(0x7FC00000u);
-  c.es = _mm_cvtsi32_si128(es);
-  c.es_left = _mm_cvtsi32_si128(32 - es);  // (32 when es = 0: the shift gives 0)
-  c.es_body = _mm_cvtsi32_si128(9 - es);
-  c.kept_right = _mm_cvtsi32_si128(33 - n);
-  c.round_right = _mm_cvtsi32_si128(32 - n);
-  c.top_left = _mm_cvtsi32_si128(n - 1);
-  c.low_right = _mm_cvtsi32_si128(33 - n);
-  c.linear_right = _mm_cvtsi32_si128(32 - kb);
-  c.dec_left = _mm_cvtsi32_si128(33 - n);
-  c.dec_es_right = _mm_cvtsi32_si128(32 - es);
   return c;
 }
 
