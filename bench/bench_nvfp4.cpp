@@ -68,11 +68,14 @@ void BM_nvfp4_quantize(benchmark::State& st) {
   rates(st, b.in.size());
 }
 
+template <cpd::rounding R>
 void BM_nvfp4_encode(benchmark::State& st) {
   auto& b = get(static_cast<std::size_t>(st.range(0)));
+  cpd::nvfp4_options opt;
+  opt.key = {1, 2};
   for (auto _ : st) {
     benchmark::DoNotOptimize(
-        cpd::nvfp4_encode(b.in.data(), b.in.size(), b.packed.data(), b.scales.data(), &b.s));
+        cpd::nvfp4_encode<R>(b.in.data(), b.in.size(), b.packed.data(), b.scales.data(), &b.s, opt));
     benchmark::ClobberMemory();
   }
   rates(st, b.in.size());
@@ -110,7 +113,8 @@ void BM_mx_decode_e2m1(benchmark::State& st) {
 BENCHMARK(BM_memcpy)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_nvfp4_quantize<cpd::rounding::nearest_even>)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_nvfp4_quantize<cpd::rounding::stochastic>)->Arg(1 << 22)->Arg(1 << 14);
-BENCHMARK(BM_nvfp4_encode)->Arg(1 << 22)->Arg(1 << 14);
+BENCHMARK(BM_nvfp4_encode<cpd::rounding::nearest_even>)->Arg(1 << 22)->Arg(1 << 14);
+BENCHMARK(BM_nvfp4_encode<cpd::rounding::stochastic>)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_nvfp4_decode)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_mx_quantize_e2m1)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_mx_decode_e2m1)->Arg(1 << 22)->Arg(1 << 14);

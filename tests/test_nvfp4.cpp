@@ -421,13 +421,106 @@ void count_element(cpd::value_stats& st, float x, float y) {
 
 }  // namespace
 
+namespace {
+
+// The chunked vector calls (host/nvfp4.hpp) against the format's scalar functions
+// (core/nvfp4.hpp: nvfp4_scale_code, nvfp4_block_factor, nvfp4_element_code through the
+// rounding core), on every instruction set: codes, scales, values and counts, quantize in
+// and out of place, decode.
+template <cpd::rounding R>
+void check_array_calls(const std::vector<float>& x, const cpd::nvfp4_options& opt) {
+  const std::size_t n = x.size();
+  // the definition, element by element
+  const float s = opt.tensor_scale != 0.0f ? opt.tensor_scale : cpd::nvfp4_tensor_scale([&] {
+    float a = 0.0f;
+    for (float v : x)
+      if (std::isfinite(v)) a = std::max(a, std::fabs(v));
+    return a;
+  }());
+  std::vector<std::uint8_t> want_scales(cpd::nvfp4_scale_count(n)), want_codes(n);
+  std::vector<float> want_q(n);
+  cpd::value_stats want_st, want_enc_st;
+  for (std::size_t b = 0; b * 16 < n; ++b) {
+    const std::size_t lo = b * 16, hi = std::min(n, lo + 16);
+    float amax = 0.0f;
+    bool nonfinite = false;
+    for (std::size_t i = lo; i < hi; ++i) {
+      nonfinite |= !std::isfinite(x[i]);
+      amax = std::max(amax, std::fabs(x[i]));
+    }
+    const std::uint8_t code = cpd::nvfp4_scale_code(nonfinite ? std::numeric_limits<float>::quiet_NaN() : amax, s);
+    want_scales[b] = code;
+    const float factor = cpd::nvfp4_block_factor(code, s);
+    for (std::size_t i = lo; i < hi; ++i) {
+      const std::uint32_t rnd = R == cpd::rounding::stochastic ? opt.key.bits(0, opt.first_index + i) : 0u;
+      const std::uint8_t q = code == cpd::nvfp4_nan_scale ? 0 : cpd::nvfp4_element_code<R>(x[i], factor, rnd);
+      want_codes[i] = q;
+      const float v = (q & 8 ? -e2m1_mag[q & 7] : e2m1_mag[q & 7]);
+      want_q[i] = code == cpd::nvfp4_nan_scale ? std::numeric_limits<float>::quiet_NaN() : v * factor;
+      count_element(want_st, x[i], want_q[i]);
+      count_element(want_enc_st, x[i], code == cpd::nvfp4_nan_scale ? std::numeric_limits<float>::quiet_NaN() : v);
+    }
+  }
+  for (cpd::detail::isa where : every_isa()) {
+    cpd::detail::set_isa_override(where);
+    // (16 guard bytes or floats after each output: nothing is written past its end)
+    const std::size_t guard = 16;
+    std::vector<std::uint8_t> packed(cpd::nvfp4_packed_size(n) + guard, 0xAB),
+        scales(cpd::nvfp4_scale_count(n) + guard, 0xAB);
+    std::vector<float> q(n + guard, 7.0f), dec(n + guard, 7.0f), inplace = x;
+    inplace.resize(n + guard, 7.0f);
+    float got_s = 0.0f;
+    const cpd::value_stats enc_st =
+        cpd::nvfp4_encode<R>(x.data(), n, packed.data(), scales.data(), &got_s, opt);
+    const cpd::value_stats q_st = cpd::nvfp4_quantize<R>(x.data(), q.data(), n, opt);
+    cpd::nvfp4_quantize<R>(inplace.data(), inplace.data(), n, opt);
+    cpd::nvfp4_decode(packed.data(), scales.data(), got_s, n, dec.data());
+    cpd::detail::set_isa_override(-1);
+    CAPTURE(std::string(cpd::detail::to_string(where)));
+    CAPTURE(n);
+    const auto untouched = [&](const auto& v, auto sentinel) {
+      return std::all_of(v.end() - guard, v.end(), [&](auto e) { return e == sentinel; });
+    };
+    CHECK(untouched(packed, std::uint8_t(0xAB)));
+    CHECK(untouched(scales, std::uint8_t(0xAB)));
+    CHECK(untouched(q, 7.0f));
+    CHECK(untouched(dec, 7.0f));
+    CHECK(untouched(inplace, 7.0f));
+    packed.resize(packed.size() - guard);
+    scales.resize(scales.size() - guard);
+    REQUIRE(bits_of(got_s) == bits_of(s));
+    CHECK(scales == want_scales);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool ok = nibble(packed, i) == want_codes[i] &&
+                      (std::isnan(want_q[i]) ? bits_of(q[i]) == 0x7FC00000u && bits_of(dec[i]) == 0x7FC00000u
+                                             : bits_of(q[i]) == bits_of(want_q[i]) &&
+                                                   bits_of(dec[i]) == bits_of(want_q[i])) &&
+                      bits_of(inplace[i]) == bits_of(q[i]);
+      if (!ok && wrong++ < 4) {
+        CAPTURE(i);
+        CAPTURE(x[i]);
+        CHECK(int(nibble(packed, i)) == int(want_codes[i]));
+        CHECK(q[i] == want_q[i]);
+        CHECK(dec[i] == want_q[i]);
+      }
+    }
+    CHECK(wrong == 0);
+    if (n % 2) CHECK((packed.back() >> 4) == 0);  // (a last odd byte's high nibble)
+    for (const auto& field : cpd::value_stats_fields) {
+      CAPTURE(std::string(field.name));
+      CHECK(q_st.*field.member == want_st.*field.member);
+      CHECK(enc_st.*field.member == want_enc_st.*field.member);
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE_TEMPLATE_DEFINE("nvfp4: the array calls are the scalar functions element by element, on every instruction set",
                           Mode, nvfp4_array_modes) {
-  // The chunked vector calls (host/nvfp4.hpp) against the format's scalar functions
-  // (core/nvfp4.hpp: nvfp4_scale_code, nvfp4_block_factor, nvfp4_element_code through the
-  // rounding core): codes, scales, values and counts, with NaN and inf blocks, subnormals,
-  // zeros of both signs, lengths around the chunk and the block, a first_index.
-  constexpr cpd::rounding R = Mode::value;
+  // NaN and inf blocks, subnormals, zeros of both signs, lengths around the chunk and the
+  // block, a first_index.
   std::mt19937 gen(77);
   for (std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(17), std::size_t(2047), std::size_t(2048),
                         std::size_t(2049), std::size_t(5003)}) {
@@ -442,80 +535,62 @@ TEST_CASE_TEMPLATE_DEFINE("nvfp4: the array calls are the scalar functions eleme
     cpd::nvfp4_options opt;
     opt.key = {11, 4};
     opt.first_index = 1000;
-    // the definition, element by element
-    const float s = cpd::nvfp4_tensor_scale([&] {
-      float a = 0.0f;
-      for (float v : x)
-        if (std::isfinite(v)) a = std::max(a, std::fabs(v));
-      return a;
-    }());
-    std::vector<std::uint8_t> want_scales(cpd::nvfp4_scale_count(n)), want_codes(n);
-    std::vector<float> want_q(n);
-    cpd::value_stats want_st, want_enc_st;
-    for (std::size_t b = 0; b * 16 < n; ++b) {
-      const std::size_t lo = b * 16, hi = std::min(n, lo + 16);
-      float amax = 0.0f;
-      bool nonfinite = false;
-      for (std::size_t i = lo; i < hi; ++i) {
-        nonfinite |= !std::isfinite(x[i]);
-        amax = std::max(amax, std::fabs(x[i]));
-      }
-      const std::uint8_t code = cpd::nvfp4_scale_code(nonfinite ? std::numeric_limits<float>::quiet_NaN() : amax, s);
-      want_scales[b] = code;
-      const float factor = cpd::nvfp4_block_factor(code, s);
-      for (std::size_t i = lo; i < hi; ++i) {
-        const std::uint32_t rnd = R == cpd::rounding::stochastic ? opt.key.bits(0, opt.first_index + i) : 0u;
-        const std::uint8_t q = code == cpd::nvfp4_nan_scale ? 0 : cpd::nvfp4_element_code<R>(x[i], factor, rnd);
-        want_codes[i] = q;
-        const float v = (q & 8 ? -e2m1_mag[q & 7] : e2m1_mag[q & 7]);
-        want_q[i] = code == cpd::nvfp4_nan_scale ? std::numeric_limits<float>::quiet_NaN() : v * factor;
-        count_element(want_st, x[i], want_q[i]);
-        count_element(want_enc_st, x[i], code == cpd::nvfp4_nan_scale ? std::numeric_limits<float>::quiet_NaN() : v);
-      }
-    }
-    for (cpd::detail::isa where : every_isa()) {
-      cpd::detail::set_isa_override(where);
-      std::vector<std::uint8_t> packed(cpd::nvfp4_packed_size(n), 0xAB), scales(cpd::nvfp4_scale_count(n));
-      std::vector<float> q(n), dec(n), inplace = x;
-      float got_s = 0.0f;
-      const cpd::value_stats enc_st =
-          cpd::nvfp4_encode<R>(x.data(), n, packed.data(), scales.data(), &got_s, opt);
-      const cpd::value_stats q_st = cpd::nvfp4_quantize<R>(x.data(), q.data(), n, opt);
-      cpd::nvfp4_quantize<R>(inplace.data(), inplace.data(), n, opt);
-      cpd::nvfp4_decode(packed.data(), scales.data(), got_s, n, dec.data());
-      cpd::detail::set_isa_override(-1);
-      CAPTURE(std::string(cpd::detail::to_string(where)));
-      CAPTURE(n);
-      REQUIRE(bits_of(got_s) == bits_of(s));
-      CHECK(scales == want_scales);
-      std::size_t wrong = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const bool ok = nibble(packed, i) == want_codes[i] &&
-                        (std::isnan(want_q[i]) ? bits_of(q[i]) == 0x7FC00000u && bits_of(dec[i]) == 0x7FC00000u
-                                               : bits_of(q[i]) == bits_of(want_q[i]) &&
-                                                     bits_of(dec[i]) == bits_of(want_q[i])) &&
-                        bits_of(inplace[i]) == bits_of(q[i]);
-        if (!ok && wrong++ < 4) {
-          CAPTURE(i);
-          CAPTURE(x[i]);
-          CHECK(int(nibble(packed, i)) == int(want_codes[i]));
-          CHECK(q[i] == want_q[i]);
-          CHECK(dec[i] == want_q[i]);
-        }
-      }
-      CHECK(wrong == 0);
-      if (n % 2) CHECK((packed.back() >> 4) == 0);  // (a last odd byte's high nibble)
-      for (const auto& field : cpd::value_stats_fields) {
-        CAPTURE(std::string(field.name));
-        CHECK(q_st.*field.member == want_st.*field.member);
-        CHECK(enc_st.*field.member == want_enc_st.*field.member);
-      }
-    }
+    check_array_calls<Mode::value>(x, opt);
   }
 }
 TEST_CASE_TEMPLATE_APPLY(nvfp4_array_modes,
                          std::tuple<mode<cpd::rounding::nearest_even>, mode<cpd::rounding::stochastic>,
                                     mode<cpd::rounding::toward_zero>, mode<cpd::rounding::odd>>);
+
+TEST_CASE("nvfp4: quotients far beyond 6 (a given tensor scale too small) saturate, on every instruction set") {
+  // With s = 2^-126 or 1e-20 the block scale clamps at 448 and x / factor reaches 2^100 and
+  // overflows to inf: every mode saturates to +-6.
+  std::mt19937 gen(5);
+  std::vector<float> x(3000);
+  std::lognormal_distribution<float> mag(0.0f, 20.0f);
+  for (float& v : x) v = std::min((gen() & 1 ? -1.0f : 1.0f) * mag(gen), 3e38f);
+  x[17] = 3e38f;
+  x[18] = -3e38f;
+  x[40] = 1e-40f;
+  for (float s : {cpd::nvfp4_min_tensor_scale, 1e-20f}) {
+    CAPTURE(s);
+    cpd::nvfp4_options opt;
+    opt.tensor_scale = s;
+    opt.key = {3, 1};
+    check_array_calls<cpd::rounding::nearest_even>(x, opt);
+    check_array_calls<cpd::rounding::stochastic>(x, opt);
+    check_array_calls<cpd::rounding::toward_zero>(x, opt);
+  }
+}
+
+TEST_CASE("nvfp4: stochastic rounding where the dropped fraction meets the random word, on every instruction set") {
+  // Factor 1 (a 6 first in each block, tensor scale 1), then quotients 0.5 * D / 2^32 with D
+  // the random word's complement ~r truncated to 24 bits, and D + 256: the core rounds up
+  // exactly when D > ~r, so D == ~r (~r's low 8 bits 0, about one element in 256) stays
+  // down and the others go down and up. Counters from 0, across a block of 2^32 and odd,
+  // with both generators.
+  const std::size_t n = 16 * 8192;
+  for (cpd::random_generator g : {cpd::random_generator::v1, cpd::random_generator::v2}) {
+    for (std::uint64_t first : {std::uint64_t(0), (std::uint64_t(1) << 32) - 3000, (std::uint64_t(5) << 32) + 7}) {
+      CAPTURE(cpd::to_string(g));
+      CAPTURE(first);
+      cpd::nvfp4_options opt;
+      opt.key = {2026, 12, g};
+      opt.first_index = first;
+      opt.tensor_scale = 1.0f;
+      std::vector<float> x(n);
+      std::size_t equal = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t not_r = ~opt.key.bits(0, first + i);
+        const std::uint64_t d = (not_r & 0xFFFFFF00u) + ((i / 16) % 2 ? 256u : 0u);
+        equal += d == not_r;
+        x[i] = i % 16 == 0 ? 6.0f : 0.5f * std::ldexp(static_cast<float>(d), -32);
+      }
+      CHECK(equal > 100);
+      check_array_calls<cpd::rounding::stochastic>(x, opt);
+    }
+  }
+}
 
 TEST_CASE("nvfp4: every block scale code, ties and clamps, on every instruction set") {
   // the block codes of the vector loop (the integer method on b's bits) against

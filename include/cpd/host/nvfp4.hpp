@@ -12,8 +12,10 @@
 // Steps 1 and 3 are loops compiled per instruction set (host/detail/lanes.hpp; AVX-512 bodies
 // in intrinsics), step 2 is the bulk calls' own selection: every path gives the element-by-
 // element definition's bits (tests/test_nvfp4.cpp holds them to torchao's formulas and to the
-// scalar functions, on every instruction set). The calls run in the default floating-point
-// environment (cpd/core/detail/fenv.hpp).
+// scalar functions, on every instruction set). On AVX-512, nearest-even and stochastic
+// rounding run the three steps in one pass per chunk (nvfp4_fused_avx512: a block of 16 is
+// one vector, and E2M1's rounding a few vector operations, e2m1_round16). The calls run in
+// the default floating-point environment (cpd/core/detail/fenv.hpp).
 
 #include <cpd/core/config.hpp>
 #include <cpd/core/detail/bits.hpp>
@@ -61,17 +63,44 @@ struct nvfp4_counts {
 };
 
 #if CPD_FAST_KERNELS
-/// c += the sums of the 16 lanes of each count (the AVX-512 loops' counters, 32 bits a lane).
-CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void add_lane_counts(nvfp4_counts& c, __m512i zeros, __m512i nan_inputs,
-                                                         __m512i inf_inputs, __m512i nan, __m512i underflow) noexcept {
-  alignas(64) std::uint32_t lane[16];
-  std::uint64_t* const fields[5] = {&c.zeros, &c.nan_inputs, &c.inf_inputs, &c.nan, &c.underflow};
-  const __m512i all[5] = {zeros, nan_inputs, inf_inputs, nan, underflow};
-  for (int f = 0; f < 5; ++f) {
-    _mm512_store_si512(lane, all[f]);
-    for (std::uint32_t u : lane) *fields[f] += u;
+/// The counts of nvfp4_count in 16 lanes of 32 bits (a chunk adds at most 128 to a lane).
+struct nvfp4_lane_counts {
+  __m512i zeros, nan_inputs, inf_inputs, nan, underflow;
+  __m512i abs, inf, ones;  // (the constants, held: set in the loop, GCC broadcasts them per block)
+
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE nvfp4_lane_counts() noexcept
+      : zeros(_mm512_setzero_si512()),
+        nan_inputs(zeros),
+        inf_inputs(zeros),
+        nan(zeros),
+        underflow(zeros),
+        abs(_mm512_set1_epi32(0x7FFFFFFF)),
+        inf(_mm512_set1_epi32(0x7F800000)),
+        ones(_mm512_set1_epi32(1)) {}
+
+  /// The lanes mk of x, whose results are NaN where y_nan and zero where y_zero (only a
+  /// finite non-zero x counts those).
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void add(__m512 x, __mmask16 mk, __mmask16 y_nan, __mmask16 y_zero) noexcept {
+    const __m512i b = _mm512_and_si512(_mm512_castps_si512(x), abs);
+    const __mmask16 fnz = _mm512_cmplt_epu32_mask(b, inf) & _mm512_test_epi32_mask(b, b) & mk;
+    nan_inputs = _mm512_mask_add_epi32(nan_inputs, _mm512_cmpgt_epu32_mask(b, inf) & mk, nan_inputs, ones);
+    inf_inputs = _mm512_mask_add_epi32(inf_inputs, _mm512_cmpeq_epu32_mask(b, inf) & mk, inf_inputs, ones);
+    zeros = _mm512_mask_add_epi32(zeros, _mm512_testn_epi32_mask(b, b) & mk, zeros, ones);
+    nan = _mm512_mask_add_epi32(nan, fnz & y_nan, nan, ones);
+    underflow = _mm512_mask_add_epi32(underflow, fnz & static_cast<__mmask16>(~y_nan) & y_zero, underflow, ones);
   }
-}
+
+  /// c += the sums of the lanes.
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void add_to(nvfp4_counts& c) const noexcept {
+    alignas(64) std::uint32_t lane[16];
+    std::uint64_t* const fields[5] = {&c.zeros, &c.nan_inputs, &c.inf_inputs, &c.nan, &c.underflow};
+    const __m512i all[5] = {zeros, nan_inputs, inf_inputs, nan, underflow};
+    for (int f = 0; f < 5; ++f) {
+      _mm512_store_si512(lane, all[f]);
+      for (std::uint32_t u : lane) *fields[f] += u;
+    }
+  }
+};
 #endif
 
 /// nvfp4_count of one element without branches: x's class, and whether what it became is
@@ -153,8 +182,8 @@ struct nvfp4_divide_loop {
   // normal range, where rounding to nearest even is the integer method on b's bits (3 mantissa
   // bits kept, a carry moving into the exponent; 448 stays the largest), rebiased from 127 to
   // 7; the factor is s times that rounded b, a float.
-  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t m, float s,
-                                                            std::uint8_t* codes, float* factors, float* y) noexcept {
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void codes_avx512(const float* x, std::size_t m, float s,
+                                                               std::uint8_t* codes, float* factors) noexcept {
     const std::size_t blocks = (m + nvfp4_block_size - 1) / nvfp4_block_size;
     alignas(64) std::uint32_t amax[nvfp4_chunk_blocks];
     block_amax_loop::run_avx512(x, m, nvfp4_block_size, amax);
@@ -179,6 +208,11 @@ struct nvfp4_divide_loop {
       _mm_mask_storeu_epi8(codes + k, mk, _mm512_cvtepi32_epi8(code));
       _mm512_mask_storeu_ps(factors + k, mk, f);
     }
+  }
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t m, float s,
+                                                            std::uint8_t* codes, float* factors, float* y) noexcept {
+    codes_avx512(x, m, s, codes, factors);
+    const std::size_t blocks = (m + nvfp4_block_size - 1) / nvfp4_block_size;
     for (std::size_t k = 0; k < blocks; ++k) {
       const std::size_t lo = k * nvfp4_block_size, len = m - lo < 16 ? m - lo : 16;
       const __mmask16 mk = fast::tail_mask(len);
@@ -210,32 +244,20 @@ struct nvfp4_product_loop {
   CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE nvfp4_counts run_avx512(const float* x, const float* v,
                                                                      const std::uint8_t* codes, const float* factors,
                                                                      float* out, std::size_t m) noexcept {
-    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000),
-                  zero = _mm512_setzero_si512();
     const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
-    // (the counts in 32-bit lanes: m / 16 <= 128 steps; summed at the end)
-    const __m512i ones = _mm512_set1_epi32(1);
-    __m512i zeros = _mm512_setzero_si512(), nan_inputs = zeros, inf_inputs = zeros, nan = zeros, underflow = zeros;
+    nvfp4_lane_counts lc;
     for (std::size_t lo = 0, k = 0; lo < m; lo += nvfp4_block_size, ++k) {
       const std::size_t len = m - lo < 16 ? m - lo : 16;
       const __mmask16 mk = fast::tail_mask(len);
-      const __m512 xv = _mm512_maskz_loadu_ps(mk, x + lo);
       const __m512 y = codes[k] == nvfp4_nan_scale
                            ? qnan
                            : _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, v + lo), _mm512_set1_ps(factors[k]));
-      const __m512i b = _mm512_and_si512(_mm512_castps_si512(xv), abs);
-      const __mmask16 fnz = _mm512_cmplt_epu32_mask(b, inf) & _mm512_cmpneq_epu32_mask(b, zero) & mk;
-      const __mmask16 y_nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);
-      const __mmask16 y_zero = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_EQ_OQ);
-      nan_inputs = _mm512_mask_add_epi32(nan_inputs, _mm512_cmpgt_epu32_mask(b, inf) & mk, nan_inputs, ones);
-      inf_inputs = _mm512_mask_add_epi32(inf_inputs, _mm512_cmpeq_epu32_mask(b, inf) & mk, inf_inputs, ones);
-      zeros = _mm512_mask_add_epi32(zeros, _mm512_cmpeq_epu32_mask(b, zero) & mk, zeros, ones);
-      nan = _mm512_mask_add_epi32(nan, fnz & y_nan, nan, ones);
-      underflow = _mm512_mask_add_epi32(underflow, fnz & static_cast<__mmask16>(~y_nan) & y_zero, underflow, ones);
+      lc.add(_mm512_maskz_loadu_ps(mk, x + lo), mk, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q),
+             _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_EQ_OQ));
       _mm512_mask_storeu_ps(out + lo, mk, y);
     }
     nvfp4_counts c;
-    add_lane_counts(c, zeros, nan_inputs, inf_inputs, nan, underflow);
+    lc.add_to(c);
     return c;
   }
 #endif
@@ -264,31 +286,173 @@ struct nvfp4_pack_loop {
   CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE nvfp4_counts run_avx512(const float* x, const std::uint8_t* q,
                                                                      const std::uint8_t* codes, std::uint8_t* packed,
                                                                      std::size_t m) noexcept {
-    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000),
-                  zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7), ones = _mm512_set1_epi32(1);
+    const __m512i seven = _mm512_set1_epi32(7);
     const __m128i low_byte = _mm_set1_epi16(0x00FF);
-    __m512i zeros = zero, nan_inputs = zero, inf_inputs = zero, nan = zero, underflow = zero;
+    nvfp4_lane_counts lc;
     std::size_t lo = 0, k = 0;
     for (; lo + nvfp4_block_size <= m; lo += nvfp4_block_size, ++k) {  // whole blocks: 8 bytes each
       const bool nan_block = codes[k] == nvfp4_nan_scale;
       const __m128i v = nan_block ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + lo));
       const __m128i pairs = _mm_or_si128(_mm_and_si128(v, low_byte), _mm_slli_epi16(_mm_srli_epi16(v, 8), 4));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + lo / 2), _mm_packus_epi16(pairs, _mm_setzero_si128()));
-      const __m512i b = _mm512_and_si512(_mm512_loadu_si512(x + lo), abs);
-      const __mmask16 fnz = _mm512_cmplt_epu32_mask(b, inf) & _mm512_cmpneq_epu32_mask(b, zero);
-      const __mmask16 y_zero = _mm512_testn_epi32_mask(_mm512_cvtepu8_epi32(v), seven);
-      nan_inputs = _mm512_mask_add_epi32(nan_inputs, _mm512_cmpgt_epu32_mask(b, inf), nan_inputs, ones);
-      inf_inputs = _mm512_mask_add_epi32(inf_inputs, _mm512_cmpeq_epu32_mask(b, inf), inf_inputs, ones);
-      zeros = _mm512_mask_add_epi32(zeros, _mm512_cmpeq_epu32_mask(b, zero), zeros, ones);
-      if (nan_block) nan = _mm512_mask_add_epi32(nan, fnz, nan, ones);
-      else underflow = _mm512_mask_add_epi32(underflow, fnz & y_zero, underflow, ones);
+      // (not lc.add: a branch on the block here, masks from integers cost 10 %)
+      const __m512i b = _mm512_and_si512(_mm512_loadu_si512(x + lo), lc.abs);
+      const __mmask16 fnz = _mm512_cmplt_epu32_mask(b, lc.inf) & _mm512_test_epi32_mask(b, b);
+      lc.nan_inputs = _mm512_mask_add_epi32(lc.nan_inputs, _mm512_cmpgt_epu32_mask(b, lc.inf), lc.nan_inputs, lc.ones);
+      lc.inf_inputs = _mm512_mask_add_epi32(lc.inf_inputs, _mm512_cmpeq_epu32_mask(b, lc.inf), lc.inf_inputs, lc.ones);
+      lc.zeros = _mm512_mask_add_epi32(lc.zeros, _mm512_testn_epi32_mask(b, b), lc.zeros, lc.ones);
+      if (nan_block) {
+        lc.nan = _mm512_mask_add_epi32(lc.nan, fnz, lc.nan, lc.ones);
+      } else {
+        const __mmask16 y_zero = _mm512_testn_epi32_mask(_mm512_cvtepu8_epi32(v), seven);
+        lc.underflow = _mm512_mask_add_epi32(lc.underflow, fnz & y_zero, lc.underflow, lc.ones);
+      }
     }
     nvfp4_counts c = run(x + lo, q + lo, codes + k, packed + lo / 2, m - lo);  // (the last, partial block)
-    add_lane_counts(c, zeros, nan_inputs, inf_inputs, nan, underflow);
+    lc.add_to(c);
     return c;
   }
 #endif
 };
+
+#if CPD_FAST_KERNELS
+/// E2M1 (saturating) of 16 quotients.
+struct e2m1_lanes {
+  __m512 value;  ///< the rounded quotient
+  __m512i code;  ///< its E2M1 code, the sign in bit 3
+};
+
+/// E2M1 of the finite q, to nearest even or stochastically with the random words r (the
+/// core's variant a with 32 bits: up when the dropped fraction's top 32 bits exceed ~r),
+/// saturating. The quantum is 1/2 below 2 (the subnormals and the first binade), 1 in [2, 4)
+/// and 2 from 4; t = |q| / quantum is exact (a power of two) and its rounded integer part n
+/// the kept quanta, so the value is n * quantum and the code's magnitude n, n + 2 or n + 4
+/// (n at most 4, the value at most 6, the code at most 7: saturation), with q's sign. The
+/// parity of n is the code's, so rounding t to nearest even is E2M1's.
+template <bool Stochastic>
+CPD_TARGET_AVX512 CPD_ALWAYS_INLINE e2m1_lanes e2m1_round16(__m512 q, __m512i r) noexcept {
+  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(q), sign_bit);
+  const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(sign_bit, _mm512_castps_si512(q)));
+  const __mmask16 ge2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_GE_OQ);
+  const __mmask16 ge4 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_GE_OQ);
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f), two = _mm512_set1_ps(2.0f);
+  const __m512 quantum = _mm512_mask_mov_ps(_mm512_mask_mov_ps(half, ge2, one), ge4, two);
+  const __m512 t = _mm512_mul_ps(a, _mm512_mask_mov_ps(_mm512_mask_mov_ps(two, ge2, one), ge4, half));
+  __m512 n;
+  if constexpr (Stochastic) {
+    n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    // (t - n is exact, and times 2^32 below 2^32: truncated, the top 32 bits of the fraction)
+    const __m512i dropped = _mm512_cvttps_epu32(_mm512_mul_ps(_mm512_sub_ps(t, n), _mm512_set1_ps(4294967296.0f)));
+    const __m512i not_r = _mm512_xor_si512(r, _mm512_set1_epi32(-1));
+    n = _mm512_mask_add_ps(n, _mm512_cmpgt_epu32_mask(dropped, not_r), n, one);
+  } else {
+    (void)r;
+    n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  n = _mm512_min_ps(n, _mm512_set1_ps(4.0f));
+  const __m512 v = _mm512_min_ps(_mm512_mul_ps(n, quantum), _mm512_set1_ps(6.0f));
+  const __m512i offset =
+      _mm512_mask_mov_epi32(_mm512_maskz_mov_epi32(ge2, _mm512_set1_epi32(2)), ge4, _mm512_set1_epi32(4));
+  const __m512i mag = _mm512_min_epu32(_mm512_add_epi32(_mm512_cvttps_epu32(n), offset), _mm512_set1_epi32(7));
+  return {_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign)),
+          _mm512_or_si512(mag, _mm512_srli_epi32(sign, 28))};
+}
+
+/// Steps 1 to 3 of one chunk in one pass, on AVX-512, for nearest-even and stochastic
+/// rounding (a block of 16 is one vector): step 1's block codes and factors, then per block
+/// x / factor (0 in a NaN block), its E2M1 by e2m1_round16 (element i drawing the word of
+/// counter c0 + i under key), and the product into out (quantize) or the codes packed
+/// (Encode), with the counts of x. The same bits as the three steps (tests/test_nvfp4.cpp).
+template <bool Stochastic, random_generator G, bool Encode>
+struct nvfp4_fused_avx512 {
+  /// Block k of the chunk, len values (Whole: 16, with plain loads and stores).
+  template <bool Whole>
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE void block(const float* x, const std::uint8_t* codes,
+                                                        const float* factors, float* out, std::uint8_t* packed,
+                                                        std::size_t k, std::size_t len, fast::vrandom<G>& gen,
+                                                        nvfp4_lane_counts& lc) noexcept {
+    const std::size_t lo = k * nvfp4_block_size;
+    const __mmask16 mk = Whole ? __mmask16(0xFFFF) : fast::tail_mask(len);
+    const __m512 xv = Whole ? _mm512_loadu_ps(x + lo) : _mm512_maskz_loadu_ps(mk, x + lo);
+    const __m512i r = Stochastic ? gen.next() : _mm512_setzero_si512();  // (a NaN block's too)
+    // (branches on the block, not masks from integers: those cost 10 %)
+    if (codes[k] == nvfp4_nan_scale) {  // every value NaN, every code 0
+      lc.add(xv, mk, mk, 0);
+      if constexpr (Encode) _mm_mask_storeu_epi8(packed + lo / 2, tail_bytes(len), _mm_setzero_si128());
+      else _mm512_mask_storeu_ps(out + lo, mk, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+      return;
+    }
+    const __m512 f = _mm512_set1_ps(factors[k]);
+    const e2m1_lanes e = e2m1_round16<Stochastic>(Whole ? _mm512_div_ps(xv, f) : _mm512_maskz_div_ps(mk, xv, f), r);
+    if constexpr (Encode) {
+      // (in each 64-bit lane the codes 2j and 2j + 1: the byte code | code >> 28, then its
+      // low bytes)
+      const __m128i bytes = _mm512_cvtepi64_epi8(_mm512_or_si512(e.code, _mm512_srli_epi64(e.code, 28)));
+      if (Whole) _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + lo / 2), bytes);
+      else _mm_mask_storeu_epi8(packed + lo / 2, tail_bytes(len), bytes);
+      lc.add(xv, mk, 0, _mm512_testn_epi32_mask(e.code, _mm512_set1_epi32(7)));
+    } else {
+      (void)packed;
+      const __m512 y = _mm512_mul_ps(e.value, f);
+      lc.add(xv, mk, 0, _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_EQ_OQ));
+      if (Whole) _mm512_storeu_ps(out + lo, y);
+      else _mm512_mask_storeu_ps(out + lo, mk, y);
+    }
+  }
+
+  /// The bytes of len codes.
+  static CPD_ALWAYS_INLINE __mmask16 tail_bytes(std::size_t len) noexcept {
+    return static_cast<__mmask16>((1u << ((len + 1) / 2)) - 1u);
+  }
+
+  CPD_TARGET_AVX512 static CPD_NOINLINE nvfp4_counts run(const float* x, std::size_t m, float s, random_key key,
+                                                          std::uint32_t c0, std::uint8_t* codes, float* out,
+                                                          std::uint8_t* packed) noexcept {
+    float factors[nvfp4_chunk_blocks];
+    nvfp4_divide_loop::codes_avx512(x, m, s, codes, factors);
+    fast::vrandom<G> gen(key);
+    if constexpr (Stochastic) gen.from(c0);
+    nvfp4_lane_counts lc;
+    const std::size_t whole = m / nvfp4_block_size;
+    for (std::size_t k = 0; k < whole; ++k) block<true>(x, codes, factors, out, packed, k, nvfp4_block_size, gen, lc);
+    if (m % nvfp4_block_size) block<false>(x, codes, factors, out, packed, whole, m % nvfp4_block_size, gen, lc);
+    nvfp4_counts c;
+    lc.add_to(c);
+    return c;
+  }
+};
+#endif
+
+/// One chunk of nvfp4_quantize (Encode false) or nvfp4_encode by nvfp4_fused_avx512, where
+/// that applies (the AVX-512 path; quantize nearest-even or stochastic, encode stochastic;
+/// for stochastic the chunk's counters first .. first + m - 1 within one block of 2^32):
+/// true when it ran. (Nearest-even encode stays in three passes: fused it ran 8 % slower in
+/// cache, no faster beyond it; docs/performance.md.)
+template <rounding R, bool Encode>
+bool nvfp4_fused_chunk(isa where, const float* x, std::size_t m, float s, const random_stream& stream,
+                       std::uint64_t first, std::uint8_t* codes, float* out, std::uint8_t* packed, value_stats& st) {
+#if CPD_FAST_KERNELS
+  if constexpr (R == rounding::nearest_even || R == rounding::stochastic) {
+    if (where != isa::avx512) return false;
+    nvfp4_counts c;
+    if constexpr (R == rounding::nearest_even) {
+      c = nvfp4_fused_avx512<false, random_generator::v1, Encode>::run(x, m, s, random_key{}, 0, codes, out, packed);
+    } else {
+      const auto c0 = static_cast<std::uint32_t>(first);
+      if (c0 + std::uint64_t(m) > (std::uint64_t(1) << 32)) return false;
+      const random_key key = stream.key(static_cast<std::uint32_t>(first >> 32));
+      c = stream.generator == random_generator::v1
+              ? nvfp4_fused_avx512<true, random_generator::v1, Encode>::run(x, m, s, key, c0, codes, out, packed)
+              : nvfp4_fused_avx512<true, random_generator::v2, Encode>::run(x, m, s, key, c0, codes, out, packed);
+    }
+    c.add_to(st, m);
+    return true;
+  }
+#endif
+  (void)where, (void)x, (void)m, (void)s, (void)stream, (void)first, (void)codes, (void)out, (void)packed, (void)st;
+  return false;
+}
 
 /// nvfp4_decode over n values: out[i] = nvfp4_decoded(value of code i, factor of its block).
 struct nvfp4_decode_loop {
@@ -356,6 +520,9 @@ value_stats nvfp4_encode(const float* in, std::size_t n, std::uint8_t* packed, s
   for (std::size_t lo = 0; lo < n; lo += detail::nvfp4_chunk) {
     const std::size_t m = n - lo < detail::nvfp4_chunk ? n - lo : detail::nvfp4_chunk;
     std::uint8_t* codes = scales + lo / nvfp4_block_size;
+    if (detail::nvfp4_fused_chunk<R, true>(where, in + lo, m, s, opt.key, opt.first_index + lo, codes, nullptr,
+                                           packed + lo / 2, st))
+      continue;
     detail::lanes<detail::nvfp4_divide_loop>(where, in + lo, m, s, codes, +factors, +y);
     o.offset = opt.first_index + lo;
     encode<nvfp4_element, R, overflow::saturate>(execution::seq, static_cast<const float*>(y), +q, m, o);
@@ -393,6 +560,9 @@ value_stats nvfp4_quantize(const float* in, float* out, std::size_t n, const nvf
   bulk_options o = detail::keyed_options(opt.key);
   for (std::size_t lo = 0; lo < n; lo += detail::nvfp4_chunk) {
     const std::size_t m = n - lo < detail::nvfp4_chunk ? n - lo : detail::nvfp4_chunk;
+    if (detail::nvfp4_fused_chunk<R, false>(where, in + lo, m, s, opt.key, opt.first_index + lo, +codes, out + lo,
+                                            nullptr, st))
+      continue;
     detail::lanes<detail::nvfp4_divide_loop>(where, in + lo, m, s, +codes, +factors, +y);
     o.offset = opt.first_index + lo;
     quantize<nvfp4_element, R, overflow::saturate>(execution::seq, static_cast<const float*>(y), +y, m, o);
