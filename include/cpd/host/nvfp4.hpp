@@ -425,10 +425,8 @@ struct nvfp4_fused_avx512 {
 #endif
 
 /// One chunk of nvfp4_quantize (Encode false) or nvfp4_encode by nvfp4_fused_avx512, where
-/// that applies (the AVX-512 path; quantize nearest-even or stochastic, encode stochastic;
-/// for stochastic the chunk's counters first .. first + m - 1 within one block of 2^32):
-/// true when it ran. (Nearest-even encode stays in three passes: fused it ran 8 % slower in
-/// cache, no faster beyond it; docs/performance.md.)
+/// that applies (the AVX-512 path, R nearest-even or stochastic; for stochastic the chunk's
+/// counters first .. first + m - 1 within one block of 2^32): true when it ran.
 template <rounding R, bool Encode>
 bool nvfp4_fused_chunk(isa where, const float* x, std::size_t m, float s, const random_stream& stream,
                        std::uint64_t first, std::uint8_t* codes, float* out, std::uint8_t* packed, value_stats& st) {
