@@ -99,6 +99,18 @@ void BM_mx_quantize_e2m1(benchmark::State& st) {
   rates(st, b.in.size());
 }
 
+// (args: n, block size: the small blocks that a call per block used to dominate)
+void BM_mx_quantize_e2m1_blocks(benchmark::State& st) {
+  auto& b = get(static_cast<std::size_t>(st.range(0)));
+  cpd::mx_options opt;
+  opt.block_size = static_cast<std::size_t>(st.range(1));
+  for (auto _ : st) {
+    cpd::mx_quantize<cpd::float4_e2m1fn>(b.in.data(), b.out.data(), b.in.size(), opt);
+    benchmark::ClobberMemory();
+  }
+  rates(st, b.in.size());
+}
+
 void BM_mx_decode_e2m1(benchmark::State& st) {
   auto& b = get(static_cast<std::size_t>(st.range(0)));
   for (auto _ : st) {
@@ -117,6 +129,7 @@ BENCHMARK(BM_nvfp4_encode<cpd::rounding::nearest_even>)->Arg(1 << 22)->Arg(1 << 
 BENCHMARK(BM_nvfp4_encode<cpd::rounding::stochastic>)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_nvfp4_decode)->Arg(1 << 22)->Arg(1 << 14);
 BENCHMARK(BM_mx_quantize_e2m1)->Arg(1 << 22)->Arg(1 << 14);
+BENCHMARK(BM_mx_quantize_e2m1_blocks)->Args({1 << 22, 1})->Args({1 << 22, 8});
 BENCHMARK(BM_mx_decode_e2m1)->Arg(1 << 22)->Arg(1 << 14);
 
 BENCHMARK_MAIN();

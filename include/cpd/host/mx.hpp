@@ -111,6 +111,88 @@ struct mx_unscale_loop {
 #endif
 };
 
+/// loop(x + bl, f, y + bl, len) over a chunk's blocks of `step` values (m in all; codes sc):
+/// f = 2^-e (Scale) or 2^e, a NaN block `nan_fill`, and the blocks where skip[b] (skip may be
+/// null) left alone; bad[b] (bad may be null) whether loop returned non-zero. In one call of
+/// the instruction set's code: a dispatch per block cost blocks of a few values most of
+/// their time. Returns whether some block was bad.
+template <bool Scale, class Loop>
+CPD_ALWAYS_INLINE bool mx_blocks(Loop loop, const float* x, float* y, std::size_t m, std::size_t step,
+                                 const std::uint8_t* sc, const bool* skip, bool* bad, float nan_fill) noexcept {
+  bool any = false;
+  for (std::size_t b = 0, bl = 0; bl < m; ++b, bl += step) {
+    const std::size_t len = m - bl < step ? m - bl : step;
+    bool r = false;
+    if (skip != nullptr && skip[b]) {
+    } else if (sc[b] == mx_nan_scale) {
+      for (std::size_t i = bl; i < bl + len; ++i) y[i] = nan_fill;
+    } else {
+      const int e = static_cast<int>(sc[b]) - 127;
+      r = loop(x + bl, mx_pow2f(Scale ? -e : e), y + bl, len) != 0;
+    }
+    if (bad != nullptr) bad[b] = r;
+    any |= r;
+  }
+  return any;
+}
+
+/// mx_scale_loop over a chunk's blocks (mx_blocks: y = x * 2^-e, 0 in a NaN block, bad[b]
+/// where a product was inexact).
+struct mx_scale_blocks_loop {
+  struct plain {
+    CPD_ALWAYS_INLINE std::size_t operator()(const float* x, float f, float* y, std::size_t m) const noexcept {
+      return mx_scale_loop::run(x, f, y, m);
+    }
+  };
+  static CPD_ALWAYS_INLINE bool run(const float* x, float* y, std::size_t m, std::size_t step,
+                                    const std::uint8_t* sc, bool* bad) noexcept {
+    return mx_blocks<true>(plain{}, x, y, m, step, sc, nullptr, bad, 0.0f);
+  }
+#if CPD_FAST_KERNELS
+  struct wide {
+    // (not always_inline: mx_blocks, of no target, would take it first; inlined all the same
+    // once mx_blocks is in run_avx512)
+    CPD_TARGET_AVX512 std::size_t operator()(const float* x, float f, float* y, std::size_t m) const noexcept {
+      return mx_scale_loop::run_avx512(x, f, y, m);
+    }
+  };
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE bool run_avx512(const float* x, float* y, std::size_t m, std::size_t step,
+                                                             const std::uint8_t* sc, bool* bad) noexcept {
+    // (blocks shorter than a vector: plain code, not one masked vector each)
+    return step < 16 ? mx_blocks<true>(plain{}, x, y, m, step, sc, nullptr, bad, 0.0f)
+                     : mx_blocks<true>(wide{}, x, y, m, step, sc, nullptr, bad, 0.0f);
+  }
+#endif
+};
+
+/// mx_unscale_loop over blocks (mx_blocks: out = v * 2^e, the canonical NaN in a NaN block,
+/// the blocks where skip[b] left alone).
+struct mx_unscale_blocks_loop {
+  struct plain {
+    CPD_ALWAYS_INLINE int operator()(const float* v, float f, float* out, std::size_t m) const noexcept {
+      return mx_unscale_loop::run(v, f, out, m);
+    }
+  };
+  static CPD_ALWAYS_INLINE int run(const float* v, float* out, std::size_t m, std::size_t step,
+                                   const std::uint8_t* sc, const bool* skip) noexcept {
+    mx_blocks<false>(plain{}, v, out, m, step, sc, skip, nullptr, bit_cast<float>(0x7FC00000u));
+    return 0;
+  }
+#if CPD_FAST_KERNELS
+  struct wide {
+    CPD_TARGET_AVX512 int operator()(const float* v, float f, float* out, std::size_t m) const noexcept {  // (see above)
+      return mx_unscale_loop::run_avx512(v, f, out, m);
+    }
+  };
+  CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* v, float* out, std::size_t m, std::size_t step,
+                                                            const std::uint8_t* sc, const bool* skip) noexcept {
+    if (step < 16) mx_blocks<false>(plain{}, v, out, m, step, sc, skip, nullptr, bit_cast<float>(0x7FC00000u));
+    else mx_blocks<false>(wide{}, v, out, m, step, sc, skip, nullptr, bit_cast<float>(0x7FC00000u));
+    return 0;
+  }
+#endif
+};
+
 /// The definition for one element: V * 2^-e (sc the block's code, not NaN) rounded to Elem in
 /// mode R from double, saturating, with element i's random bits.
 template <class Elem, rounding R>
@@ -158,17 +240,9 @@ void mx_chunks(const float* in, std::size_t n, std::uint8_t* scales, const mx_op
       sc[0] = long_sc;
     }
     const std::size_t step = k <= mx_chunk ? k : m;
-    bool any_inexact = false;
     bool bad[mx_chunk];
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::size_t bl = b * step, len = m - bl < step ? m - bl : step;
-      bad[b] = false;
-      if (sc[b] == mx_nan_scale)
-        std::fill(y + bl, y + bl + len, 0.0f);  // (finish writes the block; the bulk call reads zeros)
-      else
-        bad[b] = lanes<mx_scale_loop>(where, in + lo + bl, mx_pow2f(127 - static_cast<int>(sc[b])), y + bl, len) != 0;
-      any_inexact |= bad[b];
-    }
+    // (a NaN block's y is 0: finish writes the block; the bulk call reads zeros)
+    const bool any_inexact = lanes<mx_scale_blocks_loop>(where, in + lo, +y, m, step, +sc, +bad);
     o.offset = lo;
     round(+y, lo, m, o);
     finish(lo, m, step, static_cast<const std::uint8_t*>(sc), static_cast<const float*>(y),
@@ -229,16 +303,8 @@ void mx_decode(const std::uint8_t* scales, const typename Elem::storage_type* co
   // exact product rounded once (to a subnormal or inf where it leaves float's range), as
   // a double product cast to float.
   decode<Elem>(execution::seq, codes, out, n);
-  const detail::isa where = detail::active_isa();
-  for (std::size_t blk = 0, lo = 0, hi = 0; lo < n; ++blk, lo = hi) {
-    hi = detail::block_end(lo, opt.block_size, n);
-    const std::uint8_t sc = scales[blk];
-    if (sc == mx_nan_scale)
-      std::fill(out + lo, out + hi, detail::bit_cast<float>(0x7FC00000u));
-    else
-      detail::lanes<detail::mx_unscale_loop>(where, static_cast<const float*>(out + lo),
-                                             detail::mx_pow2f(static_cast<int>(sc) - 127), out + lo, hi - lo);
-  }
+  detail::lanes<detail::mx_unscale_blocks_loop>(detail::active_isa(), static_cast<const float*>(out), out, n,
+                                                opt.block_size, scales, static_cast<const bool*>(nullptr));
 }
 
 /// MX fake quantization: out = decode(encode(in)), block by block (in == out allowed).
@@ -255,18 +321,15 @@ void mx_quantize(const float* in, float* out, std::size_t n, const mx_options& o
         quantize<Elem, R, overflow::saturate>(execution::seq, static_cast<const float*>(y), y, m, o);
       },
       [&](std::size_t lo, std::size_t m, std::size_t step, const std::uint8_t* sc, const float* y, const bool* bad) {
+        // (the blocks whose scaling was inexact are left for the exact path: in may be out)
+        detail::lanes<detail::mx_unscale_blocks_loop>(where, y, out + lo, m, step, sc, bad);
+        if (bad == nullptr) return;
         for (std::size_t b = 0, bl = 0; bl < m; ++b, bl += step) {
+          if (!bad[b] || sc[b] == mx_nan_scale) continue;
           const std::size_t hi = bl + step < m ? bl + step : m;
-          if (sc[b] == mx_nan_scale) {
-            for (std::size_t i = lo + bl; i < lo + hi; ++i) out[i] = detail::bit_cast<float>(0x7FC00000u);
-          } else if (bad != nullptr && bad[b]) {
-            const double x = detail::pow2<double>(static_cast<int>(sc[b]) - 127);
-            for (std::size_t i = lo + bl; i < lo + hi; ++i)
-              out[i] = static_cast<float>(static_cast<double>(detail::mx_element<Elem, R>(in[i], sc[b], i, opt)) * x);
-          } else {
-            detail::lanes<detail::mx_unscale_loop>(where, y + bl, detail::mx_pow2f(static_cast<int>(sc[b]) - 127),
-                                                   out + lo + bl, hi - bl);
-          }
+          const double x = detail::pow2<double>(static_cast<int>(sc[b]) - 127);
+          for (std::size_t i = lo + bl; i < lo + hi; ++i)
+            out[i] = static_cast<float>(static_cast<double>(detail::mx_element<Elem, R>(in[i], sc[b], i, opt)) * x);
         }
       });
 }

@@ -186,6 +186,7 @@ struct block_amax_loop {
 
   CPD_TARGET_AVX512 static CPD_ALWAYS_INLINE int run_avx512(const float* x, std::size_t m, std::size_t k,
                                                             std::uint32_t* amax) noexcept {
+    if (k < 16) return run(x, m, k, amax);  // (plain code: a masked vector and a reduction per block cost more)
     const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF);
     std::size_t lo = 0, b = 0;
     if (k % 16 == 0) {  // 16 whole blocks at a time
