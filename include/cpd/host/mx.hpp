@@ -180,7 +180,8 @@ struct mx_unscale_blocks_loop {
   }
 #if CPD_FAST_KERNELS
   struct wide {
-    CPD_TARGET_AVX512 int operator()(const float* v, float f, float* out, std::size_t m) const noexcept {  // (see above)
+    // (see mx_scale_blocks_loop::wide)
+    CPD_TARGET_AVX512 int operator()(const float* v, float f, float* out, std::size_t m) const noexcept {
       return mx_unscale_loop::run_avx512(v, f, out, m);
     }
   };
