@@ -124,6 +124,7 @@ CPD_ALWAYS_INLINE bool mx_blocks(Loop loop, const float* x, float* y, std::size_
     const std::size_t len = m - bl < step ? m - bl : step;
     bool r = false;
     if (skip != nullptr && skip[b]) {
+      // left alone
     } else if (sc[b] == mx_nan_scale) {
       for (std::size_t i = bl; i < bl + len; ++i) y[i] = nan_fill;
     } else {

@@ -78,16 +78,26 @@ struct nvfp4_lane_counts {
         inf(_mm512_set1_epi32(0x7F800000)),
         ones(_mm512_set1_epi32(1)) {}
 
-  /// The lanes mk of x, whose results are NaN where y_nan and zero where y_zero (only a
-  /// finite non-zero x counts those).
-  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void add(__m512 x, __mmask16 mk, __mmask16 y_nan, __mmask16 y_zero) noexcept {
+  /// The classes of the lanes mk of x (NaN, inf, zero); returns the lanes of finite non-zero
+  /// x, the only ones whose results count (nan_where, underflow_where).
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE __mmask16 inputs(__m512 x, __mmask16 mk) noexcept {
     const __m512i b = _mm512_and_si512(_mm512_castps_si512(x), abs);
-    const __mmask16 fnz = _mm512_cmplt_epu32_mask(b, inf) & _mm512_test_epi32_mask(b, b) & mk;
     nan_inputs = _mm512_mask_add_epi32(nan_inputs, _mm512_cmpgt_epu32_mask(b, inf) & mk, nan_inputs, ones);
     inf_inputs = _mm512_mask_add_epi32(inf_inputs, _mm512_cmpeq_epu32_mask(b, inf) & mk, inf_inputs, ones);
     zeros = _mm512_mask_add_epi32(zeros, _mm512_testn_epi32_mask(b, b) & mk, zeros, ones);
-    nan = _mm512_mask_add_epi32(nan, fnz & y_nan, nan, ones);
-    underflow = _mm512_mask_add_epi32(underflow, fnz & static_cast<__mmask16>(~y_nan) & y_zero, underflow, ones);
+    return _mm512_cmplt_epu32_mask(b, inf) & _mm512_test_epi32_mask(b, b) & mk;
+  }
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void nan_where(__mmask16 k) noexcept {
+    nan = _mm512_mask_add_epi32(nan, k, nan, ones);
+  }
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void underflow_where(__mmask16 k) noexcept {
+    underflow = _mm512_mask_add_epi32(underflow, k, underflow, ones);
+  }
+  /// The lanes mk of x, whose results are NaN where y_nan and zero where y_zero.
+  CPD_TARGET_AVX512 CPD_ALWAYS_INLINE void add(__m512 x, __mmask16 mk, __mmask16 y_nan, __mmask16 y_zero) noexcept {
+    const __mmask16 fnz = inputs(x, mk);
+    nan_where(fnz & y_nan);
+    underflow_where(fnz & static_cast<__mmask16>(~y_nan) & y_zero);
   }
 
   /// c += the sums of the lanes.
@@ -295,18 +305,10 @@ struct nvfp4_pack_loop {
       const __m128i v = nan_block ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + lo));
       const __m128i pairs = _mm_or_si128(_mm_and_si128(v, low_byte), _mm_slli_epi16(_mm_srli_epi16(v, 8), 4));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + lo / 2), _mm_packus_epi16(pairs, _mm_setzero_si128()));
-      // (not lc.add: a branch on the block here, masks from integers cost 10 %)
-      const __m512i b = _mm512_and_si512(_mm512_loadu_si512(x + lo), lc.abs);
-      const __mmask16 fnz = _mm512_cmplt_epu32_mask(b, lc.inf) & _mm512_test_epi32_mask(b, b);
-      lc.nan_inputs = _mm512_mask_add_epi32(lc.nan_inputs, _mm512_cmpgt_epu32_mask(b, lc.inf), lc.nan_inputs, lc.ones);
-      lc.inf_inputs = _mm512_mask_add_epi32(lc.inf_inputs, _mm512_cmpeq_epu32_mask(b, lc.inf), lc.inf_inputs, lc.ones);
-      lc.zeros = _mm512_mask_add_epi32(lc.zeros, _mm512_testn_epi32_mask(b, b), lc.zeros, lc.ones);
-      if (nan_block) {
-        lc.nan = _mm512_mask_add_epi32(lc.nan, fnz, lc.nan, lc.ones);
-      } else {
-        const __mmask16 y_zero = _mm512_testn_epi32_mask(_mm512_cvtepu8_epi32(v), seven);
-        lc.underflow = _mm512_mask_add_epi32(lc.underflow, fnz & y_zero, lc.underflow, lc.ones);
-      }
+      // (a branch on the block, not a mask from an integer: those cost 10 %)
+      const __mmask16 fnz = lc.inputs(_mm512_loadu_ps(x + lo), 0xFFFF);
+      if (nan_block) lc.nan_where(fnz);
+      else lc.underflow_where(fnz & _mm512_testn_epi32_mask(_mm512_cvtepu8_epi32(v), seven));
     }
     nvfp4_counts c = run(x + lo, q + lo, codes + k, packed + lo / 2, m - lo);  // (the last, partial block)
     lc.add_to(c);
@@ -378,7 +380,7 @@ struct nvfp4_fused_avx512 {
     const __m512i r = Stochastic ? gen.next() : _mm512_setzero_si512();  // (a NaN block's too)
     // (branches on the block, not masks from integers: those cost 10 %)
     if (codes[k] == nvfp4_nan_scale) {  // every value NaN, every code 0
-      lc.add(xv, mk, mk, 0);
+      lc.nan_where(lc.inputs(xv, mk));
       if constexpr (Encode) _mm_mask_storeu_epi8(packed + lo / 2, tail_bytes(len), _mm_setzero_si128());
       else _mm512_mask_storeu_ps(out + lo, mk, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
       return;
@@ -391,11 +393,11 @@ struct nvfp4_fused_avx512 {
       const __m128i bytes = _mm512_cvtepi64_epi8(_mm512_or_si512(e.code, _mm512_srli_epi64(e.code, 28)));
       if (Whole) _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + lo / 2), bytes);
       else _mm_mask_storeu_epi8(packed + lo / 2, tail_bytes(len), bytes);
-      lc.add(xv, mk, 0, _mm512_testn_epi32_mask(e.code, _mm512_set1_epi32(7)));
+      lc.underflow_where(lc.inputs(xv, mk) & _mm512_testn_epi32_mask(e.code, _mm512_set1_epi32(7)));
     } else {
       (void)packed;
       const __m512 y = _mm512_mul_ps(e.value, f);
-      lc.add(xv, mk, 0, _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_EQ_OQ));
+      lc.underflow_where(lc.inputs(xv, mk) & _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_EQ_OQ));
       if (Whole) _mm512_storeu_ps(out + lo, y);
       else _mm512_mask_storeu_ps(out + lo, mk, y);
     }
